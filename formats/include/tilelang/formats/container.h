@@ -1,0 +1,49 @@
+// The .tlb container: a fixed 64-byte little-endian header, a flatbuffers
+// manifest (formats/bundle.fbs), and a 64-byte aligned payload region.
+// Layout and version policy: formats/README.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tl::formats {
+
+// PNG-style signature: a high-bit byte catches 7-bit transfers, CR LF catches
+// text-mode line-ending rewrites, 0x1A stops DOS `type`, the final LF catches
+// LF -> CRLF conversion.
+inline constexpr uint8_t kSignature[8] = {0x89, 'T', 'L', 'B', '\r', '\n', 0x1A, '\n'};
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint32_t kHeaderSize = 64;
+inline constexpr uint64_t kPayloadAlignment = 64;
+
+// Limits that bound work done on untrusted input.
+inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;      // 64 MiB
+inline constexpr uint64_t kDefaultMaxPayloadRawBytes = 1ull << 30;  // 1 GiB per payload, decompressed
+
+// Field offsets inside the header.
+//   0  signature[8]
+//   8  format_major u16, 10 format_minor u16
+//  12  header_size u32 (= 64)
+//  16  flags u64 (no bits defined in 1.0; any set bit => reject)
+//  24  manifest_offset u64, 32 manifest_size u64
+//  40  payload_offset u64, 48 payload_size u64
+//  56  manifest_crc32c u32, 60 header_crc32c u32 (CRC32C of bytes 0..59)
+struct HeaderFields {
+  uint16_t format_major = 0;
+  uint16_t format_minor = 0;
+  uint32_t header_size = 0;
+  uint64_t flags = 0;
+  uint64_t manifest_offset = 0;
+  uint64_t manifest_size = 0;
+  uint64_t payload_offset = 0;
+  uint64_t payload_size = 0;
+  uint32_t manifest_crc32c = 0;
+  uint32_t header_crc32c = 0;
+};
+
+// Tokens of Bundle.must_understand that this library knows. A bundle naming
+// any other token is rejected with kIncompatible, naming the token.
+inline constexpr const char* kKnownMustUnderstand[] = {"core.v1"};
+
+}  // namespace tl::formats
