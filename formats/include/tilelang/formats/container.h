@@ -3,8 +3,12 @@
 // Layout and version policy: formats/README.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+
+#include "tilelang/formats/status.h"
 
 namespace tl::formats {
 
@@ -45,5 +49,32 @@ struct HeaderFields {
 // Tokens of Bundle.must_understand that this library knows. A bundle naming
 // any other token is rejected with kIncompatible, naming the token.
 inline constexpr const char* kKnownMustUnderstand[] = {"core.v1"};
+
+// Flatbuffers file identifier of the manifest (bundle.fbs file_identifier).
+inline constexpr char kManifestIdentifier[] = "TLBM";
+// The header CRC covers bytes [0, kHeaderCrcCoveredBytes).
+inline constexpr uint32_t kHeaderCrcCoveredBytes = 60;
+// The manifest starts 8-byte aligned (the flatbuffers verifier checks the
+// alignment of every scalar relative to the memory address).
+inline constexpr uint64_t kManifestAlignment = 8;
+
+// Serializes `fields` into the 64-byte little-endian header, computing
+// header_crc32c over bytes 0..59 (fields.header_crc32c is ignored).
+std::array<uint8_t, kHeaderSize> EncodeHeader(const HeaderFields& fields);
+
+// Decodes the fields of a 64-byte header without validating anything.
+HeaderFields DecodeHeaderFields(std::span<const uint8_t, kHeaderSize> header);
+
+// Reads and validates the header of a whole bundle file `file` (all of it:
+// region bounds are checked against its size). Checks, in this order: the
+// signature (with specific messages for CRLF/LF conversion and 7-bit
+// stripping), truncation, the major version (kIncompatible when it is not
+// kFormatMajor), the header CRC, header_size, flags, and the regions: manifest
+// after the header, 8-byte aligned, non-empty, at most kMaxManifestBytes;
+// payload region 64-byte aligned, after the manifest, ending exactly at the
+// end of the file; every addition overflow-checked.
+// Errors: kInvalidArgument (not a bundle / malformed), kDataLoss (truncated
+// or CRC mismatch), kIncompatible (major version, flags).
+StatusOr<HeaderFields> ParseHeader(std::span<const uint8_t> file);
 
 }  // namespace tl::formats
