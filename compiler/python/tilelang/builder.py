@@ -1,0 +1,142 @@
+"""The builder: records the statements of the function being traced.
+
+Tracing runs the (transformed) Python body once; every tile operation, loop,
+store and branch it executes appends a statement to the innermost open block.
+Names are made unique per function here (`i`, `i_1`, ...), as Tile IR requires.
+"""
+
+import contextlib
+import re
+import threading
+
+from . import expr as E
+from . import ir
+from .buffer import Buffer
+from .errors import error, user_location
+
+_local = threading.local()
+
+# Words that start a Tile IR statement or are literals: never used as value names.
+RESERVED = {"tileir", "func", "dynamic", "kernel", "alloc", "var", "let", "for", "in", "parallel",
+            "if", "else", "copy", "fill", "gemm", "reduce", "cumsum", "atomic_add", "sync", "hint",
+            "true", "false", "inf", "nan", "loc", "select", "cast", "grid", "threads", "serial",
+            "unroll", "pipelined", "tensor", "shared", "fragment", "local"}
+
+
+def _stack():
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def current():
+    stack = _stack()
+    if not stack:
+        raise error("this operation is only valid inside a T.prim_func being traced")
+    return stack[-1]
+
+
+def active():
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+class Builder:
+    def __init__(self):
+        self.names = set()
+        self.body = []
+        self.blocks = [self.body]
+        self.frames = []      # open statements: Kernel, For, Parallel, If
+        self.pending = []     # buffers/vars not yet given a name
+
+    # -- naming
+    def fresh(self, hint):
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint or "v") or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        if base in RESERVED:
+            base += "_"
+        name, n = base, 0
+        while name in self.names:
+            n += 1
+            name = f"{base}_{n}"
+        self.names.add(name)
+        return name
+
+    def claim(self, name):
+        """Register an exact name (parameters, symbols); error if taken."""
+        if name in self.names or name in RESERVED:
+            raise error(f"name {name!r} is used twice or is reserved in Tile IR")
+        self.names.add(name)
+        return name
+
+    def name_pending(self, obj, hint):
+        if obj.name is None:
+            obj.name = self.fresh(hint)
+
+    def finish(self):
+        for obj in self.pending:
+            self.name_pending(obj, "buf" if isinstance(obj, Buffer) else "v")
+
+    # -- structure
+    @property
+    def in_kernel(self):
+        return any(isinstance(f, ir.Kernel) for f in self.frames)
+
+    @property
+    def in_parallel(self):
+        return any(isinstance(f, ir.Parallel) for f in self.frames)
+
+    def emit(self, stmt):
+        if not isinstance(stmt, ir.Kernel) and not self.in_kernel:
+            raise error("only T.Kernel blocks may appear at the top level of a prim_func; "
+                        "this statement is outside any T.Kernel")
+        if isinstance(stmt, ir.Kernel) and self.in_kernel:
+            raise error("T.Kernel cannot be nested inside another T.Kernel")
+        stmt.loc = user_location()
+        self.blocks[-1].append(stmt)
+        return stmt
+
+    @contextlib.contextmanager
+    def open(self, stmt, body):
+        self.emit(stmt)
+        self.frames.append(stmt)
+        self.blocks.append(body)
+        try:
+            yield stmt
+        finally:
+            self.blocks.pop()
+            self.frames.pop()
+
+    def last_if(self):
+        block = self.blocks[-1]
+        if not block or not isinstance(block[-1], ir.If) or block[-1].else_ is not None:
+            raise error("`else` without a matching device `if`")
+        return block[-1]
+
+    # -- statements used by several language modules
+    def store(self, buffer, indices, value):
+        self._require_kernel("a store")
+        self.emit(ir.Store(buffer, indices, E.cast(value, buffer.dtype)))
+
+    def assign_var(self, var, value):
+        self._require_kernel("an assignment to a T.alloc_var")
+        self.emit(ir.Assign(var, E.cast(value, var.dtype)))
+
+    def let(self, name, value):
+        var = E.Var(self.fresh(name), value.dtype, "let")
+        self.emit(ir.Let(var, value))
+        return var
+
+    def _require_kernel(self, what):
+        if not self.in_kernel:
+            raise error(f"{what} must be inside a T.Kernel")
+
+
+@contextlib.contextmanager
+def tracing(builder):
+    _stack().append(builder)
+    try:
+        yield builder
+    finally:
+        _stack().pop()

@@ -1,0 +1,73 @@
+"""Errors raised by the frontend.
+
+Every error about a tile program names the file and line of the user's code
+that caused it (``gemm.py:23: T.copy: ...``), so the message is useful when it
+reaches a terminal through ``tl-pack build``.
+"""
+
+import os
+import sys
+import sysconfig
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames of this package and of the standard library (contextlib, ...) are never the user's.
+_SKIP = tuple(os.path.abspath(p) + os.sep for p in
+              {_PKG_DIR, sysconfig.get_paths()["stdlib"], os.path.dirname(os.__file__)})
+
+
+class TileLangError(Exception):
+    """Base class of every error the tilelang package raises on purpose."""
+
+
+class TileLangSyntaxError(TileLangError):
+    """The tile program uses the language wrongly (shapes, dtypes, scopes)."""
+
+    def __init__(self, message, file=None, line=None):
+        self.file = file
+        self.line = line
+        self.message = message
+        prefix = f"{file}:{line}: " if file is not None else ""
+        super().__init__(prefix + message)
+
+
+class TileLangCompileError(TileLangError):
+    """The C++ compiler driver rejected the program or failed."""
+
+
+class TileLangRuntimeError(TileLangError):
+    """Loading or launching a compiled kernel failed."""
+
+
+class TileLangNotImplementedError(TileLangError, NotImplementedError):
+    """A feature or target exists in the language but not yet in this toolchain."""
+
+
+def display_path(path):
+    """Path as shown in locations: relative to the working directory when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def user_location():
+    """(file, line) of the innermost frame that belongs to the user's program.
+
+    Traced code keeps its original file name and line numbers (the AST
+    transform preserves them), so walking the stack past this package's own
+    frames finds the statement being traced.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_SKIP) and not filename.startswith("<"):
+            return display_path(filename), frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def error(message):
+    """Build a TileLangSyntaxError located at the user's current statement."""
+    file, line = user_location()
+    return TileLangSyntaxError(message, file, line)

@@ -1,0 +1,144 @@
+"""T.prim_func and T.macro.
+
+A prim_func is traced as soon as it is defined: the factory that defines it has
+already computed every Python value the body closes over, so the body can be
+run once with IR-building parameters, giving one Tile IR function.
+"""
+
+import copy as _copy
+import inspect
+
+from . import builder as B
+from . import expr as E
+from . import hooks
+from . import ir
+from .ast_transform import Transformed
+from .buffer import Buffer
+from .dtypes import DType, is_dtype, canonical
+from .errors import TileLangSyntaxError, display_path, error
+from .language.proxy import TensorSpec
+
+
+class PrimFunc:
+    """A traced tile program: one Tile IR function."""
+
+    def __init__(self, function, source_func):
+        self.function = function
+        self.source_func = source_func
+        self.attrs = {}
+
+    @property
+    def name(self):
+        return self.function.name
+
+    @property
+    def params(self):
+        return list(self.function.params)
+
+    def with_name(self, name):
+        clone = _copy.copy(self)
+        clone.function = _copy.copy(self.function)
+        clone.function.name = name
+        return clone
+
+    def script(self):
+        return ir.print_module([self.function])
+
+    def __repr__(self):
+        return f"<T.prim_func {self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        raise error(f"{self.name} is a tile program; compile it with tilelang.compile(...) to run it")
+
+
+def _annotations(func):
+    anns = dict(getattr(func, "__annotations__", {}))
+    if any(isinstance(v, str) for v in anns.values()):
+        # `from __future__ import annotations`: evaluate in the function's scope.
+        scope = dict(func.__globals__)
+        cv = inspect.getclosurevars(func)
+        scope.update(cv.nonlocals)
+        for k, v in anns.items():
+            if isinstance(v, str):
+                anns[k] = eval(v, scope)  # noqa: S307 - the user's own annotation text
+    return anns
+
+
+def trace(func, name=None):
+    transformed = Transformed(func)
+    file = display_path(func.__code__.co_filename)
+    sig = inspect.signature(func)
+    anns = _annotations(func)
+    b = B.Builder()
+    params, symbols, args = [], [], []
+    with B.tracing(b):
+        for p in sig.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+                raise TileLangSyntaxError(f"parameter {p.name}: *args, **kwargs and positional-only "
+                                          "parameters are not supported in a T.prim_func",
+                                          file, transformed.def_line)
+            ann = anns.get(p.name, p.annotation)
+            if isinstance(ann, TensorSpec):
+                for d in ann.shape:
+                    if isinstance(d, E.Var) and all(s is not d for s in symbols):
+                        if any(s.name == d.name for s in symbols):
+                            raise TileLangSyntaxError(f"two different T.dynamic symbols are named {d.name}",
+                                                      file, transformed.def_line)
+                        symbols.append(d)
+                buf = Buffer(p.name, ann.shape, ann.dtype, "tensor")
+                params.append(buf)
+                args.append(buf)
+            elif is_dtype(ann):
+                v = E.Var(p.name, canonical(ann), "param")
+                params.append(v)
+                args.append(v)
+            else:
+                raise TileLangSyntaxError(f"parameter {p.name} needs an annotation: T.Tensor((...), dtype) "
+                                          "or a scalar dtype such as T.int32", file, transformed.def_line)
+        for p in params:
+            b.claim(p.name)
+        for s in symbols:
+            b.claim(s.name)
+        fn = transformed.instantiate(hooks)
+        fn(*args)
+        b.finish()
+    if not b.body:
+        raise TileLangSyntaxError(f"{func.__name__} has no T.Kernel", file, transformed.def_line)
+    function = ir.Function(name or func.__name__, params, symbols, b.body, (file, transformed.def_line))
+    return PrimFunc(function, func)
+
+
+def prim_func(func=None, *, eager_jit=False):
+    if eager_jit:
+        raise error("T.prim_func(eager_jit=True) is not supported; use a factory with @tilelang.jit")
+    if func is None:
+        return lambda f: prim_func(f)
+    return trace(func)
+
+
+class Macro:
+    """T.macro: a reusable piece of tile program, inlined where it is called."""
+
+    def __init__(self, func):
+        self.func = func
+        self._transformed = None
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __call__(self, *args, **kwargs):
+        if B.active() is None:
+            raise error(f"macro {self.func.__name__} can only be called inside a T.prim_func")
+        if self._transformed is None:
+            self._transformed = Transformed(self.func)
+        return self._transformed.instantiate(hooks)(*args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return lambda *a, **k: self(obj, *a, **k)
+
+
+def macro(func=None, **kwargs):
+    if func is None:
+        return lambda f: Macro(f)
+    return Macro(func)

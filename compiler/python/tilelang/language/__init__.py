@@ -1,0 +1,21 @@
+"""The tile language namespace: `import tilelang.language as T`."""
+
+from ..dtypes import DTYPES as _DTYPES, DType as dtype  # noqa: F401
+from ..function import prim_func, macro  # noqa: F401
+from .allocate import alloc_fragment, alloc_local, alloc_shared, alloc_var  # noqa: F401
+from .annotations import annotate_layout, make_swizzled_layout, sync_threads, use_swizzle  # noqa: F401
+from .kernel import Kernel  # noqa: F401
+from .loops import Parallel, Pipelined, Serial, Unroll, serial, unroll  # noqa: F401
+from .math import (Cast, Select, abs, cast, cdiv, ceil, ceildiv, clamp, cos, exp, exp2,  # noqa: F401
+                   floor, floordiv, floormod, if_then_else, infinity, log, log2, max, min, pow,
+                   round, rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
+from .proxy import Buffer, FragmentBuffer, LocalBuffer, SharedBuffer, Tensor  # noqa: F401
+from .symbolics import dynamic, symbolic  # noqa: F401
+from .tileops import (GemmWarpPolicy, atomic_add, clear, copy, cumsum, fill, gemm, reduce,  # noqa: F401
+                      reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum)
+
+globals().update(_DTYPES)
+float = _DTYPES["float32"]  # noqa: A001 - upstream aliases
+half = _DTYPES["float16"]
+double = _DTYPES["float64"]
+int = _DTYPES["int32"]  # noqa: A001

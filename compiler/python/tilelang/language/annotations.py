@@ -1,0 +1,39 @@
+"""Hints that never change results: T.use_swizzle, T.annotate_layout; and T.sync_threads."""
+
+from .. import builder as _builder
+from .. import ir
+from ..buffer import Buffer
+from ..errors import error
+
+
+def _emit(stmt):
+    b = _builder.current()
+    if not b.in_kernel:
+        raise error("hints must be inside a T.Kernel")
+    b.emit(stmt)
+
+
+def use_swizzle(panel_size=10, order="row", enable=True):
+    if not enable:
+        return
+    if order not in ("row", "col", "column"):
+        raise error(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}")
+    _emit(ir.Hint("use_swizzle", [int(panel_size)] + ([] if order == "row" else ["col"])))
+
+
+def annotate_layout(layout_map):
+    if not isinstance(layout_map, dict):
+        raise error("T.annotate_layout takes a dict {buffer: layout}")
+    for buf in layout_map:
+        if not isinstance(buf, Buffer):
+            raise error("T.annotate_layout: keys must be buffers")
+        _emit(ir.Hint("annotate_layout", [buf]))
+
+
+def sync_threads(barrier_id=None, arrive_count=None):
+    _emit(ir.Sync())
+
+
+def make_swizzled_layout(buffer, *args, **kwargs):
+    """Accepted so upstream programs run; the compiler picks its own layouts."""
+    return ("swizzled", buffer)

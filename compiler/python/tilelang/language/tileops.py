@@ -1,0 +1,186 @@
+"""Tile operations: copy, fill/clear, gemm, reductions, cumsum, atomic_add.
+
+Shapes are checked here so errors point at the user's line; edge guards for
+tensors whose extents are not multiples of the tile are the compiler's job.
+"""
+
+import enum
+import numbers
+
+from .. import builder as _builder
+from .. import expr as E
+from .. import ir
+from ..buffer import Buffer, Region, as_region, resolve_head
+from ..errors import error
+
+
+def _fmt_shape(shape):
+    return "(" + ", ".join(E.format_expr(E.as_expr(d)) for d in shape) + (",)" if len(shape) == 1 else ")")
+
+
+def _const_shape(shape):
+    out = tuple(E.const_int(d) for d in shape)
+    return None if any(d is None for d in out) else out
+
+
+def _emit(stmt):
+    b = _builder.current()
+    if not b.in_kernel:
+        raise error(f"{type(stmt).__name__.lower()} must be inside a T.Kernel")
+    b.emit(stmt)
+
+
+def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
+         prefer_instruction=None, annotations=None, loop_layout=None):
+    if isinstance(src, E.Load) and isinstance(dst, E.Load):
+        # Scalar-to-scalar copy is a plain store (with conversion), as upstream.
+        _builder.current().store(dst.buffer, dst.indices, src)
+        return
+    if isinstance(dst, E.Expr) and not isinstance(dst, E.Load):
+        raise error("T.copy: the destination must be a buffer, a slice of one, or an element address")
+    s = as_region(src, "T.copy source")
+    d = as_region(dst, "T.copy destination")
+    if s.head and d.head:
+        raise error("T.copy: both operands are element addresses; give one of them as a buffer or slice")
+    s = resolve_head(s, d.squeezed_shape() if d.squeezed_shape() else d.shape, "T.copy")
+    d = resolve_head(d, s.squeezed_shape() if s.squeezed_shape() else s.shape, "T.copy")
+    ss, ds = _const_shape(s.squeezed_shape()), _const_shape(d.squeezed_shape())
+    if ss is not None and ds is not None and ss != ds:
+        raise error(f"T.copy: source shape {_fmt_shape(s.shape)} does not match destination "
+                    f"{_fmt_shape(d.shape)}")
+    _emit(ir.Copy(s, d))
+
+
+def fill(buffer, value, annotations=None):
+    r = as_region(buffer, "T.fill")
+    if r.head:
+        r = Region(r.buffer, r.ranges)
+    _emit(ir.Fill(r, E.cast(value, r.dtype)))
+
+
+def clear(buffer, annotations=None):
+    fill(buffer, 0)
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+
+_POLICY = {GemmWarpPolicy.Square: "square", GemmWarpPolicy.FullRow: "full_row",
+           GemmWarpPolicy.FullCol: "full_col"}
+
+
+def _2d(region, what):
+    shape = region.squeezed_shape() if len(region.shape) > 2 else region.shape
+    shape = _const_shape(shape)
+    if shape is None or len(shape) != 2:
+        raise error(f"T.gemm: {what} {region.name} must be a 2-D tile of constant shape, "
+                    f"got {_fmt_shape(region.shape)}")
+    return shape
+
+
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0, mbar=None, annotations=None):
+    a, b, c = (as_region(x, "T.gemm") for x in (A, B, C))
+    for r, what in ((a, "A"), (b, "B")):
+        if r.buffer.scope_name not in ("shared", "fragment", "local"):
+            raise error(f"T.gemm: operand {what} ({r.name}) must be in shared memory or a fragment, "
+                        f"not a global tensor; T.copy it first")
+    if c.buffer.scope_name not in ("fragment", "local"):
+        raise error(f"T.gemm: accumulator C ({c.name}) must be a fragment")
+    (am, ak), (bk, bn), (cm, cn) = _2d(a, "A"), _2d(b, "B"), _2d(c, "C")
+    if transpose_A:
+        am, ak = ak, am
+    if transpose_B:
+        bk, bn = bn, bk
+    if ak != bk:
+        raise error(f"T.gemm: K of A ({ak}, shape {_fmt_shape(a.shape)}{', transposed' if transpose_A else ''}) "
+                    f"does not match K of B ({bk}, shape {_fmt_shape(b.shape)}"
+                    f"{', transposed' if transpose_B else ''})")
+    if am != cm or bn != cn:
+        raise error(f"T.gemm: C has shape {_fmt_shape(c.shape)} but op(A)·op(B) has shape ({am}, {bn})")
+    try:
+        pol = _POLICY[GemmWarpPolicy(policy)]
+    except (ValueError, KeyError):
+        raise error(f"T.gemm: unknown policy {policy!r}") from None
+    if not isinstance(k_pack, numbers.Integral) or k_pack < 1:
+        raise error(f"T.gemm: k_pack must be a positive integer, got {k_pack!r}")
+    _emit(ir.Gemm(a, b, c, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol, int(k_pack)))
+
+
+def _reduce(op, buffer, out, dim, clear):
+    s = as_region(buffer, f"T.reduce_{op}")
+    d = as_region(out, f"T.reduce_{op}")
+    rank = len(s.shape)
+    if not isinstance(dim, numbers.Integral) or not -rank <= dim < rank:
+        raise error(f"T.reduce_{op}: dim {dim!r} out of range for a source of rank {rank}")
+    dim = dim % rank
+    src_shape, dst_shape = _const_shape(s.shape), _const_shape(d.shape)
+    if src_shape is not None and dst_shape is not None:
+        removed = src_shape[:dim] + src_shape[dim + 1:]
+        kept = src_shape[:dim] + (1,) + src_shape[dim + 1:]
+        if dst_shape not in (removed, kept) and not (removed == () and dst_shape == (1,)):
+            raise error(f"T.reduce_{op}: destination shape {_fmt_shape(d.shape)} does not match source "
+                        f"{_fmt_shape(s.shape)} reduced along dim {dim} (expected {_fmt_shape(removed)})")
+    _emit(ir.Reduce(op, s, d, dim, bool(clear)))
+
+
+def reduce_sum(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    _reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_max(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("min", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer, out, dim=-1, clear=True, batch=1, annotations=None):
+    _reduce("abssum", buffer, out, dim, clear)
+
+
+def reduce_absmax(buffer, out, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+def reduce(buffer, out, reduce_type, dim=-1, clear=True, batch=1, nan_propagate=False, annotations=None):
+    if reduce_type not in ("sum", "max", "min", "abssum", "absmax"):
+        raise error(f"T.reduce: unsupported reduce_type {reduce_type!r}")
+    _reduce(reduce_type, buffer, out, dim, clear)
+
+
+def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
+    s = as_region(src, "T.cumsum")
+    d = s if dst is None else as_region(dst, "T.cumsum")
+    rank = len(s.shape)
+    if not isinstance(dim, numbers.Integral) or not -rank <= dim < rank:
+        raise error(f"T.cumsum: dim {dim!r} out of range for rank {rank}")
+    ss, ds = _const_shape(s.squeezed_shape()), _const_shape(d.squeezed_shape())
+    if ss is not None and ds is not None and ss != ds:
+        raise error(f"T.cumsum: source shape {_fmt_shape(s.shape)} does not match destination "
+                    f"{_fmt_shape(d.shape)}")
+    _emit(ir.Cumsum(s, d, dim % rank, bool(reverse)))
+
+
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, annotations=None):
+    if return_prev:
+        raise error("T.atomic_add(return_prev=True) is not supported")
+    if isinstance(value, (Buffer, Region)) or (isinstance(value, E.Load) and not isinstance(dst, E.Load)):
+        src = as_region(value, "T.atomic_add")
+        d = as_region(dst, "T.atomic_add")
+        d = resolve_head(d, src.squeezed_shape() or src.shape, "T.atomic_add")
+        src = resolve_head(src, d.squeezed_shape() or d.shape, "T.atomic_add")
+        ss, ds = _const_shape(src.squeezed_shape()), _const_shape(d.squeezed_shape())
+        if ss is not None and ds is not None and ss != ds:
+            raise error(f"T.atomic_add: source shape {_fmt_shape(src.shape)} does not match destination "
+                        f"{_fmt_shape(d.shape)}")
+        _emit(ir.AtomicAdd(d, src=src))
+        return
+    if not isinstance(dst, E.Load):
+        raise error("T.atomic_add: with a scalar value the destination must be one element, e.g. C[i, j]")
+    d = Region(dst.buffer, [(i, 1, True) for i in dst.indices])
+    _emit(ir.AtomicAdd(d, value=E.cast(value, dst.dtype)))
