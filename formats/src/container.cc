@@ -118,7 +118,7 @@ StatusOr<HeaderFields> ParseHeader(std::span<const uint8_t> file) {
   if (f.format_major != kFormatMajor) {
     const bool crc_ok = computed_crc == f.header_crc32c;
     return MakeStatus(StatusCode::kIncompatible,
-                      "bundle format %u.%u, this reader supports major version %u (minor <= any)%s",
+                      "bundle format %u.%u, this reader reads format %u.x only%s",
                       f.format_major, f.format_minor, kFormatMajor,
                       crc_ok ? "" : "; the header CRC does not match either, the file may be corrupt");
   }
