@@ -130,7 +130,7 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_While(self, node):
-        node.test = _call("while_cond", [self.visit(node.test)], node)
+        node.test = _call("while_cond", [self.visit(node.test)], node.test)
         node.body = self._stmts(node.body)
         node.orelse = self._stmts(node.orelse)
         return node
@@ -196,6 +196,16 @@ class Transformed:
         ast.increment_lineno(tree, first - 1)
         fdef = _find_def(tree, func.__name__, code.co_firstlineno)
         fdef.decorator_list = []
+        # Annotations and defaults were evaluated with the original def (in the
+        # factory's scope, which the rewritten def cannot see): drop them here and
+        # copy the evaluated defaults over in instantiate().
+        a = fdef.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+            if arg is not None:
+                arg.annotation = None
+        fdef.returns = None
+        a.defaults = [ast.Constant(value=None) for _ in a.defaults]
+        a.kw_defaults = [None if d is None else ast.Constant(value=None) for d in a.kw_defaults]
         self.def_line = fdef.lineno
         fdef = _Rewriter().visit(fdef)
         freevars = list(code.co_freevars)

@@ -90,6 +90,12 @@ class Buffer:
                         f"({E.format_expr(E.as_expr(stop))} - {E.format_expr(E.as_expr(start))})")
         if extent <= 0:
             raise error(f"{self.name}: empty slice in dimension {d}")
+        dim, first = E.const_int(self.shape[d]), E.const_int(start)
+        # Tensors may be sliced past their edges (the compiler guards those accesses);
+        # on-chip buffers have no edges to guard.
+        if self.scope_name != "tensor" and first is not None and (first < 0 or first + extent > dim):
+            raise error(f"{self.name}: slice {first}:{first + extent} out of range for dimension {d} "
+                        f"of extent {dim}")
         return (E.as_expr(start), extent, False)
 
     def region(self):

@@ -162,9 +162,10 @@ def format_float(value, dtype):
         text = "%.*g" % (precision, value)
         if round_float(float(text), dtype) == value:
             break
+    # repr of the decimal's double is no longer and uses fixed notation for ordinary
+    # magnitudes (200.0, not 2e+02); exponents lose their padding (1e-6).
+    text = repr(float(text))
     mantissa, _, exponent = text.partition("e")
-    if "." not in mantissa and not exponent:
-        mantissa += ".0"
     if exponent:
         sign = "-" if exponent[0] == "-" else ""
         return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"

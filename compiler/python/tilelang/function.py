@@ -53,14 +53,18 @@ class PrimFunc:
 
 def _annotations(func):
     anns = dict(getattr(func, "__annotations__", {}))
-    if any(isinstance(v, str) for v in anns.values()):
+    # DType is a str subclass: only plain strings are unevaluated annotations.
+    if any(isinstance(v, str) and not isinstance(v, DType) for v in anns.values()):
         # `from __future__ import annotations`: evaluate in the function's scope.
         scope = dict(func.__globals__)
-        cv = inspect.getclosurevars(func)
-        scope.update(cv.nonlocals)
+        scope.update(inspect.getclosurevars(func).nonlocals)
         for k, v in anns.items():
-            if isinstance(v, str):
-                anns[k] = eval(v, scope)  # noqa: S307 - the user's own annotation text
+            if isinstance(v, str) and not isinstance(v, DType):
+                try:
+                    anns[k] = eval(v, scope)  # noqa: S307 - the user's own annotation text
+                except NameError:
+                    if not is_dtype(v):  # `n: "int32"` names a dtype directly
+                        raise
     return anns
 
 

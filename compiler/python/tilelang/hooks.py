@@ -123,7 +123,8 @@ def assign(name, value, previous):
     if isinstance(previous, E.MutableVar) and previous is not value and b.in_kernel:
         b.assign_var(previous, value)
         return previous
-    if isinstance(value, E.Expr) and not isinstance(value, (E.Const, E.Var)) and b.in_kernel:
+    if isinstance(value, E.Expr) and b.in_kernel and (
+            isinstance(value, E.MutableVar) or not isinstance(value, (E.Const, E.Var))):
         # Bind the value now: later writes to the buffers it reads must not change it.
         return b.let(name, value)
     return value

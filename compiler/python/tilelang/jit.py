@@ -46,7 +46,8 @@ class JITImpl:
         key = _key(args, kwargs)
         kernel = self._cache.get(key)
         if kernel is None:
-            from .compile import compile as _compile
+            from . import compiler
+            _compile = compiler.compile  # looked up per call so tests can substitute it
             kernel = _compile(self.get_tir(*args, **kwargs), out_idx=self.out_idx, target=self.target,
                               **self.options)
             self._cache[key] = kernel

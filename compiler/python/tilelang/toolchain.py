@@ -21,6 +21,8 @@ PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 def tl_pack_path():
     env = os.environ.get("TL_PACK")
     if env:
+        if not (os.path.isfile(env) and os.access(env, os.X_OK)):
+            raise TileLangCompileError(f"TL_PACK={env} is not an executable file")
         return env
     candidates = [os.path.join(PKG_DIR, "..", "..", "bin", "tl-pack")]
     if os.environ.get("TL_BUILD_DIR"):

@@ -42,8 +42,8 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
     d = as_region(dst, "T.copy destination")
     if s.head and d.head:
         raise error("T.copy: both operands are element addresses; give one of them as a buffer or slice")
-    s = resolve_head(s, d.squeezed_shape() if d.squeezed_shape() else d.shape, "T.copy")
-    d = resolve_head(d, s.squeezed_shape() if s.squeezed_shape() else s.shape, "T.copy")
+    s = resolve_head(s, d.shape, "T.copy")
+    d = resolve_head(d, s.shape, "T.copy")
     ss, ds = _const_shape(s.squeezed_shape()), _const_shape(d.squeezed_shape())
     if ss is not None and ds is not None and ss != ds:
         raise error(f"T.copy: source shape {_fmt_shape(s.shape)} does not match destination "
@@ -172,8 +172,8 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, 
     if isinstance(value, (Buffer, Region)) or (isinstance(value, E.Load) and not isinstance(dst, E.Load)):
         src = as_region(value, "T.atomic_add")
         d = as_region(dst, "T.atomic_add")
-        d = resolve_head(d, src.squeezed_shape() or src.shape, "T.atomic_add")
-        src = resolve_head(src, d.squeezed_shape() or d.shape, "T.atomic_add")
+        d = resolve_head(d, src.shape, "T.atomic_add")
+        src = resolve_head(src, d.shape, "T.atomic_add")
         ss, ds = _const_shape(src.squeezed_shape()), _const_shape(d.squeezed_shape())
         if ss is not None and ds is not None and ss != ds:
             raise error(f"T.atomic_add: source shape {_fmt_shape(src.shape)} does not match destination "

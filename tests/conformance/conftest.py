@@ -1,0 +1,30 @@
+"""Conformance suite fixtures: each test runs once per target.
+
+Targets come from $TL_CONFORMANCE_TARGETS (comma-separated; default "cpu").
+A target whose pipeline is not there yet (no `tl-pack compile`, no runtime
+binding, no backend) is skipped with the reason.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import tlc_util
+
+TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu").split(",") if t]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    reason = tlc_util.pipeline_missing(request.param)
+    if reason:
+        pytest.skip(reason)
+    return request.param
+
+
+@pytest.fixture
+def rng(request):
+    # Fresh inputs per test, reproducible from the test's name.
+    seed = sum(ord(c) * (i + 1) for i, c in enumerate(request.node.name)) % (2 ** 32)
+    return np.random.default_rng(seed)

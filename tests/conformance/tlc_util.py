@@ -1,0 +1,69 @@
+"""Helpers for the conformance suite: pipeline availability, inputs in every
+dtype (bfloat16 as uint16 bit patterns, since numpy has none), comparisons."""
+
+import importlib
+
+import numpy as np
+
+import tilelang
+from tilelang import toolchain
+
+
+def pipeline_missing(target):
+    """Why `target` cannot run end to end here, or None if it can."""
+    try:
+        tilelang.compiler.resolve_target(target)
+    except tilelang.TileLangError as e:
+        return str(e)
+    try:
+        tl_pack = toolchain.tl_pack_path()
+    except tilelang.TileLangError as e:
+        return str(e)
+    if "compile" not in toolchain.tl_pack_verbs(tl_pack):
+        return f"{tl_pack} has no `compile` verb yet (C++ compiler not landed)"
+    try:
+        importlib.import_module("tilelang_runtime")
+    except ImportError as e:
+        return f"runtime binding tilelang_runtime not importable: {e}"
+    return None
+
+
+def to_bf16_bits(x):
+    """float array -> bfloat16 bit patterns (uint16), round to nearest even."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def from_bf16_bits(b):
+    return (np.asarray(b, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def random(rng, shape, dtype, scale=1.0):
+    """(array to pass to the kernel, its exact values as float64)."""
+    x = rng.standard_normal(shape) * scale
+    if dtype == "bfloat16":
+        bits = to_bf16_bits(x)
+        return bits, from_bf16_bits(bits).astype(np.float64)
+    arr = x.astype(dtype)
+    return arr, arr.astype(np.float64)
+
+
+def as_f64(arr, dtype):
+    if dtype == "bfloat16":
+        return from_bf16_bits(arr).astype(np.float64)
+    return np.asarray(arr).astype(np.float64)
+
+
+# Tolerances by output dtype: (rtol, atol), as upstream's checks (1e-2) or tighter.
+TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float64": (1e-9, 1e-9)}
+
+
+def assert_close(actual, expected, dtype="float32", rtol=None, atol=None, what=""):
+    r, a = TOL[dtype]
+    rtol = r if rtol is None else rtol
+    atol = a if atol is None else atol
+    actual = as_f64(actual, dtype)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
