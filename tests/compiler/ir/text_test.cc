@@ -1,0 +1,314 @@
+// Text format tests: canonical round trips of realistic kernels and of every
+// statement and expression kind, the spec's own example, non-canonical input,
+// exact float printing, and parser diagnostics.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "test_util.h"
+
+namespace tl::ir {
+namespace {
+
+using testing::MustParse;
+using testing::ParseError;
+using testing::ReadFile;
+using testing::TestdataPath;
+using testing::WrapKernelBody;
+
+// Every testdata file is written in canonical form: it parses, verifies,
+// prints back byte for byte, and reparses to an equal module.
+class CanonicalFile : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CanonicalFile, ParsesVerifiesAndPrintsIdentically) {
+  std::string text = ReadFile(TestdataPath(GetParam()));
+  Module m = MustParse(text);
+  Status v = Verify(m);
+  EXPECT_TRUE(v.ok()) << v.message();
+  std::string printed = Print(m);
+  EXPECT_EQ(printed, text);
+  Module again = MustParse(printed);
+  EXPECT_EQ(again, m);
+  EXPECT_EQ(Print(again), printed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Testdata, CanonicalFile,
+                         ::testing::Values("gemm_pipelined.tir", "flash_attention.tir", "dequant.tir",
+                                           "split_k.tir", "all_kinds.tir"),
+                         [](const ::testing::TestParamInfo<const char*>& param) {
+                           std::string name = param.param;
+                           return name.substr(0, name.find('.'));
+                         });
+
+// The example in formats/tile_ir.md is the frontend's reference: it must be
+// valid and already canonical.
+TEST(Text, SpecExampleIsValidAndCanonical) {
+  std::string spec = ReadFile(std::string(TL_TILEIR_SPEC));
+  size_t section = spec.find("## A complete example");
+  ASSERT_NE(section, std::string::npos);
+  size_t open = spec.find("```\n", section);
+  ASSERT_NE(open, std::string::npos);
+  size_t close = spec.find("```", open + 4);
+  ASSERT_NE(close, std::string::npos);
+  std::string example = spec.substr(open + 4, close - open - 4);
+  Module m = MustParse(example);
+  Status v = Verify(m);
+  EXPECT_TRUE(v.ok()) << v.message();
+  EXPECT_EQ(Print(m), example);
+}
+
+TEST(Text, NonCanonicalInputParsesToTheCanonicalTree) {
+  std::string loose = R"(# leading comment
+tileir 1   # version
+
+func @f(A: tensor[64] f32, n: i32) {  # no dynamic, no loc
+  kernel grid((n + 1)) -> (bx) {      # threads omitted: 128
+    alloc S: shared[0x40] f32; var v: f32 = 1.5
+    copy A -> S ; sync
+    if (n > 0) {
+      v = (v * 2:f32)
+    }
+    else {
+      v = 0x1.8p+1:f32
+    }
+    parallel (i) in (64) {
+      S[i] = S[i] + ((v))
+    }
+    for k in serial(0, n,
+                    1) {
+      A[k] = -(S[k])
+    }
+  }
+})";
+  std::string canonical = R"(tileir 1
+
+func @f(A: tensor[64] f32, n: i32) {
+  kernel grid(n + 1) threads(128) -> (bx) {
+    alloc S: shared[64] f32
+    var v: f32 = 1.5:f32
+    copy A -> S
+    sync
+    if n > 0 {
+      v = v * 2.0:f32
+    } else {
+      v = 3.0:f32
+    }
+    parallel (i) in (64) {
+      S[i] = S[i] + v
+    }
+    for k in serial(0, n, 1) {
+      A[k] = -S[k]
+    }
+  }
+}
+)";
+  Module m = MustParse(loose);
+  EXPECT_EQ(m, MustParse(canonical));
+  EXPECT_EQ(Print(m), canonical);
+  EXPECT_TRUE(Verify(m).ok()) << Verify(m).message();
+}
+
+// Parses `let r = EXPR` in a kernel and returns the expression.
+Expr ParseLetValue(const std::string& expr) {
+  Module m = MustParse(WrapKernelBody("    let r = " + expr + "\n"));
+  if (m.functions.empty()) return Expr{};
+  const auto* k = As<Kernel>(m.functions[0].body[0]);
+  return As<Let>(k->body[0])->value;
+}
+
+TEST(Text, PrecedenceAndAssociativity) {
+  struct Case {
+    const char* in;
+    const char* out;  // canonical form
+  };
+  const Case cases[] = {
+      {"(n + 1) * 2", "(n + 1) * 2"},
+      {"n + (1 * 2)", "n + 1 * 2"},
+      {"(n - 1) - 2", "n - 1 - 2"},
+      {"n - (1 - 2)", "n - (1 - 2)"},
+      {"n / 2 * 3", "n / 2 * 3"},
+      {"n / (2 * 3)", "n / (2 * 3)"},
+      {"1 << n + 1", "1 << n + 1"},
+      {"(1 << n) + 1", "(1 << n) + 1"},
+      {"n & 1 == 0", "n & 1 == 0"},
+      {"(n & 1) == 0", "(n & 1) == 0"},
+      {"n | n ^ n & n", "n | n ^ n & n"},
+      {"((n | n) ^ n) & n", "((n | n) ^ n) & n"},
+      {"n < 1 || n > 2 && n != 3", "n < 1 || n > 2 && n != 3"},
+      {"(n < 1 || n > 2) && n != 3", "(n < 1 || n > 2) && n != 3"},
+      {"-n * 2", "-n * 2"},
+      {"-(n * 2)", "-(n * 2)"},
+      {"- 4", "-4"},
+      {"-(4)", "-(4)"},
+      {"- -4", "-(-4)"},
+      {"!!(n < 1)", "!(!(n < 1))"},
+      {"~n & n", "~n & n"},
+      {"x - -0.5:f32", "x - -0.5:f32"},
+  };
+  for (const Case& c : cases) {
+    Expr e = ParseLetValue(c.in);
+    EXPECT_EQ(Print(e), c.out) << "input: " << c.in;
+    EXPECT_EQ(ParseLetValue(Print(e)), e) << "input: " << c.in;
+  }
+  // `-4` is a literal, `-(4)` a negation of one.
+  EXPECT_EQ(ParseLetValue("-4"), MakeInt(-4));
+  EXPECT_EQ(ParseLetValue("-(4)"), MakeUnary(UnaryOp::kNeg, MakeInt(4)));
+  EXPECT_EQ(ParseLetValue("n - 4"), MakeBinary(BinaryOp::kSub, MakeVar("n"), MakeInt(4)));
+}
+
+TEST(Text, IntegerLiteralsKeepExactValues) {
+  EXPECT_EQ(ParseLetValue("-9223372036854775808:i64"), MakeInt(std::numeric_limits<int64_t>::min(), DType::kI64));
+  EXPECT_EQ(ParseLetValue("18446744073709551615:u64"), MakeInt(-1, DType::kU64));
+  EXPECT_EQ(Print(MakeInt(-1, DType::kU64)), "18446744073709551615:u64");
+  EXPECT_EQ(ParseLetValue("0xff:u8"), MakeInt(255, DType::kU8));
+  EXPECT_EQ(ParseLetValue("true"), MakeBool(true));
+  EXPECT_EQ(Print(MakeBool(false)), "false");
+  EXPECT_EQ(Print(MakeInt(7, DType::kI64)), "7:i64");
+  EXPECT_EQ(Print(MakeInt(7)), "7");
+}
+
+TEST(Text, FloatLiteralsRoundTripExactly) {
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                0.1,
+                                1.0 / 3.0,
+                                static_cast<double>(1.0f / 3.0f),
+                                1e-6,
+                                6.103515625e-05,  // smallest normal f16
+                                5e-324,           // smallest subnormal f64
+                                std::numeric_limits<double>::max(),
+                                static_cast<double>(std::numeric_limits<float>::max()),
+                                123456789.125,
+                                -2.5e300};
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 200; ++i) {
+    uint64_t bits = rng();
+    double d = 0;
+    std::memcpy(&d, &bits, sizeof d);
+    if (std::isfinite(d)) values.push_back(d);
+    values.push_back(static_cast<double>(static_cast<float>(rng() % 1000000) / 997.0f));
+  }
+  for (double v : values) {
+    for (DType t : {DType::kF16, DType::kBF16, DType::kF32, DType::kF64}) {
+      Expr lit = MakeFloat(v, t);
+      std::string text = Print(lit);
+      Expr back = ParseLetValue(text);
+      const auto* f = As<FloatImm>(back);
+      ASSERT_NE(f, nullptr) << text;
+      EXPECT_EQ(std::memcmp(&f->value, &v, sizeof v), 0) << text;
+      EXPECT_EQ(f->dtype, t) << text;
+    }
+  }
+  EXPECT_EQ(Print(MakeFloat(1.0)), "1.0:f32");
+  EXPECT_EQ(Print(MakeFloat(-0.0, DType::kF16)), "-0.0:f16");
+  EXPECT_EQ(Print(MakeFloat(1e20, DType::kF64)), "1e+20:f64");
+  EXPECT_EQ(Print(MakeFloat(-std::numeric_limits<double>::infinity())), "-inf:f32");
+  EXPECT_EQ(Print(MakeFloat(std::numeric_limits<double>::quiet_NaN(), DType::kBF16)), "nan:bf16");
+  EXPECT_EQ(ParseLetValue("0x1.8p+0:f32"), MakeFloat(1.5));
+  EXPECT_EQ(ParseLetValue("1.5"), MakeFloat(1.5, DType::kF32));  // unsuffixed float is f32
+  EXPECT_EQ(ParseLetValue("2:f16"), MakeFloat(2.0, DType::kF16));
+}
+
+TEST(Text, LocStringsWithEscapesRoundTrip) {
+  std::string text = WrapKernelBody("    sync loc(\"dir with \\\"quotes\\\"\\\\x\\n.py\", 7)\n");
+  Module m = MustParse(text);
+  const auto* k = As<Kernel>(m.functions[0].body[0]);
+  ASSERT_TRUE(k->body[0].loc.has_value());
+  EXPECT_EQ(k->body[0].loc->file, "dir with \"quotes\"\\x\n.py");
+  EXPECT_EQ(k->body[0].loc->line, 7);
+  EXPECT_EQ(MustParse(Print(m)), m);
+}
+
+// --- parser diagnostics ------------------------------------------------------
+
+TEST(ParseErrors, VersionMismatchNamesBothVersions) {
+  EXPECT_EQ(ParseError("tileir 2\n"), "test.tir:1:8: unsupported Tile IR version 2; this parser reads version 1");
+  EXPECT_EQ(ParseError("func @f() {}\n"),
+            "test.tir:1:1: expected 'tileir 1' (the version line), found identifier 'func'");
+}
+
+TEST(ParseErrors, PositionExpectedFoundAndPythonLoc) {
+  // Line 6 is the first body line; the statement's own loc is quoted.
+  EXPECT_EQ(ParseError(WrapKernelBody("    copy A[0:64, 0:64 -> A loc(\"k.py\", 21)\n")),
+            "test.tir:6:23: expected ',' or ']', found '->' (at k.py:21)");
+  // Without a loc on the statement, the enclosing kernel's is quoted.
+  EXPECT_EQ(ParseError(WrapKernelBody("    for i in serial(0, 4) {\n      A[i, 0] = \n    }\n")),
+            "test.tir:7:17: expected an expression, found end of line (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    for i in serial(0, 4) loc(\"k.py\", 9) {\n      A[i, 0] = y\n    }\n")),
+            "test.tir:7:17: undefined name 'y' (at k.py:9)");
+}
+
+TEST(ParseErrors, StatementStructure) {
+  EXPECT_EQ(ParseError(WrapKernelBody("    sync sync\n")),
+            "test.tir:6:10: expected end of line or ';' after the statement, found identifier 'sync' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    copy A A\n")), "test.tir:6:12: expected '->', found identifier 'A' (at t.py:2)");
+  std::string unknown = ParseError(WrapKernelBody("    launch A\n"));
+  EXPECT_NE(unknown.find("test.tir:6:5: expected a statement (kernel, alloc,"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("found identifier 'launch'"), std::string::npos) << unknown;
+  EXPECT_EQ(ParseError(WrapKernelBody("    alloc S: global[4] f32\n")),
+            "test.tir:6:14: expected shared, fragment or local, found identifier 'global' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    alloc S: shared[4] float32\n")),
+            "test.tir:6:24: expected a dtype (bool, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64), "
+            "found identifier 'float32' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    gemm A, A -> A transpose_a\n")),
+            "test.tir:6:20: expected a gemm flag (trans_a, trans_b, clear_accum, policy=..., k_pack=...) or end of "
+            "line, found identifier 'transpose_a' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    reduce mean A -> A dim=1\n")),
+            "test.tir:6:12: expected a reduction (sum, max, min, abssum, absmax), found identifier 'mean' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    parallel (i, j) in (4) {\n    }\n")),
+            "test.tir:6:25: expected 2 parallel extent(s), one per index, found 1 (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    atomic_add A[0, 0] x\n")),
+            "test.tir:6:24: expected ',' (scalar form) or '->' (tile form) after the atomic_add region, found "
+            "identifier 'x' (at t.py:2)");
+}
+
+TEST(ParseErrors, NamesAndKinds) {
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = A + 1\n")),
+            "test.tir:6:13: expected a scalar value, found buffer 'A' (write A[...] to load an element) (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = n[0]\n")),
+            "test.tir:6:13: expected a buffer before '[', found scalar 'n' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    copy n -> A\n")),
+            "test.tir:6:10: expected a buffer, found scalar 'n' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = expf(x)\n")).substr(0, 40),
+            "test.tir:6:13: expected a function (exp,");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = max(x)\n")),
+            "test.tir:6:13: expected 2 argument(s) to max, found 1 (at t.py:2)");
+  // A name goes out of scope at the end of its block.
+  EXPECT_EQ(ParseError(WrapKernelBody("    for i in serial(0, 4) {\n      let t = i\n    }\n    let u = t\n")),
+            "test.tir:9:13: undefined name 't' (at t.py:2)");
+  EXPECT_EQ(ParseError("tileir 1\nfunc @f(A: tensor[N, 4] f32) {\n}\n"),
+            "test.tir:2:19: expected a symbol declared in dynamic(...) in the shape of parameter 'A', found "
+            "undeclared 'N'");
+}
+
+TEST(ParseErrors, Literals) {
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 300:u8\n")),
+            "test.tir:6:13: integer literal '300' is out of range for u8 (expected 0..255) (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = -129:i8\n")),
+            "test.tir:6:14: integer literal '-129' is out of range for i8 (expected -128..127) (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = -1:u32\n")),
+            "test.tir:6:14: integer literal '-1' is out of range for u32 (expected 0..4294967295) (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 2147483648\n")),
+            "test.tir:6:13: integer literal '2147483648' is out of range for i32 (expected -2147483648..2147483647) "
+            "(at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 99999999999999999999:i64\n")),
+            "test.tir:6:13: integer literal '99999999999999999999' does not fit in 64 bits (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 1.5:i32\n")),
+            "test.tir:6:13: expected a float dtype suffix on float literal '1.5', found ':i32' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 1e999:f64\n")),
+            "test.tir:6:13: float literal '1e999' is out of range for f64 (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 12abc\n")), "test.tir:6:13: malformed number '12a...' (at t.py:2)");
+}
+
+TEST(ParseErrors, Lexical) {
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = n $ 1\n")), "test.tir:6:15: unexpected character '$' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    sync loc(\"k.py, 3)\n")), "test.tir:6:14: unterminated string (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    hint h \"\\q\"\n")), "test.tir:6:12: invalid escape '\\q' in string (at t.py:2)");
+  EXPECT_EQ(ParseError("tileir 1\nfunc @f() {\n  kernel grid(1) -> (b) {\n    sync\n"),
+            "test.tir:5:1: expected '}', found end of input");
+}
+
+}  // namespace
+}  // namespace tl::ir
