@@ -155,6 +155,31 @@ class _Rewriter(ast.NodeTransformer):
             node.targets = [self.visit(t) for t in node.targets]
         return node
 
+    def visit_AnnAssign(self, node):
+        # `x: T.float32 = v` binds like `x = v`, converted to the annotated dtype.
+        if node.value is None or not isinstance(node.target, ast.Name):
+            return node
+        name = node.target.id
+        value = _call("annotated", [self.visit(node.value), node.annotation], node)
+        prev = _call("prev", [_lambda(ast.Name(id=name, ctx=ast.Load()), node)], node)
+        return ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                            value=_call("assign", [ast.Constant(value=name), value, prev], node)),
+                                 node)
+
+    def visit_Break(self, node):
+        return [ast.copy_location(ast.Expr(value=_call("check_jump", [ast.Constant(value="break")], node)), node),
+                node]
+
+    def visit_Continue(self, node):
+        return [ast.copy_location(ast.Expr(value=_call("check_jump", [ast.Constant(value="continue")], node)), node),
+                node]
+
+    def visit_Return(self, node):
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return [ast.copy_location(ast.Expr(value=_call("check_jump", [ast.Constant(value="return")], node)), node),
+                node]
+
     def visit_AugAssign(self, node):
         node.value = self.visit(node.value)
         if isinstance(node.target, ast.Name):
@@ -176,6 +201,17 @@ def _find_def(tree, name, lineno):
             if best is None or abs(node.lineno - lineno) < abs(best.lineno - lineno):
                 best = node
     return best
+
+
+_CACHE = {}
+
+
+def transformed(func):
+    """The rewritten code of func, parsed once per code object."""
+    t = _CACHE.get(func.__code__)
+    if t is None:
+        t = _CACHE[func.__code__] = Transformed(func)
+    return t
 
 
 class Transformed:
@@ -223,8 +259,9 @@ class Transformed:
         self.maker = types.FunctionType(make_code, func.__globals__)
         self.freevars = freevars
 
-    def instantiate(self, helpers):
-        cells = self.func.__closure__ or ()
+    def instantiate(self, helpers, func=None):
+        func = func or self.func  # same code, possibly other closure cells
+        cells = func.__closure__ or ()
         values = []
         for cell in cells:
             try:
@@ -232,6 +269,6 @@ class Transformed:
             except ValueError:
                 values.append(None)  # a closure name not bound yet
         fn = self.maker(helpers, *values)
-        fn.__defaults__ = self.func.__defaults__
-        fn.__kwdefaults__ = self.func.__kwdefaults__
+        fn.__defaults__ = func.__defaults__
+        fn.__kwdefaults__ = func.__kwdefaults__
         return fn

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import traceback
 
@@ -51,6 +52,8 @@ def build(module, factory, kwargs, name=None):
         func = func.prim_func
     if not isinstance(func, PrimFunc):
         raise TileLangError(f"{module}.{factory}(**kwargs) returned {type(func).__name__}, not a T.prim_func")
+    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise TileLangError(f"--name {name!r} is not an identifier")
     return func.with_name(name) if name else func
 
 

@@ -12,7 +12,7 @@ from . import builder as B
 from . import expr as E
 from . import hooks
 from . import ir
-from .ast_transform import Transformed
+from .ast_transform import transformed as _transformed
 from .buffer import Buffer
 from .dtypes import DType, is_dtype, canonical
 from .errors import TileLangSyntaxError, display_path, error
@@ -69,7 +69,7 @@ def _annotations(func):
 
 
 def trace(func, name=None):
-    transformed = Transformed(func)
+    transformed = _transformed(func)
     file = display_path(func.__code__.co_filename)
     sig = inspect.signature(func)
     anns = _annotations(func)
@@ -103,7 +103,7 @@ def trace(func, name=None):
             b.claim(p.name)
         for s in symbols:
             b.claim(s.name)
-        fn = transformed.instantiate(hooks)
+        fn = transformed.instantiate(hooks, func)
         fn(*args)
         b.finish()
     if not b.body:
@@ -125,16 +125,21 @@ class Macro:
 
     def __init__(self, func):
         self.func = func
-        self._transformed = None
         self.__name__ = func.__name__
         self.__doc__ = func.__doc__
 
     def __call__(self, *args, **kwargs):
         if B.active() is None:
             raise error(f"macro {self.func.__name__} can only be called inside a T.prim_func")
-        if self._transformed is None:
-            self._transformed = Transformed(self.func)
-        return self._transformed.instantiate(hooks)(*args, **kwargs)
+        b = B.active()
+        fn = _transformed(self.func).instantiate(hooks, self.func)
+        b.call_depths.append(len(b.frames))
+        saved_loops, b.loops = b.loops, []  # the macro's own loops decide what `break` means
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            b.loops = saved_loops
+            b.call_depths.pop()
 
     def __get__(self, obj, objtype=None):
         if obj is None:

@@ -91,12 +91,49 @@ def while_cond(value):
 
 def for_(iterable, names):
     from .language.loops import LoopFrame, serial
-    if isinstance(iterable, range) and B.active() is not None and B.active().in_kernel:
+    b = B.active()
+    if isinstance(iterable, range) and b is not None and b.in_kernel:
         # Upstream maps a Python `range` inside a kernel to T.serial.
         iterable = serial(iterable.start, iterable.stop, iterable.step)
     if isinstance(iterable, LoopFrame):
         iterable.names = names
-    return iterable
+        return iterable
+    if b is None:
+        return iterable
+    return _python_loop(b, iterable)
+
+
+def _python_loop(b, iterable):
+    # Marks a trace-time (unrolled) loop, so `break` in it is allowed; see check_jump.
+    b.loops.append(("python", len(b.frames)))
+    try:
+        yield from iterable
+    finally:
+        b.loops.pop()
+
+
+def check_jump(what):
+    """`break`/`continue`/`return` cannot leave a device loop or branch: the body is traced once."""
+    b = B.active()
+    if b is None:
+        return
+    if what == "return":
+        start = b.call_depths[-1] if b.call_depths else 0  # a macro returns from its own frames
+        if any(isinstance(f, (ir.For, ir.Parallel, ir.If)) for f in b.frames[start:]):
+            raise error("`return` inside a device loop or device `if` is not supported")
+        return
+    if not b.loops:
+        return
+    kind, depth = b.loops[-1]
+    if kind == "device":
+        raise error(f"`{what}` in a T.serial/T.Parallel/T.Pipelined loop is not supported")
+    if any(isinstance(f, ir.If) for f in b.frames[depth:]):
+        raise error(f"`{what}` under a device `if` is not supported")
+
+
+def annotated(value, annotation):
+    from .dtypes import is_dtype
+    return E.cast(value, annotation) if is_dtype(annotation) else value
 
 
 def with_(ctx, names):

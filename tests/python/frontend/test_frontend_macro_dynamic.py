@@ -157,3 +157,40 @@ def test_tensor_annotation_forms_and_dtype_objects():
     assert body(main)[0].startswith(
         "func @main(A: tensor[4, 4] bf16, B: tensor[16] u8, C: tensor[8] f64, s: u64, b: bool)")
     assert T.float16 == "float16" and T.float16.ir == "f16" and T.int8.bits == 8
+
+
+def test_break_in_device_loop_is_an_error_and_allowed_in_python_loops():
+    with pytest.raises(tilelang.TileLangError, match="`break` in a T.serial/T.Parallel/T.Pipelined loop"):
+        @T.prim_func
+        def bad(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(8):
+                    if i > 2:
+                        break
+                    A[i] = 0
+
+    with pytest.raises(tilelang.TileLangError, match="`continue` under a device `if`"):
+        @T.prim_func
+        def bad2(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1) as bx:
+                for c in [1, 2]:
+                    if A[0] > c:
+                        continue
+
+    @T.prim_func
+    def ok(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            for c in [1, 2, 3]:
+                if c == 3:
+                    break
+                A[c] = c
+    assert [l for l in body(ok) if l.startswith("    A[")] == ["    A[1] = 1.0:f32", "    A[2] = 2.0:f32"]
+
+
+def test_annotated_assignment_converts():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            idx: T.int32 = A[0] * 2
+            A[idx] = 1
+    assert "    let idx = cast<i32>(A[0] * 2.0:f32)" in body(main)

@@ -19,7 +19,11 @@ class LoopFrame:
         b = B.current()
         vars, stmt = self._make(b)
         with b.open(stmt, stmt.body):
-            yield vars[0] if len(vars) == 1 else tuple(vars)
+            b.loops.append(("device", len(b.frames)))
+            try:
+                yield vars[0] if len(vars) == 1 else tuple(vars)
+            finally:
+                b.loops.pop()
 
 
 
