@@ -68,6 +68,13 @@ Status CheckGridExpr(const tl::bundle::GridExpr* expr, const Kernel* kernel, con
   const auto* code = expr->code();
   const uint32_t n = Count(code);
   if (n == 0) return MakeStatus(StatusCode::kInvalidArgument, "%s: empty expression", where.c_str());
+  // flatbuffers 2.0.8's verifier checks a vector's length word (4-byte
+  // aligned) but not that 8-byte elements are 8-byte aligned; reading a
+  // misaligned [long] is undefined behaviour (found by fuzz_bundle_open).
+  // The buffer start is 8-byte aligned (Open checks), so the address works.
+  if (reinterpret_cast<uintptr_t>(code->data()) % alignof(int64_t) != 0) {
+    return MakeStatus(StatusCode::kInvalidArgument, "%s: code vector is not 8-byte aligned", where.c_str());
+  }
   const uint32_t num_symbols = Count(kernel->symbols());
   const uint32_t num_params = kernel->params()->size();
   int64_t depth = 0;

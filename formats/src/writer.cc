@@ -40,7 +40,11 @@ namespace {
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 void SortKeyValues(std::vector<std::unique_ptr<tl::bundle::KeyValueT>>& kvs) {
-  std::stable_sort(kvs.begin(), kvs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
+  // Ties broken by value so the order is total (std::stable_sort would do,
+  // but libstdc++'s is deprecated-noisy under clang).
+  std::sort(kvs.begin(), kvs.end(), [](const auto& a, const auto& b) {
+    return a->key != b->key ? a->key < b->key : a->value < b->value;
+  });
 }
 
 struct StoredPayload {
