@@ -822,6 +822,7 @@ class Parser {
         Fail(t, std::string("expected a float dtype suffix on float literal '") + spelled + "', found ':" +
                     DTypeName(*t.suffix) + "'");
       }
+      // MakeFloat rounds the written value to the dtype.
       double v = ParseFloatText(t);
       return MakeFloat(neg ? -v : v, t.suffix.value_or(DType::kF32));
     }

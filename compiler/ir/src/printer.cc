@@ -1,11 +1,12 @@
 // The canonical printer of Tile IR text (formats/tile_ir.md).
 //
-// Canonical form: `tileir 1`, then each function after a blank line; two
-// spaces of indentation per block; one statement per line; `loc(...)` at the
+// Canonical form: `tileir 1`, then each function after a blank line, its
+// header on one line; two spaces of indentation per block; one statement per
+// line; `loc(...)` at the
 // end of a simple statement and before the `{` of a block statement; the
 // fewest parentheses that reparse to the same tree; i32 integer literals and
 // nothing else unsuffixed; floats as the shortest decimal that reads back to
-// the same double, always with a `.`, an exponent, `inf` or `nan`.
+// the same value of their dtype (see FormatFloat).
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -75,6 +76,55 @@ void AppendQuoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// The shortest decimal that rounds back to `v` in dtype `t`, written the way
+// Python's repr writes a float (fixed notation for exponents -4..15, with at
+// least one fractional digit; otherwise d.ddde-N) minus repr's exponent
+// padding and '+': `0.1`, `200.0`, `1e-5`, `1.5e16`, `-0.0`. The Python
+// frontend writes the same text, so its output is already canonical.
+std::string FormatFloat(double v, DType t) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  std::array<char, 64> buf{};
+  char* end = buf.data();
+  for (int precision = 1; precision <= 17; ++precision) {
+    end = std::to_chars(buf.data(), buf.data() + buf.size(), v, std::chars_format::scientific, precision - 1).ptr;
+    double back = 0;
+    std::from_chars(buf.data(), end, back);
+    if (RoundToDType(back, t) == v) break;
+  }
+  // buf holds "-d.ddde+XX": split into sign, digits and decimal exponent.
+  std::string_view sci(buf.data(), static_cast<size_t>(end - buf.data()));
+  bool negative = sci.front() == '-';
+  if (negative) sci.remove_prefix(1);
+  size_t e_pos = sci.find('e');
+  std::string digits;
+  for (char c : sci.substr(0, e_pos)) {
+    if (c != '.') digits += c;
+  }
+  int exp10 = 0;
+  std::string_view exp_text = sci.substr(e_pos + 1);
+  if (exp_text.front() == '+') exp_text.remove_prefix(1);
+  std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(), exp10);
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+
+  std::string text = negative ? "-" : "";
+  if (exp10 < -4 || exp10 > 15) {
+    text += digits[0];
+    if (digits.size() > 1) text += "." + digits.substr(1);
+    text += "e" + std::to_string(exp10);
+  } else if (exp10 < 0) {
+    text += "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
+  } else {
+    auto int_digits = static_cast<size_t>(exp10) + 1;
+    if (digits.size() <= int_digits) {
+      text += digits + std::string(int_digits - digits.size(), '0') + ".0";
+    } else {
+      text += digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+    }
+  }
+  return text;
+}
+
 class Printer {
  public:
   std::string Take() { return std::move(out_); }
@@ -101,8 +151,6 @@ class Printer {
       out_ += DTypeName(p.dtype);
     }
     out_ += ")";
-    // The header continues on an indented line, as in the spec's example.
-    if (!f.symbols.empty() || f.loc) out_ += "\n   ";
     if (!f.symbols.empty()) {
       out_ += " dynamic(";
       for (size_t i = 0; i < f.symbols.size(); ++i) {
@@ -344,19 +392,7 @@ class Printer {
   }
 
   void PrintNode(const FloatImm& n) {
-    if (std::isnan(n.value)) {
-      out_ += "nan";
-    } else if (std::isinf(n.value)) {
-      out_ += n.value < 0 ? "-inf" : "inf";
-    } else {
-      // Shortest decimal that reads back to the same double (C++17
-      // to_chars guarantees the round trip).
-      std::array<char, 64> buf{};
-      auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), n.value);
-      std::string text(buf.data(), ec == std::errc() ? end : buf.data());
-      if (text.find_first_of(".e") == std::string::npos) text += ".0";
-      out_ += text;
-    }
+    out_ += FormatFloat(n.value, n.dtype);
     out_ += ':';
     out_ += DTypeName(n.dtype);
   }

@@ -51,6 +51,30 @@ bool IsSigned(DType t) { return t >= DType::kI8 && t <= DType::kI64; }
 bool IsFloat(DType t) { return t >= DType::kF16; }
 int BitWidth(DType t) { return kDTypes[static_cast<int>(t)].bits; }
 
+double RoundToDType(double v, DType t) {
+  // Significand bits (with the implicit one), smallest subnormal exponent and
+  // largest finite value of each narrow float format.
+  int digits = 0;
+  int min_quantum_exp = 0;
+  double max_finite = 0;
+  switch (t) {
+    case DType::kF16: digits = 11, min_quantum_exp = -24, max_finite = 65504.0; break;
+    case DType::kBF16: digits = 8, min_quantum_exp = -133, max_finite = std::ldexp(255.0, 120); break;
+    case DType::kF32: digits = 24, min_quantum_exp = -149, max_finite = std::ldexp(16777215.0, 104); break;
+    default: return v;
+  }
+  if (!std::isfinite(v) || v == 0) return v;
+  int exp = 0;
+  std::frexp(v, &exp);  // |v| = m * 2^exp, m in [0.5, 1)
+  // One unit in the last place of the target format at this magnitude.
+  int quantum_exp = std::max(exp - digits, min_quantum_exp);
+  // Scaling by powers of two is exact; nearbyint rounds ties to even in the
+  // default rounding mode.
+  double r = std::ldexp(std::nearbyint(std::ldexp(v, -quantum_exp)), quantum_exp);
+  if (std::fabs(r) > max_finite) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  return r;
+}
+
 std::string ToString(const std::optional<Loc>& loc) {
   if (!loc) return "";
   return loc->file + ":" + std::to_string(loc->line);
@@ -129,7 +153,7 @@ const char* StmtKindName(StmtKind k) {
 
 Expr MakeInt(int64_t value, DType dtype) { return Expr{IntImm{value, dtype}}; }
 Expr MakeBool(bool value) { return Expr{IntImm{value ? 1 : 0, DType::kBool}}; }
-Expr MakeFloat(double value, DType dtype) { return Expr{FloatImm{value, dtype}}; }
+Expr MakeFloat(double value, DType dtype) { return Expr{FloatImm{RoundToDType(value, dtype), dtype}}; }
 Expr MakeVar(std::string name, DType dtype) { return Expr{VarRef{std::move(name), dtype}}; }
 Expr MakeLoad(std::string buffer, std::vector<Expr> indices, DType dtype) {
   return Expr{Load{std::move(buffer), std::move(indices), dtype}};

@@ -6,6 +6,7 @@
 // errors rather than stopping at the first. Each error reads
 //   @FUNC: STMT_KIND at PY_FILE:PY_LINE: WHAT: expected X, found Y
 // where the location is the statement's own, else the nearest enclosing one.
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -263,7 +264,12 @@ class FunctionVerifier {
                                 std::string(DTypeName(n.dtype)));
   }
   void CheckNode(const FloatImm& n) {
-    if (!IsFloat(n.dtype)) Error("float literal: expected a float dtype, found " + std::string(DTypeName(n.dtype)));
+    if (!IsFloat(n.dtype)) {
+      Error("float literal: expected a float dtype, found " + std::string(DTypeName(n.dtype)));
+    } else if (RoundToDType(n.value, n.dtype) != n.value && !std::isnan(n.value)) {
+      Error("float literal: expected a value of " + std::string(DTypeName(n.dtype)) + ", found " +
+            Print(MakeFloat(n.value, DType::kF64)) + ", which " + DTypeName(n.dtype) + " cannot hold");
+    }
   }
   void CheckNode(const VarRef& n) {
     const Def* d = Resolve(n.name);
@@ -588,11 +594,12 @@ class FunctionVerifier {
   }
 
   // Iterations of a parallel loop are independent: its body may only hold
-  // stores, lets, ifs and serial loops (recursively).
+  // stores, element atomic_adds, lets, ifs and serial loops (recursively).
   void CheckParallelBody(const Block& b) {
     for (const Stmt& s : b) {
       StmtKind k = Kind(s);
-      if (k == StmtKind::kStore || k == StmtKind::kLet) continue;
+      // Element atomics are safe across iterations by definition.
+      if (k == StmtKind::kStore || k == StmtKind::kLet || k == StmtKind::kAtomicAdd) continue;
       if (const auto* i = As<If>(s)) {
         CheckParallelBody(i->then_body);
         CheckParallelBody(i->else_body);
@@ -606,7 +613,7 @@ class FunctionVerifier {
       std::string found = StmtKindName(k);
       if (f) found = "pipelined for";
       StmtScope scope(*this, s);
-      Error("inside parallel: expected only stores, lets, ifs and serial loops, found " + found);
+      Error("inside parallel: expected only stores, atomic_adds, lets, ifs and serial loops, found " + found);
     }
   }
 

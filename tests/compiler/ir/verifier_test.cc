@@ -156,7 +156,22 @@ TEST(Verify, StructureAndNames) {
             "@t: let at t.py:2: name 'y' is defined twice; expected names unique within the function");
   EXPECT_EQ(BodyError("    let y = 1\n    y = 2\n"), "@t: assign at t.py:2: assignment to 'y': expected a var, found let");
   EXPECT_EQ(BodyError("    parallel (i) in (64) {\n      A[i, 0] = x\n      copy A -> A\n    }\n"),
-            "@t: copy at t.py:2: inside parallel: expected only stores, lets, ifs and serial loops, found copy");
+            "@t: copy at t.py:2: inside parallel: expected only stores, atomic_adds, lets, ifs and serial loops, "
+            "found copy");
+  EXPECT_EQ(BodyError("    parallel (i) in (64) {\n      for j in pipelined(0, 2, stages=2) {\n      }\n    }\n"),
+            "@t: for at t.py:2: inside parallel: expected only stores, atomic_adds, lets, ifs and serial loops, "
+            "found pipelined for");
+  Module ok = MustParse(WrapKernelBody(
+      "    parallel (i, j) in (64, 64) {\n"
+      "      let v = A[i, j]\n"
+      "      if v > 0.0:f32 {\n"
+      "        atomic_add A[0, j], v\n"
+      "      }\n"
+      "      for k in unroll(0, 2) {\n"
+      "        A[i, k] = v\n"
+      "      }\n"
+      "    }\n"));
+  EXPECT_TRUE(Verify(ok).ok()) << Verify(ok).message();
   EXPECT_EQ(BodyError("    let y = A[0]\n"), "@t: let at t.py:2: 'A' has rank 2: expected 2 indices, found 1");
 }
 
@@ -199,6 +214,8 @@ TEST(Verify, IrBuiltByPasses) {
   // An undefined name and a reference with the wrong dtype.
   Stmt let{Let{"v", MakeBinary(BinaryOp::kAdd, MakeVar("ghost"), MakeVar("b1", DType::kI64))}, std::nullopt};
   second->body.push_back(let);
+  // A float literal that its dtype cannot hold (MakeFloat would round it).
+  second->body.push_back(Stmt{Store{"A", {MakeInt(0)}, Expr{FloatImm{0.1, DType::kF32}}}, Loc{"p.py", 11}});
   // A grid with no block index names.
   second->block_vars.push_back("b2");
   EXPECT_EQ(Verify(m).message(),
@@ -206,7 +223,8 @@ TEST(Verify, IrBuiltByPasses) {
             "@two: store at p.py:10: 'F' is used outside the block that defines it (e.g. a buffer of another "
             "kernel)\n"
             "@two: let at p.py:8: undefined name 'ghost'\n"
-            "@two: let at p.py:8: reference to 'b1': expected dtype i32 (its definition), found i64");
+            "@two: let at p.py:8: reference to 'b1': expected dtype i32 (its definition), found i64\n"
+            "@two: store at p.py:11: float literal: expected a value of f32, found 0.1:f64, which f32 cannot hold");
 }
 
 }  // namespace

@@ -50,6 +50,11 @@ bool IsSigned(DType t);  // signed integer
 bool IsFloat(DType t);   // f16, bf16, f32, f64
 int BitWidth(DType t);   // bool is 1
 
+// Rounds `v` to the nearest value of float dtype `t` (ties to even; beyond
+// the largest finite value, infinity), returned as a double. Identity for
+// f64 and for NaN and infinities.
+double RoundToDType(double v, DType t);
+
 // A position in the Python tile program: `loc("file.py", 12)`.
 struct Loc {
   std::string file;
@@ -103,9 +108,9 @@ struct IntImm {
   bool operator==(const IntImm&) const = default;
 };
 
-// Float literal. `value` is the literal's exact value as a double (every f16,
-// bf16 and f32 value is exactly representable); rounding it to `dtype` is the
-// consumer's job. Equality is bitwise-like: NaN equals NaN, -0.0 != 0.0.
+// Float literal. Invariant: `value` is a value of `dtype` (the written number
+// rounded to it, see RoundToDType), held exactly in a double. Equality is
+// bitwise-like: NaN equals NaN, -0.0 != 0.0.
 struct FloatImm {
   double value = 0.0;
   DType dtype = DType::kF32;
@@ -209,7 +214,7 @@ T* As(Expr& e) { return std::get_if<T>(&e.node); }
 // Construction helpers (they do not check dtypes; Verify() does).
 Expr MakeInt(int64_t value, DType dtype = DType::kI32);
 Expr MakeBool(bool value);
-Expr MakeFloat(double value, DType dtype = DType::kF32);
+Expr MakeFloat(double value, DType dtype = DType::kF32);  // rounds value to dtype
 Expr MakeVar(std::string name, DType dtype = DType::kI32);
 Expr MakeLoad(std::string buffer, std::vector<Expr> indices, DType dtype);
 Expr MakeUnary(UnaryOp op, Expr operand);
