@@ -1,0 +1,320 @@
+// ---- tilelang CPU prelude ---------------------------------------------------
+// Pasted verbatim into every generated kernel source (after the CPU kernel
+// ABI header), so a generated file is self-contained: one file in, one shared
+// object out, nothing but libc and libm.
+//
+// Rules for this file (it becomes part of every kernel library):
+//  * everything has internal linkage (static / static templates): the library
+//    exports only tl_cpu_library_query;
+//  * no static locals in inline functions, no objects with constructors
+//    (would create STB_GNU_UNIQUE symbols or .init_array entries);
+//  * the ISA is chosen by the host compiler's -march (x86-64-v2/v3/v4), never
+//    at run time: one source, three libraries.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#define TL_INLINE static inline __attribute__((always_inline))
+#define TL_RESTRICT __restrict__
+
+#if defined(__AVX512F__)
+#define TL_ISA_LEVEL "x86-64-v4"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define TL_ISA_LEVEL "x86-64-v3"
+#else
+#define TL_ISA_LEVEL "x86-64-v2"
+#endif
+
+// ---- f16 / bf16 ------------------------------------------------------------
+// Storage is uint16_t; values are computed in f32 and rounded (nearest-even)
+// where they are stored or cast. v3/v4 have F16C; v2 uses the bit tricks
+// (F. Giesen, "half_float_fast3_rtne"), checked bit-exactly against F16C in
+// tests/compiler/codegen_cpu.
+TL_INLINE float tl_bits_f32(uint32_t u) { float f; __builtin_memcpy(&f, &u, 4); return f; }
+TL_INLINE uint32_t tl_f32_bits(float f) { uint32_t u; __builtin_memcpy(&u, &f, 4); return u; }
+
+TL_INLINE float tl_f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1fu) return tl_bits_f32(sign | 0x7f800000u | (man << 13));  // inf, nan
+  if (exp != 0) return tl_bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+  // zero or subnormal: man * 2^-24 is exact in f32.
+  const float mag = (float)man * 5.9604644775390625e-8f;
+  return tl_bits_f32(sign | tl_f32_bits(mag));
+#endif
+}
+
+TL_INLINE uint16_t tl_f32_to_f16(float f) {
+#if defined(__F16C__)
+  return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+  uint32_t x = tl_f32_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7fffffffu;
+  if (x >= 0x47800000u) {  // >= 65536 or inf: inf; nan: quiet, upper payload kept (as F16C)
+    return (uint16_t)(sign | (x > 0x7f800000u ? 0x7e00u | ((x >> 13) & 0x3ffu) : 0x7c00u));
+  }
+  if (x < 0x38800000u) {  // below 2^-14: subnormal or zero; let the FPU round
+    const float r = tl_bits_f32(x) + 0.5f;
+    return (uint16_t)(sign | (tl_f32_bits(r) - 0x3f000000u));
+  }
+  const uint32_t odd = (x >> 13) & 1u;
+  x += 0xc8000fffu + odd;  // rebias exponent by (15 - 127), round to nearest even
+  return (uint16_t)(sign | (x >> 13));
+#endif
+}
+
+TL_INLINE float tl_bf16_to_f32(uint16_t h) { return tl_bits_f32((uint32_t)h << 16); }
+
+TL_INLINE uint16_t tl_f32_to_bf16(float f) {
+  const uint32_t x = tl_f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet nan
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+// A float that takes the nearest f16 / bf16 value (casts to f16/bf16 keep
+// the value in float registers but must round like a store would).
+TL_INLINE float tl_round_f16(float f) { return tl_f16_to_f32(tl_f32_to_f16(f)); }
+TL_INLINE float tl_round_bf16(float f) { return tl_bf16_to_f32(tl_f32_to_bf16(f)); }
+
+// ---- integer division with Python semantics ----------------------------------
+// Tile IR's `/` and `%` on integers are floor division and modulo. Division by
+// zero is undefined (as on the GPU backends).
+template <class T> static inline T tl_floordiv(T a, T b) {
+  if ((T)-1 > (T)0) return a / b;  // unsigned
+  T q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <class T> static inline T tl_floormod(T a, T b) {
+  if ((T)-1 > (T)0) return a % b;
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+template <class T> static inline T tl_ceildiv(T a, T b) {
+  if ((T)-1 > (T)0) return (T)(a / b + (a % b != 0));
+  return (T)-tl_floordiv<T>((T)-a, b);
+}
+template <class T> static inline T tl_lowest() {
+  return (T)-1 > (T)0 ? (T)0 : (T)((T)1 << (sizeof(T) * 8 - 1));
+}
+template <class T> static inline T tl_highest() { return (T)~tl_lowest<T>(); }
+// Float `%` with Python semantics: the result has the divisor's sign.
+TL_INLINE float tl_fmod_floor(float a, float b) { return a - floorf(a / b) * b; }
+TL_INLINE double tl_fmod_floor(double a, double b) { return a - floor(a / b) * b; }
+template <class T> static inline T tl_max(T a, T b) { return a > b ? a : b; }
+template <class T> static inline T tl_min(T a, T b) { return a < b ? a : b; }
+TL_INLINE float tl_max(float a, float b) { return fmaxf(a, b); }
+TL_INLINE float tl_min(float a, float b) { return fminf(a, b); }
+TL_INLINE double tl_max(double a, double b) { return fmax(a, b); }
+TL_INLINE double tl_min(double a, double b) { return fmin(a, b); }
+TL_INLINE float tl_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+TL_INLINE double tl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+TL_INLINE float tl_rsqrt(float x) { return 1.0f / sqrtf(x); }
+TL_INLINE double tl_rsqrt(double x) { return 1.0 / sqrt(x); }
+template <class T> static inline T tl_abs(T x) { return x < 0 ? (T)-x : x; }
+TL_INLINE float tl_abs(float x) { return fabsf(x); }
+TL_INLINE double tl_abs(double x) { return fabs(x); }
+
+// ---- atomics -----------------------------------------------------------------
+// Blocks of one launch run concurrently on several threads, so atomic_add is a
+// real atomic: integers use fetch_add, floats a compare-exchange loop on the
+// element's own storage (relaxed: atomic_add orders nothing else).
+template <class T> static inline void tl_atomic_add_int(T* p, T v) {
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+template <class T> static inline void tl_atomic_add_float(T* p, T v) {
+  T old;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  for (;;) {
+    T next = old + v;
+    if (__atomic_compare_exchange(p, &old, &next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+TL_INLINE void tl_atomic_add_f16(uint16_t* p, float v) {
+  uint16_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  for (;;) {
+    uint16_t next = tl_f32_to_f16(tl_f16_to_f32(old) + v);
+    if (__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+TL_INLINE void tl_atomic_add_bf16(uint16_t* p, float v) {
+  uint16_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  for (;;) {
+    uint16_t next = tl_f32_to_bf16(tl_bf16_to_f32(old) + v);
+    if (__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+  }
+}
+
+// ---- GEMM: packed panels + register-blocked microkernel -----------------------
+// C[M,N] (+)= A[M,K] * B[K,N] for one block's tiles. A and B are first packed
+// into f32 panels (converting f16/bf16 on the way; this also absorbs
+// transposes, which are just strides), then a MR x NR microkernel runs over
+// the panels in BLIS order (N panels outer, so one B panel stays in L1 while
+// every A panel streams past it). C is f32 row-major with leading dimension ldc.
+//   v4: 14 x 32 (28 zmm accumulators)   v3: 6 x 16 (12 ymm)   v2: 4 x 8 plain C
+#if defined(__AVX512F__)
+#define TL_MR 14
+#define TL_NR 32
+#elif defined(__AVX2__) && defined(__FMA__)
+#define TL_MR 6
+#define TL_NR 16
+#else
+#define TL_MR 4
+#define TL_NR 8
+#endif
+
+// Element kinds the packer reads.
+#define TL_KIND_F32 0
+#define TL_KIND_F16 1
+#define TL_KIND_BF16 2
+
+template <int KIND> static inline float tl_ld_f32(const void* p, long i) {
+  if (KIND == TL_KIND_F32) return ((const float*)p)[i];
+  if (KIND == TL_KIND_F16) return tl_f16_to_f32(((const uint16_t*)p)[i]);
+  return tl_bf16_to_f32(((const uint16_t*)p)[i]);
+}
+
+// Floats of scratch a gemm of this shape needs (A panels, then B panels
+// starting on a 64-byte boundary). The code generator sizes scratch for the
+// largest MR/NR of all ISA levels; the block function checks it.
+TL_INLINE long tl_gemm_pack_floats(long M, long N, long K) {
+  const long a = ((M + TL_MR - 1) / TL_MR) * TL_MR * K;
+  return ((a + 15) & ~15L) + ((N + TL_NR - 1) / TL_NR) * TL_NR * K;
+}
+
+// A(i, k) = a[i * rs + k * cs]  ->  out[panel][k][r], zero-padded rows.
+template <int KIND>
+static void tl_pack_a(int M, int K, const void* a, long rs, long cs, float* TL_RESTRICT out) {
+  for (int i0 = 0; i0 < M; i0 += TL_MR, out += TL_MR * K) {
+    const int mr = M - i0 < TL_MR ? M - i0 : TL_MR;
+    for (int r = 0; r < TL_MR; ++r) {
+      if (r < mr) {
+        const long row = (long)(i0 + r) * rs;
+        for (int k = 0; k < K; ++k) out[k * TL_MR + r] = tl_ld_f32<KIND>(a, row + k * cs);
+      } else {
+        for (int k = 0; k < K; ++k) out[k * TL_MR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+// B(k, j) = b[k * rs + j * cs]  ->  out[panel][k][c], zero-padded columns.
+template <int KIND>
+static void tl_pack_b(int N, int K, const void* b, long rs, long cs, float* TL_RESTRICT out) {
+  for (int j0 = 0; j0 < N; j0 += TL_NR, out += TL_NR * K) {
+    const int nr = N - j0 < TL_NR ? N - j0 : TL_NR;
+    for (int k = 0; k < K; ++k) {
+      float* TL_RESTRICT o = out + k * TL_NR;
+      const long row = k * rs + (long)j0 * cs;
+      if (nr == TL_NR && cs == 1 && KIND == TL_KIND_F32) {
+        __builtin_memcpy(o, (const float*)b + row, sizeof(float) * TL_NR);
+        continue;
+      }
+      for (int c = 0; c < nr; ++c) o[c] = tl_ld_f32<KIND>(b, row + c * cs);
+      for (int c = nr; c < TL_NR; ++c) o[c] = 0.0f;
+    }
+  }
+}
+
+// One MR x NR tile of C over K packed steps. acc = 0 overwrites C.
+static inline void tl_ukernel(int K, const float* TL_RESTRICT a, const float* TL_RESTRICT b,
+                              float* TL_RESTRICT c, long ldc, int acc) {
+#if defined(__AVX512F__)
+  __m512 c0[TL_MR], c1[TL_MR];
+#pragma GCC unroll 14
+  for (int r = 0; r < TL_MR; ++r) {
+    c0[r] = acc ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
+    c1[r] = acc ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int k = 0; k < K; ++k, a += TL_MR, b += TL_NR) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < TL_MR; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r]);
+      c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < TL_MR; ++r) {
+    _mm512_storeu_ps(c + r * ldc, c0[r]);
+    _mm512_storeu_ps(c + r * ldc + 16, c1[r]);
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 c0[TL_MR], c1[TL_MR];
+#pragma GCC unroll 6
+  for (int r = 0; r < TL_MR; ++r) {
+    c0[r] = acc ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
+    c1[r] = acc ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
+  }
+  for (int k = 0; k < K; ++k, a += TL_MR, b += TL_NR) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < TL_MR; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a + r);
+      c0[r] = _mm256_fmadd_ps(ar, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < TL_MR; ++r) {
+    _mm256_storeu_ps(c + r * ldc, c0[r]);
+    _mm256_storeu_ps(c + r * ldc + 8, c1[r]);
+  }
+#else
+  // Plain loops: the host compiler keeps the 4 x 8 accumulator in SSE registers.
+  float t[TL_MR][TL_NR];
+  for (int r = 0; r < TL_MR; ++r)
+    for (int j = 0; j < TL_NR; ++j) t[r][j] = acc ? c[r * ldc + j] : 0.0f;
+  for (int k = 0; k < K; ++k, a += TL_MR, b += TL_NR)
+    for (int r = 0; r < TL_MR; ++r)
+      for (int j = 0; j < TL_NR; ++j) t[r][j] += a[r] * b[j];
+  for (int r = 0; r < TL_MR; ++r)
+    for (int j = 0; j < TL_NR; ++j) c[r * ldc + j] = t[r][j];
+#endif
+}
+
+static void tl_gemm_packed(int M, int N, int K, const float* pa, const float* pb, float* c, long ldc,
+                           int acc) {
+  for (int j0 = 0; j0 < N; j0 += TL_NR) {
+    const float* b = pb + (long)(j0 / TL_NR) * TL_NR * K;
+    const int nr = N - j0 < TL_NR ? N - j0 : TL_NR;
+    for (int i0 = 0; i0 < M; i0 += TL_MR) {
+      const float* a = pa + (long)(i0 / TL_MR) * TL_MR * K;
+      const int mr = M - i0 < TL_MR ? M - i0 : TL_MR;
+      float* ct = c + (long)i0 * ldc + j0;
+      if (mr == TL_MR && nr == TL_NR) {
+        tl_ukernel(K, a, b, ct, ldc, acc);
+        continue;
+      }
+      // Edge tile: run the full microkernel on a local tile, copy back the valid part.
+      float t[TL_MR * TL_NR] __attribute__((aligned(64)));
+      for (int r = 0; r < TL_MR; ++r)
+        for (int j = 0; j < TL_NR; ++j) t[r * TL_NR + j] = (acc && r < mr && j < nr) ? ct[r * ldc + j] : 0.0f;
+      tl_ukernel(K, a, b, t, TL_NR, 1);
+      for (int r = 0; r < mr; ++r)
+        for (int j = 0; j < nr; ++j) ct[r * ldc + j] = t[r * TL_NR + j];
+    }
+  }
+}
+
+// The entry the generated code calls for f32 accumulators. `scratch` holds at
+// least tl_gemm_pack_floats(M, N, K) floats, 64-byte aligned.
+template <int KA, int KB>
+static void tl_gemm(int M, int N, int K, const void* a, long a_rs, long a_cs, const void* b, long b_rs,
+                    long b_cs, float* c, long ldc, int acc, float* scratch) {
+  float* pa = scratch;
+  const long a_floats = ((M + TL_MR - 1) / TL_MR) * TL_MR * (long)K;
+  float* pb = scratch + ((a_floats + 15) & ~15L);
+  tl_pack_a<KA>(M, K, a, a_rs, a_cs, pa);
+  tl_pack_b<KB>(N, K, b, b_rs, b_cs, pb);
+  tl_gemm_packed(M, N, K, pa, pb, c, ldc, acc);
+}
+// ---- end of prelude ----------------------------------------------------------
