@@ -134,32 +134,6 @@ std::vector<uint8_t> Finish(BundleWriter& w) {
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// A zstd frame of `n` zero bytes, streamed so the input never exists in
-// memory (n may exceed a GiB; the frame stays a few tens of KiB).
-std::vector<uint8_t> ZeroFrame(uint64_t n) {
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
-  ZSTD_CCtx_setPledgedSrcSize(cctx, n);
-  std::vector<uint8_t> zeros(1 << 20, 0), out, buf(ZSTD_CStreamOutSize());
-  uint64_t left = n;
-  for (;;) {
-    const size_t take = static_cast<size_t>(std::min<uint64_t>(left, zeros.size()));
-    left -= take;
-    ZSTD_inBuffer in{zeros.data(), take, 0};
-    const ZSTD_EndDirective mode = left == 0 ? ZSTD_e_end : ZSTD_e_continue;
-    size_t remaining = 0;
-    do {
-      ZSTD_outBuffer o{buf.data(), buf.size(), 0};
-      remaining = ZSTD_compressStream2(cctx, &o, &in, mode);
-      if (ZSTD_isError(remaining)) throw std::runtime_error(ZSTD_getErrorName(remaining));
-      out.insert(out.end(), buf.data(), buf.data() + o.pos);
-    } while (mode == ZSTD_e_end ? remaining != 0 : in.pos < in.size);
-    if (left == 0) break;
-  }
-  ZSTD_freeCCtx(cctx);
-  return out;
-}
-
 }  // namespace
 
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
@@ -177,6 +151,25 @@ std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
 std::vector<uint8_t> TextBytes(size_t n, const std::string& motif) {
   std::vector<uint8_t> out(n);
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(motif[i % motif.size()] + (i / 977) % 3);
+  return out;
+}
+
+std::vector<uint8_t> ZeroRleFrame(uint64_t n) {
+  // Frame header: magic, descriptor 0xE0 (8-byte content size, single
+  // segment, no checksum, no dictionary), then the content size.
+  std::vector<uint8_t> out = {0x28, 0xB5, 0x2F, 0xFD, 0xE0};
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(n >> (8 * i)));
+  // RLE blocks of at most 128 KiB: 3-byte header (last flag, type 1, size) + the byte.
+  uint64_t left = n;
+  do {
+    const uint64_t size = std::min<uint64_t>(left, 128 * 1024);
+    left -= size;
+    const uint32_t header = static_cast<uint32_t>(size << 3) | (1u << 1) | (left == 0 ? 1u : 0u);
+    out.push_back(static_cast<uint8_t>(header));
+    out.push_back(static_cast<uint8_t>(header >> 8));
+    out.push_back(static_cast<uint8_t>(header >> 16));
+    out.push_back(0);
+  } while (left > 0);
   return out;
 }
 
@@ -431,7 +424,7 @@ std::vector<DefectCase> NegativeCorpus() {
   {
     // A frame that expands to 1 GiB + 1 zero bytes: over the default cap.
     const uint64_t bomb_size = kDefaultMaxPayloadRawBytes + 1;
-    const std::vector<uint8_t> frame = ZeroFrame(bomb_size);
+    const std::vector<uint8_t> frame = ZeroRleFrame(bomb_size);
     auto bomb = [&](uint64_t declared_raw) {
       return manifest_edit([&](Parts& p) {
         auto payload = std::make_unique<PayloadT>();

@@ -32,6 +32,10 @@ enum class Sample {
 };
 std::vector<uint8_t> BuildSample(Sample sample);
 
+// A zstd frame of `n` zero bytes built by hand from RLE blocks: a
+// decompression bomb (a few bytes per 128 KiB) made instantly.
+std::vector<uint8_t> ZeroRleFrame(uint64_t n);
+
 // The raw payload that kMain's gemm variant "cpu.x86-64-v3" carries.
 std::vector<uint8_t> MainGemmCpuPayload();
 

@@ -1,6 +1,7 @@
 // Round trips through BundleWriter and BundleView, determinism, dedup, and
 // the reader's behaviour on valid edge cases.
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -205,6 +206,16 @@ TEST(BundleReader, NewerMinorVersionLoads) {
   ASSERT_TRUE(view.ok()) << view.status().ToString();
   EXPECT_EQ(view->header().format_minor, 7);
   EXPECT_TRUE(view->VerifyAllPayloads().ok());
+}
+
+// The hand-made bomb frame used by the negative corpus is a real zstd frame.
+TEST(TestBuilder, ZeroRleFrameDecompresses) {
+  const uint64_t n = 3 * 128 * 1024 + 5;
+  const std::vector<uint8_t> frame = testing::ZeroRleFrame(n);
+  EXPECT_EQ(ZSTD_getFrameContentSize(frame.data(), frame.size()), n);
+  std::vector<uint8_t> out(n, 0xAA);
+  EXPECT_EQ(ZSTD_decompress(out.data(), out.size(), frame.data(), frame.size()), n);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0; }));
 }
 
 TEST(BundleReader, PayloadCapFromOptions) {
