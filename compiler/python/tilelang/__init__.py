@@ -15,6 +15,7 @@ from .errors import (TileLangCompileError, TileLangError, TileLangNotImplemented
 from .function import PrimFunc  # noqa: F401
 from .jit import JITImpl, jit  # noqa: F401
 from .kernel import JITKernel  # noqa: F401
+from .pass_config import PassConfigKey  # noqa: F401
 
 __version__ = "0.1.0"
 

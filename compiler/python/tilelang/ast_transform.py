@@ -157,8 +157,14 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_AnnAssign(self, node):
         # `x: T.float32 = v` binds like `x = v`, converted to the annotated dtype.
-        if node.value is None or not isinstance(node.target, ast.Name):
+        if not isinstance(node.target, ast.Name):
             return node
+        if node.value is None:
+            # Eager style declares a kernel parameter: `A: T.Tensor((M, K), dtype)`.
+            name = node.target.id
+            prev = _call("prev", [_lambda(ast.Name(id=name, ctx=ast.Load()), node)], node)
+            value = _call("declare", [ast.Constant(value=name), node.annotation, prev], node)
+            return ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=value), node)
         name = node.target.id
         value = _call("annotated", [self.visit(node.value), node.annotation], node)
         prev = _call("prev", [_lambda(ast.Name(id=name, ctx=ast.Load()), node)], node)
@@ -272,3 +278,32 @@ class Transformed:
         fn.__defaults__ = func.__defaults__
         fn.__kwdefaults__ = func.__kwdefaults__
         return fn
+
+
+def eager_style(func):
+    """Whether func is written in upstream's eager style (parameters declared by
+    `A: T.Tensor(...)` statements, T.const, T.empty) rather than returning a prim_func."""
+    try:
+        lines, _ = inspect.getsourcelines(func)
+    except (OSError, TypeError):
+        return False
+    fdef = _find_def(ast.parse(textwrap.dedent("".join(lines))), func.__name__, 0)
+    if fdef is None:
+        return False
+    for node in ast.walk(fdef):
+        if node is not fdef and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any("prim_func" in ast.unparse(d) for d in node.decorator_list):
+                return False
+    for node in fdef.body:
+        if isinstance(node, ast.AnnAssign) and node.value is None:
+            return True
+    src = ast.unparse(fdef)
+    return ".const(" in src or ".empty(" in src
+
+
+def declared_names(func):
+    """Names declared by `NAME: annotation` statements (eager-style parameters), in order."""
+    lines, _ = inspect.getsourcelines(func)
+    fdef = _find_def(ast.parse(textwrap.dedent("".join(lines))), func.__name__, 0)
+    return [n.target.id for n in ast.walk(fdef)
+            if isinstance(n, ast.AnnAssign) and n.value is None and isinstance(n.target, ast.Name)]

@@ -48,6 +48,8 @@ class Builder:
         self.blocks = [self.body]
         self.frames = []      # open statements: Kernel, For, Parallel, If
         self.pending = []     # buffers/vars not yet given a name
+        self.declared = False  # eager style: parameters are declared by statements (see eager.py)
+        self.eager = None      # eager.EagerState while tracing an eager-style jit function
         self.call_depths = []  # len(frames) where each active T.macro call began
         self.loops = []       # (kind "python"/"device", len(frames) at its start) per open traced `for`
 

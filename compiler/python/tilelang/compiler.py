@@ -73,6 +73,8 @@ def compile_ir(text, target, isa, emit_source_dir=None):
 def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None):  # noqa: A001
     if not isinstance(func, PrimFunc):
         raise TileLangError(f"tilelang.compile expects a T.prim_func, got {type(func).__name__}")
+    if out_idx is None:
+        out_idx = func.attrs.get("out_idx")  # eager style: the T.empty outputs
     target = resolve_target(target)
     text = func.script()
     if verbose:

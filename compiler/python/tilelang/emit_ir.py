@@ -37,8 +37,9 @@ def build(module, factory, kwargs, name=None):
     except AttributeError:
         raise TileLangError(f"{display_path(getattr(mod, '__file__', module))}:1: module {module} has "
                             f"no factory {factory!r}") from None
+    from .eager import EagerJIT
     from .jit import JITImpl
-    if isinstance(fn, JITImpl):
+    if isinstance(fn, (JITImpl, EagerJIT)):
         func = fn.get_tir(**kwargs)
     elif isinstance(fn, PrimFunc):
         if kwargs:

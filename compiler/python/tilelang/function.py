@@ -103,6 +103,7 @@ def trace(func, name=None):
             b.claim(p.name)
         for s in symbols:
             b.claim(s.name)
+        b.declared = True  # parameters come from the signature, not from statements
         fn = transformed.instantiate(hooks, func)
         fn(*args)
         b.finish()
@@ -110,6 +111,18 @@ def trace(func, name=None):
         raise TileLangSyntaxError(f"{func.__name__} has no T.Kernel", file, transformed.def_line)
     function = ir.Function(name or func.__name__, params, symbols, b.body, (file, transformed.def_line))
     return PrimFunc(function, func)
+
+
+def symbols_of(params, file=None, line=None):
+    """The T.dynamic symbols in parameter shapes, in order of first use; one object per name."""
+    symbols = []
+    for p in params:
+        for d in getattr(p, "shape", ()):
+            if isinstance(d, E.Var) and all(s is not d for s in symbols):
+                if any(s.name == d.name for s in symbols):
+                    raise TileLangSyntaxError(f"two different T.dynamic symbols are named {d.name}", file, line)
+                symbols.append(d)
+    return symbols
 
 
 def prim_func(func=None, *, eager_jit=False):

@@ -165,3 +165,8 @@ def assign(name, value, previous):
         # Bind the value now: later writes to the buffers it reads must not change it.
         return b.let(name, value)
     return value
+
+
+def declare(name, annotation, previous):
+    from .eager import declare as _declare
+    return _declare(name, annotation, previous)

@@ -61,6 +61,11 @@ class JITImpl:
 
 def jit(func=None, *, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None):
     def wrap(f):
+        from .ast_transform import eager_style
+        if not isinstance(f, PrimFunc) and eager_style(f):
+            from .eager import EagerJIT
+            return EagerJIT(f, target=target, options=dict(verbose=verbose, pass_configs=pass_configs,
+                                                           compile_flags=compile_flags))
         return JITImpl(f, out_idx=out_idx, target=target, verbose=verbose, pass_configs=pass_configs,
                        compile_flags=compile_flags)
     return wrap if func is None else wrap(func)

@@ -152,6 +152,23 @@ def jit_scale(N, factor, dtype="float32"):
     return scale
 
 
+@tilelang.jit
+def eager_add_scale(A, B, block_M, block_N, factor=2.0, dtype="float32"):
+    """Upstream's eager style: sizes from T.const, parameters declared by statements,
+    the output made by T.empty and returned."""
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), dtype)
+    B: T.Tensor((M, N), dtype)
+    C = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        tile = T.alloc_fragment((block_M, block_N), dtype)
+        T.copy(A[by * block_M, bx * block_N], tile)
+        for i, j in T.Parallel(block_M, block_N):
+            tile[i, j] = tile[i, j] * factor + B[by * block_M + i, bx * block_N + j]
+        T.copy(tile, C[by * block_M, bx * block_N])
+    return C
+
+
 GOLDEN_CASES = [
     ("fe_control_flow", control_flow, dict(N=100, block=16)),
     ("fe_scalars_and_math", scalars_and_math, dict(M=8, N=8)),
@@ -159,4 +176,5 @@ GOLDEN_CASES = [
     ("fe_dynamic_shapes", dynamic_shapes, dict(block_M=32, block_N=64)),
     ("fe_hints_and_tiles", hints_and_tiles, dict(M=100, N=72, K=80)),
     ("fe_jit_scale", jit_scale.get_tir, dict(N=1000, factor=3)),
+    ("fe_eager_add_scale", eager_add_scale.get_tir, dict(M=100, N=70, block_M=32, block_N=32)),
 ]

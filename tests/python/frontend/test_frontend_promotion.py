@@ -92,7 +92,7 @@ def test_select_and_cast():
     check(T.if_then_else(load("c", "int32") > 0, 0, -T.infinity("float16")),
           "select(c[0] > 0, 0.0:f16, -inf:f16)", "float16")
     check(T.cast(load("a", "float32"), "float16"), "cast<f16>(a[0])", "float16")
-    check(T.Cast(load("a", "float32"), T.int8), "cast<i8>(a[0])", "int8")
+    check(T.Cast(T.int8, load("a", "float32")), "cast<i8>(a[0])", "int8")  # TIR order: dtype first
     check(load("a", "float32").astype("float64"), "cast<f64>(a[0])", "float64")
 
 

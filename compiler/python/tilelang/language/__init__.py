@@ -1,6 +1,7 @@
 """The tile language namespace: `import tilelang.language as T`."""
 
 from ..dtypes import DTYPES as _DTYPES, DType as dtype  # noqa: F401
+from ..eager import const, empty  # noqa: F401
 from ..function import prim_func, macro  # noqa: F401
 from .allocate import alloc_fragment, alloc_local, alloc_shared, alloc_var  # noqa: F401
 from .annotations import annotate_layout, make_swizzled_layout, sync_threads, use_swizzle  # noqa: F401

@@ -113,4 +113,5 @@ def cast(value, dtype, round=None, sat=True, rbits=None, span=None):
     return E.cast(value, dtype)
 
 
-Cast = cast
+def Cast(dtype, value):  # noqa: N802 - upstream's TIR-style name: dtype first
+    return E.cast(value, dtype)
