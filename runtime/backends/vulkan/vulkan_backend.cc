@@ -1,0 +1,169 @@
+// The Vulkan backend: finds the loader (libvulkan.so.1) with dlopen, creates
+// an instance (API 1.1+) and describes every physical device: apiVersion,
+// the SPIR-V version it accepts, compute limits, subgroup size range,
+// supported features and extensions as tokens ("vk.feature.shaderFloat16",
+// "vk.ext.VK_KHR_cooperative_matrix"). Launch path: later issue.
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan_core.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../src/backend.h"
+#include "../../src/dynamic_library.h"
+
+namespace tl::rt {
+
+namespace {
+
+struct VulkanState {
+  std::unique_ptr<DynamicLibrary> library;
+  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
+#define TL_VK_GLOBAL(name) PFN_##name name = nullptr;
+#define TL_VK_INSTANCE(name) PFN_##name name = nullptr;
+#include "vulkan_symbols.h"
+#undef TL_VK_GLOBAL
+#undef TL_VK_INSTANCE
+  VkInstance instance = VK_NULL_HANDLE;
+  ~VulkanState() {
+    if (instance != VK_NULL_HANDLE && vkDestroyInstance) vkDestroyInstance(instance, nullptr);
+  }
+};
+
+void AddFeatureTokens(const VkPhysicalDeviceFeatures2& f2, const VkPhysicalDeviceVulkan11Features& f11,
+                      const VkPhysicalDeviceVulkan12Features& f12, std::vector<std::string>* out) {
+  auto add = [&](bool on, const char* name) {
+    if (on) out->push_back(std::string("vk.feature.") + name);
+  };
+  add(f2.features.shaderInt64, "shaderInt64");
+  add(f2.features.shaderInt16, "shaderInt16");
+  add(f2.features.shaderFloat64, "shaderFloat64");
+  add(f11.storageBuffer16BitAccess, "storageBuffer16BitAccess");
+  add(f12.shaderFloat16, "shaderFloat16");
+  add(f12.shaderInt8, "shaderInt8");
+  add(f12.storageBuffer8BitAccess, "storageBuffer8BitAccess");
+  add(f12.bufferDeviceAddress, "bufferDeviceAddress");
+  add(f12.vulkanMemoryModel, "vulkanMemoryModel");
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
+  auto backend = std::make_unique<Backend>();
+  backend->kind = kBackendVulkan;
+  auto lib = DynamicLibrary::Open("Vulkan loader", {"libvulkan.so.1"}, options.driver_search_paths);
+  if (!lib.ok()) {
+    backend->status = lib.status();
+    return backend;
+  }
+  auto st = std::make_shared<VulkanState>();
+  st->library = std::move(lib.value());
+  const std::string path = st->library->path();
+  st->vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(st->library->Symbol("vkGetInstanceProcAddr"));
+  if (!st->vkGetInstanceProcAddr) {
+    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks vkGetInstanceProcAddr");
+    return backend;
+  }
+#define TL_VK_GLOBAL(name) st->name = reinterpret_cast<PFN_##name>(st->vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
+#include "vulkan_symbols.h"
+#undef TL_VK_GLOBAL
+  if (!st->vkCreateInstance) {
+    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " returns no vkCreateInstance");
+    return backend;
+  }
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (st->vkEnumerateInstanceVersion) st->vkEnumerateInstanceVersion(&loader_version);
+  if (loader_version < VK_API_VERSION_1_1) {
+    backend->status = MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s supports API %u.%u; 1.1 is needed",
+                                 path.c_str(), VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
+    return backend;
+  }
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+  app.pApplicationName = "tilelang-runtime";
+  app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
+  VkInstanceCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+  ci.pApplicationInfo = &app;
+  if (VkResult rc = st->vkCreateInstance(&ci, nullptr, &st->instance); rc != VK_SUCCESS) {
+    backend->status = MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s: vkCreateInstance failed with VkResult %d",
+                                 path.c_str(), static_cast<int>(rc));
+    st->instance = VK_NULL_HANDLE;
+    return backend;
+  }
+  std::string missing;
+#define TL_VK_INSTANCE(name)                                                                     \
+  st->name = reinterpret_cast<PFN_##name>(st->vkGetInstanceProcAddr(st->instance, #name));      \
+  if (!st->name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#include "vulkan_symbols.h"
+#undef TL_VK_INSTANCE
+  if (!missing.empty()) {
+    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks: " + missing);
+    return backend;
+  }
+  uint32_t count = 0;
+  st->vkEnumeratePhysicalDevices(st->instance, &count, nullptr);
+  std::vector<VkPhysicalDevice> physical(count);
+  if (count) st->vkEnumeratePhysicalDevices(st->instance, &count, physical.data());
+  physical.resize(count);
+  for (VkPhysicalDevice pd : physical) {
+    VkPhysicalDeviceSubgroupProperties subgroup{};
+    subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    VkPhysicalDeviceProperties2 props{};
+    props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    props.pNext = &subgroup;
+    st->vkGetPhysicalDeviceProperties2(pd, &props);
+    const VkPhysicalDeviceProperties& p = props.properties;
+    if (p.apiVersion < VK_API_VERSION_1_1) continue;  // 1.1 needed for the feature queries below
+
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    VkPhysicalDeviceVulkan11Features f11{};
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    // The 1.1/1.2 feature structs are only valid to chain on 1.2 devices.
+    if (p.apiVersion >= VK_API_VERSION_1_2) {
+      f2.pNext = &f11;
+      f11.pNext = &f12;
+    }
+    st->vkGetPhysicalDeviceFeatures2(pd, &f2);
+
+    DeviceDesc d;
+    d.backend = kBackendVulkan;
+    d.name = p.deviceName;
+    d.driver_version = p.apiVersion;
+    if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.flags |= TL_DEVICE_FLAG_SOFTWARE;
+    if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU) d.flags |= TL_DEVICE_FLAG_INTEGRATED;
+    AddFeatureTokens(f2, f11, f12, &d.vk_features);
+    uint32_t ext_count = 0;
+    st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, nullptr);
+    std::vector<VkExtensionProperties> exts(ext_count);
+    if (ext_count) st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, exts.data());
+    for (uint32_t e = 0; e < ext_count && e < exts.size(); ++e) {
+      d.vk_features.push_back(std::string("vk.ext.") + exts[e].extensionName);
+    }
+    VkPhysicalDeviceMemoryProperties mem{};
+    st->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
+      if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d.memory_bytes += mem.memoryHeaps[h].size;
+    }
+    const VkPhysicalDeviceLimits& l = p.limits;
+    d.limits.max_shared_bytes = l.maxComputeSharedMemorySize;
+    d.limits.max_threads_per_block = l.maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; ++i) {
+      d.limits.max_block[i] = l.maxComputeWorkGroupSize[i];
+      d.limits.max_grid[i] = l.maxComputeWorkGroupCount[i];
+    }
+    d.limits.max_push_constant_bytes = l.maxPushConstantsSize;
+    // Without VK_EXT_subgroup_size_control the size is fixed.
+    d.limits.subgroup_min = d.limits.subgroup_max = subgroup.subgroupSize;
+    d.Finalize();
+    backend->devices.push_back(std::make_unique<ProbeOnlyDevice>(std::move(d)));
+  }
+  backend->state = st;
+  return backend;
+}
+
+}  // namespace tl::rt

@@ -1,0 +1,166 @@
+// The backend interface: what the runtime core (api.cc) needs from a device
+// family. One implementation per folder under runtime/backends/.
+//
+// A backend is created once per runtime; a backend whose driver is missing or
+// broken is still created, with `status` saying why it is unavailable (the
+// paths tried, the loader's error) and no devices, so the runtime works on
+// with the rest.
+// Thread-safety: Device and Executable methods are called from many threads
+// at once and must be safe; Stream methods are called one at a time.
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_desc.h"
+#include "tilelang/formats/status.h"
+#include "tilelang/runtime.h"
+
+namespace tl::rt {
+
+// Forwards to the embedder's log callback; a no-op without one.
+class Logger {
+ public:
+  Logger() = default;
+  Logger(tl_log_fn_t fn, void* user, uint32_t level) : fn_(fn), user_(user), level_(level) {}
+  bool enabled(tl_log_level_t level) const { return fn_ && static_cast<uint32_t>(level) <= level_; }
+  void Log(tl_log_level_t level, const char* format, ...) const __attribute__((format(printf, 3, 4)));
+
+ private:
+  tl_log_fn_t fn_ = nullptr;
+  void* user_ = nullptr;
+  uint32_t level_ = 0;
+};
+
+// The embedder's host allocator, or the system one.
+class HostAllocator {
+ public:
+  HostAllocator() = default;
+  explicit HostAllocator(const tl_allocator_t& a) : a_(a) {}
+  void* Allocate(size_t size, size_t alignment) const;
+  void Free(void* p) const;
+
+ private:
+  tl_allocator_t a_{nullptr, nullptr, nullptr};
+};
+
+struct BackendOptions {
+  std::vector<std::string> driver_search_paths;  // empty: the system loader's search
+  uint32_t cpu_thread_count = 0;                 // 0: all cores
+  bool cpu_no_memfd = false;
+  std::string cpu_cache_dir;                     // "": $XDG_CACHE_HOME/tilelang, $HOME/.cache/tilelang
+  const Logger* logger = nullptr;
+  const HostAllocator* allocator = nullptr;
+};
+
+// Loaded code for one variant on one device.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // One line about how the code was loaded ("PTX JIT by the driver: 12.5 ms,
+  // 40 registers"), appended to the prepared kernel's explain text; "" for none.
+  virtual std::string LoadNote() const { return {}; }
+};
+
+struct LoadRequest {
+  std::string kernel_name;
+  std::string variant_id;
+  std::string entry_point;
+  std::string arch;
+  int code_kind = 0;
+  std::vector<uint8_t> code;  // the verified, decompressed payload
+  uint32_t param_count = 0;
+  uint64_t scratch_bytes = 0;  // CPU: per-thread scratch from the manifest
+  // GPU (CUDA, HIP): the kernel-parameter buffer from the manifest's Launch
+  // (param_slots, param_buffer_bytes), cross-checked with the driver at load,
+  // and the shared memory the launch needs.
+  struct ParamSlot {
+    int param = -1;  // -1: a slot no parameter fills (zeroed)
+    uint32_t offset = 0;
+    uint32_t size = 0;
+    uint32_t align = 0;
+  };
+  std::vector<ParamSlot> param_slots;
+  uint32_t param_buffer_bytes = 0;
+  uint32_t static_shared_bytes = 0;
+  uint32_t dynamic_shared_bytes = 0;
+  uint32_t block[3] = {1, 1, 1};
+};
+
+// A validated launch, self-contained so that it can be queued: it owns
+// copies of everything it needs except the tensor memory.
+struct LaunchRequest {
+  std::string kernel_name;
+  std::string variant_id;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  std::vector<void*> tensor_pointers;  // per param; nullptr for scalars
+  std::vector<uint64_t> scalar_slots;  // per param; the scalar's bytes (little endian)
+  std::vector<uint8_t> is_scalar;      // per param
+  std::vector<int64_t> symbols;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Status Synchronize(uint64_t timeout_ns) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  const DeviceDesc& desc() const { return desc_; }
+
+  virtual StatusOr<std::shared_ptr<Executable>> Load(const LoadRequest& request) = 0;
+  // `stream` nullptr: synchronous.
+  virtual Status Launch(const std::shared_ptr<Executable>& executable, Stream* stream, LaunchRequest request) = 0;
+
+  virtual StatusOr<void*> AllocateMemory(size_t size) = 0;
+  virtual void FreeMemory(void* pointer) = 0;
+  virtual Status CopyToDevice(void* device_dst, const void* host_src, size_t size, Stream* stream) = 0;
+  virtual Status CopyToHost(void* host_dst, const void* device_src, size_t size, Stream* stream) = 0;
+  virtual StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
+  virtual StatusOr<std::unique_ptr<Stream>> WrapStream(void* native) = 0;
+
+ protected:
+  DeviceDesc desc_;
+};
+
+struct Backend {
+  int kind = kBackendUnknown;
+  Status status;  // OK, or why the backend is unavailable
+  std::vector<std::unique_ptr<Device>> devices;
+  // Keeps driver libraries and shared state alive as long as the devices.
+  std::shared_ptr<void> state;
+};
+
+std::unique_ptr<Backend> CreateCpuBackend(const BackendOptions& options);
+std::unique_ptr<Backend> CreateCudaBackend(const BackendOptions& options);
+std::unique_ptr<Backend> CreateHipBackend(const BackendOptions& options);
+std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options);
+
+// A GPU device whose launch path lands in a later issue: selection, prepare
+// and explain work on it (its description is real), loading keeps the
+// verified payload, and launch, buffers and streams return UNIMPLEMENTED
+// naming the backend.
+class ProbeOnlyDevice : public Device {
+ public:
+  explicit ProbeOnlyDevice(DeviceDesc desc) { desc_ = std::move(desc); }
+  StatusOr<std::shared_ptr<Executable>> Load(const LoadRequest& request) override;
+  Status Launch(const std::shared_ptr<Executable>& executable, Stream* stream, LaunchRequest request) override;
+  StatusOr<void*> AllocateMemory(size_t size) override;
+  void FreeMemory(void* pointer) override;
+  Status CopyToDevice(void* device_dst, const void* host_src, size_t size, Stream* stream) override;
+  Status CopyToHost(void* host_dst, const void* device_src, size_t size, Stream* stream) override;
+  StatusOr<std::unique_ptr<Stream>> CreateStream() override;
+  StatusOr<std::unique_ptr<Stream>> WrapStream(void* native) override;
+
+ private:
+  Status Unimplemented(const char* what) const;
+};
+
+}  // namespace tl::rt

@@ -1,0 +1,162 @@
+// GPU driver discovery against fake driver libraries built in the tree and
+// selected through tl_runtime_options_t.driver_search_paths.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "test_bundles.h"
+#include "tilelang/runtime.h"
+
+namespace {
+
+std::string S(tl_status_t s) {
+  if (!s) return "";
+  std::string out = std::string(tl_status_code_name(tl_status_code(s))) + ": " + tl_status_message(s);
+  tl_status_free(s);
+  return out;
+}
+
+tl_runtime_t* RuntimeWithDrivers(const std::string& subdir, uint32_t mask) {
+  std::string dir = std::string(TL_TEST_FAKE_DIR) + "/" + subdir;
+  const char* paths[1] = {dir.c_str()};
+  tl_runtime_options_t o;
+  tl_runtime_options_init(&o);
+  o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT;
+  o.backend_mask = mask;
+  o.driver_search_paths = paths;
+  o.driver_search_path_count = 1;
+  tl_runtime_t* rt = nullptr;
+  EXPECT_EQ(S(tl_runtime_create(&o, &rt)), "");
+  return rt;
+}
+
+const uint32_t kCudaCpu = TL_BACKEND_BIT(TL_BACKEND_CUDA) | TL_BACKEND_BIT(TL_BACKEND_CPU);
+
+TEST(FakeDrivers, MissingLibraryListsThePathsTried) {
+  tl_runtime_t* rt = RuntimeWithDrivers("empty", 0);
+  std::string dir = std::string(TL_TEST_FAKE_DIR) + "/empty";
+  std::string cuda = S(tl_runtime_backend_status(rt, TL_BACKEND_CUDA));
+  EXPECT_EQ(cuda.rfind("UNAVAILABLE: CUDA driver not found: tried " + dir + "/libcuda.so.1 (", 0), 0u) << cuda;
+  std::string hip = S(tl_runtime_backend_status(rt, TL_BACKEND_HIP));
+  EXPECT_NE(hip.find(dir + "/libamdhip64.so.6 ("), std::string::npos) << hip;
+  EXPECT_NE(hip.find(dir + "/libamdhip64.so.5 ("), std::string::npos) << hip;
+  std::string vk = S(tl_runtime_backend_status(rt, TL_BACKEND_VULKAN));
+  EXPECT_NE(vk.find("Vulkan loader not found: tried " + dir + "/libvulkan.so.1"), std::string::npos) << vk;
+  // The runtime works on with the CPU.
+  EXPECT_EQ(S(tl_runtime_backend_status(rt, TL_BACKEND_CPU)), "");
+  ASSERT_EQ(tl_runtime_device_count(rt), 1u);
+  tl_runtime_release(rt);
+}
+
+TEST(FakeDrivers, MissingRequiredSymbol) {
+  tl_runtime_t* rt = RuntimeWithDrivers("cuda_missing_symbol", kCudaCpu);
+  std::string e = S(tl_runtime_backend_status(rt, TL_BACKEND_CUDA));
+  EXPECT_EQ(e.rfind("UNAVAILABLE: CUDA driver ", 0), 0u) << e;
+  EXPECT_NE(e.find("lacks required symbol(s): cuDeviceGetAttribute"), std::string::npos) << e;
+  EXPECT_EQ(tl_runtime_device_count(rt), 1u);
+  tl_runtime_release(rt);
+}
+
+TEST(FakeDrivers, HipLibraryMissingSymbols) {
+  tl_runtime_t* rt = RuntimeWithDrivers("hip_missing_symbol", TL_BACKEND_BIT(TL_BACKEND_HIP) | TL_BACKEND_BIT(TL_BACKEND_CPU));
+  std::string e = S(tl_runtime_backend_status(rt, TL_BACKEND_HIP));
+  EXPECT_NE(e.find("libamdhip64.so.6 lacks required symbol(s): hipDriverGetVersion, hipGetDeviceCount"), std::string::npos) << e;
+  tl_runtime_release(rt);
+}
+
+TEST(FakeDrivers, InitFailure) {
+  tl_runtime_t* rt = RuntimeWithDrivers("cuda_init_fails", kCudaCpu);
+  std::string e = S(tl_runtime_backend_status(rt, TL_BACKEND_CUDA));
+  EXPECT_NE(e.find("cuInit failed with CUDA_ERROR_NO_DEVICE (100)"), std::string::npos) << e;
+  EXPECT_EQ(tl_runtime_device_count(rt), 1u);
+  tl_runtime_release(rt);
+}
+
+TEST(FakeDrivers, EnumeratesAFakeH200AndSelectsForIt) {
+  tl_runtime_t* rt = RuntimeWithDrivers("cuda_ok", kCudaCpu);
+  ASSERT_EQ(S(tl_runtime_backend_status(rt, TL_BACKEND_CUDA)), "");
+  ASSERT_EQ(tl_runtime_device_count(rt), 2u);
+  tl_device_t* gpu = nullptr;
+  ASSERT_EQ(S(tl_runtime_default_device(rt, "cuda:0", &gpu)), "");
+  tl_device_info_t info;
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(S(tl_device_info(gpu, &info)), "");
+  EXPECT_STREQ(info.name, "Fake H200");
+  EXPECT_STREQ(info.arch, "sm_90");
+  EXPECT_EQ(info.driver_version, 12040u);
+  EXPECT_EQ(info.compute_units, 132u);
+  EXPECT_EQ(info.memory_bytes, 141ull << 30);
+  EXPECT_FALSE(info.flags & TL_DEVICE_FLAG_CAN_LAUNCH);
+  // The best device is still the CPU: this runtime cannot launch on CUDA yet.
+  tl_device_t* best = nullptr;
+  ASSERT_EQ(S(tl_runtime_default_device(rt, nullptr, &best)), "");
+  tl_device_info_t best_info;
+  best_info.struct_size = sizeof(best_info);
+  ASSERT_EQ(S(tl_device_info(best, &best_info)), "");
+  EXPECT_EQ(best_info.backend, static_cast<uint32_t>(TL_BACKEND_CPU));
+  tl_device_release(best);
+
+  auto bytes = tl::rt::testing::StandardBundle();
+  tl_bundle_t* b = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes.data(), bytes.size(), nullptr, nullptr, &b)), "");
+  tl_kernel_t* k = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(b, "vadd", &k)), "");
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(k, gpu, 0, &p)), "");
+  tl_variant_info_t vi;
+  vi.struct_size = sizeof(vi);
+  ASSERT_EQ(S(tl_prepared_variant_info(p, &vi)), "");
+  EXPECT_STREQ(vi.id, "cuda.sm_90a");
+  std::string explain = tl_prepared_explain(p);
+  EXPECT_NE(explain.find("kernel 'vadd' on cuda device 'Fake H200' (sm_90, driver 12040, PTX ISA <= 8.4)"), std::string::npos) << explain;
+  EXPECT_NE(explain.find("2. cuda.compute_80: JIT-compiled PTX compute_80 on 9.0"), std::string::npos) << explain;
+  EXPECT_NE(explain.find("cpu.x86-64-v2: backend cpu, device is cuda"), std::string::npos) << explain;
+  // Launch, buffers and streams on CUDA: not in this release, said clearly.
+  int64_t n = 4;
+  float x[4] = {0, 0, 0, 0};
+  tl_dtype_t f32 = {TL_DTYPE_FLOAT, 32, 1};
+  tl_arg_t args[3] = {tl_arg_tensor(x, f32, 1, &n, nullptr), tl_arg_tensor(x, f32, 1, &n, nullptr),
+                      tl_arg_tensor(x, f32, 1, &n, nullptr)};
+  std::string e = S(tl_launch(p, nullptr, 3, args, nullptr));
+  EXPECT_EQ(e.rfind("UNIMPLEMENTED: launching kernel 'vadd' variant 'cuda.sm_90a' on cuda device 'Fake H200' (sm_90)", 0), 0u) << e;
+  tl_buffer_t* buf = nullptr;
+  EXPECT_EQ(S(tl_buffer_allocate(gpu, 16, &buf)).rfind("UNIMPLEMENTED: allocating device memory on cuda device", 0), 0u);
+  tl_stream_t* s = nullptr;
+  EXPECT_EQ(S(tl_stream_create(gpu, 0, &s)).rfind("UNIMPLEMENTED: creating a stream", 0), 0u);
+  tl_prepared_release(p);
+  tl_kernel_release(k);
+  tl_bundle_release(b);
+  tl_device_release(gpu);
+  tl_runtime_release(rt);
+}
+
+TEST(FakeDrivers, DisableJitFlagRejectsPtx) {
+  std::string dir = std::string(TL_TEST_FAKE_DIR) + "/cuda_ok";
+  const char* paths[1] = {dir.c_str()};
+  tl_runtime_options_t o;
+  tl_runtime_options_init(&o);
+  o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT | TL_RUNTIME_FLAG_DISABLE_JIT;
+  o.backend_mask = kCudaCpu;
+  o.driver_search_paths = paths;
+  o.driver_search_path_count = 1;
+  tl_runtime_t* rt = nullptr;
+  ASSERT_EQ(S(tl_runtime_create(&o, &rt)), "");
+  tl_device_t* gpu = nullptr;
+  ASSERT_EQ(S(tl_runtime_default_device(rt, "cuda", &gpu)), "");
+  auto bytes = tl::rt::testing::StandardBundle();
+  tl_bundle_t* b = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes.data(), bytes.size(), nullptr, nullptr, &b)), "");
+  tl_kernel_t* k = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(b, "saxpy", &k)), "");
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(k, gpu, 0, &p)), "");
+  EXPECT_NE(std::string(tl_prepared_explain(p)).find("cuda.compute_80: PTX needs driver JIT, which is disabled"), std::string::npos);
+  tl_prepared_release(p);
+  tl_kernel_release(k);
+  tl_bundle_release(b);
+  tl_device_release(gpu);
+  tl_runtime_release(rt);
+}
+
+}  // namespace
