@@ -30,6 +30,14 @@ struct ParseError {
   std::string message;
 };
 
+// Limits that keep hostile input from exhausting the stack: the parser
+// recurses on parentheses, unary operators and blocks (kMaxNesting), and the
+// printer, the verifier and the destructors recurse on the depth of an
+// expression tree, which a long operator chain builds without parser
+// recursion (kMaxExprDepth). Real programs stay far below both.
+constexpr int kMaxNesting = 200;
+constexpr int kMaxExprDepth = 1000;
+
 // What the parser needs to know about a name to type its uses.
 struct NameInfo {
   DType dtype = DType::kI32;
@@ -287,6 +295,7 @@ class Parser {
 
   // '{' statements '}', in a new scope holding `names`.
   Block ParseBlock(const std::optional<Loc>& loc, const std::vector<std::pair<std::string, NameInfo>>& names) {
+    NestingGuard guard(*this);
     ExpectPunct("{");
     scopes_.emplace_back();
     for (const auto& [name, info] : names) Define(name, info);
@@ -712,14 +721,29 @@ class Parser {
 
   // --- expressions -------------------------------------------------------------
 
-  // Comma-separated expressions up to and including `close`.
+  // Every expression parser below sets depth_ to the depth of the tree it
+  // returns (a leaf is 1), so that the depth is known without walking.
+  // SetDepth enforces kMaxExprDepth on every tree built.
+  void SetDepth(int depth) {
+    if (depth > kMaxExprDepth) {
+      Fail(Peek(), "expected expressions at most " + std::to_string(kMaxExprDepth) + " levels deep, found deeper");
+    }
+    depth_ = depth;
+  }
+
+  // Comma-separated expressions up to and including `close`; depth_ is the
+  // deepest element's (0 when empty).
   std::vector<Expr> ParseExprList(std::string_view close) {
     std::vector<Expr> out;
-    if (AcceptPunct(close)) return out;
-    do {
-      out.push_back(ParseExpr());
-    } while (AcceptPunct(","));
-    if (!AcceptPunct(close)) Expected("',' or '" + std::string(close) + "'");
+    int depth = 0;
+    if (!AcceptPunct(close)) {
+      do {
+        out.push_back(ParseExpr());
+        depth = std::max(depth, depth_);
+      } while (AcceptPunct(","));
+      if (!AcceptPunct(close)) Expected("',' or '" + std::string(close) + "'");
+    }
+    depth_ = depth;
     return out;
   }
 
@@ -728,26 +752,54 @@ class Parser {
   // Precedence climbing; every binary operator associates to the left.
   Expr ParseBinary(int min_prec) {
     Expr lhs = ParseUnary();
+    int depth = depth_;
     while (true) {
       BinaryOp op{};
       int prec = BinaryPrecedence(Peek(), &op);
-      if (prec == 0 || prec < min_prec) return lhs;
+      if (prec == 0 || prec < min_prec) break;
       Next();
       Expr rhs = ParseBinary(prec + 1);
+      SetDepth(std::max(depth, depth_) + 1);
+      depth = depth_;
       lhs = MakeBinary(op, std::move(lhs), std::move(rhs));
     }
+    depth_ = depth;
+    return lhs;
   }
 
+  // Counts one level of nesting for its lifetime; fails past kMaxNesting.
+  class NestingGuard {
+   public:
+    explicit NestingGuard(Parser& p) : p_(p) {
+      if (++p_.nesting_ > kMaxNesting) {
+        p_.Fail(p_.Peek(), "expected at most " + std::to_string(kMaxNesting) + " levels of nesting, found more");
+      }
+    }
+    ~NestingGuard() { --p_.nesting_; }
+    NestingGuard(const NestingGuard&) = delete;
+    NestingGuard& operator=(const NestingGuard&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
   Expr ParseUnary() {
+    NestingGuard guard(*this);
     if (AcceptPunct("-")) {
       // `-4` and `-0.5:f16` are literals, not negations (the printer writes
       // a negated literal as `-(4)`).
       if (Peek().kind == TokKind::kInt || Peek().kind == TokKind::kFloat) return ParseLiteral(true);
-      return MakeUnary(UnaryOp::kNeg, ParseUnary());
+      return Wrap(UnaryOp::kNeg, ParseUnary());
     }
-    if (AcceptPunct("!")) return MakeUnary(UnaryOp::kNot, ParseUnary());
-    if (AcceptPunct("~")) return MakeUnary(UnaryOp::kBitNot, ParseUnary());
+    if (AcceptPunct("!")) return Wrap(UnaryOp::kNot, ParseUnary());
+    if (AcceptPunct("~")) return Wrap(UnaryOp::kBitNot, ParseUnary());
     return ParsePrimary();
+  }
+
+  // A unary node over the operand just parsed.
+  Expr Wrap(UnaryOp op, Expr operand) {
+    SetDepth(depth_ + 1);
+    return MakeUnary(op, std::move(operand));
   }
 
   Expr ParsePrimary() {
@@ -761,6 +813,7 @@ class Parser {
     if (t.kind != TokKind::kIdent) Expected("an expression");
     if (t.text == "true" || t.text == "false") {
       Next();
+      depth_ = 1;
       return MakeBool(t.text == "true");
     }
     if (t.text == "cast" && Peek(1).IsPunct("<")) {
@@ -771,6 +824,7 @@ class Parser {
       ExpectPunct("(");
       Expr value = ParseExpr();
       ExpectPunct(")");
+      SetDepth(depth_ + 1);
       return MakeCast(dt, std::move(value));
     }
     if (Peek(1).IsPunct("(")) return ParseCall();
@@ -778,12 +832,15 @@ class Parser {
     const NameInfo& info = LookupOrFail(name);
     if (AcceptPunct("[")) {
       if (!info.is_buffer) Fail(name, "expected a buffer before '[', found scalar '" + name.text + "'");
-      return MakeLoad(name.text, ParseExprList("]"), info.dtype);
+      std::vector<Expr> indices = ParseExprList("]");
+      SetDepth(depth_ + 1);
+      return MakeLoad(name.text, std::move(indices), info.dtype);
     }
     if (info.is_buffer) {
       Fail(name, "expected a scalar value, found buffer '" + name.text + "' (write " + name.text +
                      "[...] to load an element)");
     }
+    depth_ = 1;
     return MakeVar(name.text, info.dtype);
   }
 
@@ -795,6 +852,7 @@ class Parser {
       if (args.size() != 3) {
         Fail(name, "expected 3 arguments to select, found " + std::to_string(args.size()));
       }
+      SetDepth(depth_ + 1);
       return MakeSelect(std::move(args[0]), std::move(args[1]), std::move(args[2]));
     }
     std::optional<CallOp> op = ParseCallOp(name.text);
@@ -808,6 +866,7 @@ class Parser {
       Fail(name, "expected " + std::to_string(CallArity(*op)) + " argument(s) to " + name.text + ", found " +
                      std::to_string(args.size()));
     }
+    SetDepth(depth_ + 1);
     return MakeCall(*op, std::move(args));
   }
 
@@ -815,6 +874,7 @@ class Parser {
   // already consumed). Checks that the value fits its dtype.
   Expr ParseLiteral(bool neg) {
     const Token& t = Next();
+    depth_ = 1;
     std::string spelled = (neg ? "-" : "") + t.text;
     bool float_suffix = t.suffix && IsFloat(*t.suffix);
     if (t.kind == TokKind::kFloat || float_suffix) {
@@ -831,8 +891,9 @@ class Parser {
     bool hex = t.text.size() > 2 && (t.text[1] == 'x' || t.text[1] == 'X');
     std::string_view digits = hex ? std::string_view(t.text).substr(2) : std::string_view(t.text);
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mag, hex ? 16 : 10);
+    if (ec == std::errc::result_out_of_range) Fail(t, "integer literal '" + spelled + "' does not fit in 64 bits");
     if (ec != std::errc() || end != digits.data() + digits.size()) {
-      Fail(t, "integer literal '" + spelled + "' does not fit in 64 bits");
+      Fail(t, "malformed integer literal '" + spelled + "'");
     }
     DType dt = t.suffix.value_or(DType::kI32);
     uint64_t max_pos = 0;
@@ -873,6 +934,8 @@ class Parser {
   size_t pos_ = 0;
   size_t stmt_start_ = 0;  // first token of the statement being parsed
   bool in_header_ = false; // a function header spans lines
+  int nesting_ = 0;        // see NestingGuard
+  int depth_ = 0;          // depth of the expression parsed last, see SetDepth
   std::vector<std::map<std::string, NameInfo, std::less<>>> scopes_;
   std::vector<std::optional<Loc>> loc_stack_;
 };

@@ -169,6 +169,8 @@ class Printer {
     std::visit([&](const auto& n) { PrintNode(n); }, e.node);
   }
 
+  void PrintTopStmt(const Stmt& s, int depth) { PrintStmt(s, depth); }
+
   void PrintRegion(const Region& r) {
     out_ += r.buffer;
     if (r.dims.empty()) return;
@@ -225,6 +227,7 @@ class Printer {
     out_ += ')';
   }
 
+  // One statement (with nested blocks), indented `depth` levels.
   void PrintStmt(const Stmt& s, int depth) {
     Indent(depth);
     bool has_body = false;
@@ -466,6 +469,12 @@ std::string Print(const Module& m) {
 std::string Print(const Function& f) {
   Printer p;
   p.PrintFunction(f);
+  return p.Take();
+}
+
+std::string Print(const Stmt& s, int indent) {
+  Printer p;
+  p.PrintTopStmt(s, indent);
   return p.Take();
 }
 

@@ -19,6 +19,18 @@ namespace {
 constexpr size_t kMaxErrors = 50;
 
 bool IsIntOrBool(DType t) { return IsInt(t) || t == DType::kBool; }
+
+// A name the text format can carry: [A-Za-z_][A-Za-z0-9_]*, and not one of
+// the words that are always literals.
+bool IsIdentifier(std::string_view name) {
+  if (name.empty() || name == "true" || name == "false") return false;
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (!alpha(name[0])) return false;
+  for (char c : name) {
+    if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
 bool IsNumeric(DType t) { return IsInt(t) || IsFloat(t); }
 
 // A name visible at some point of the walk.
@@ -146,6 +158,7 @@ class FunctionVerifier {
   // --- names -------------------------------------------------------------------
 
   void Define(const std::string& name, Def def) {
+    if (!IsIdentifier(name)) Error("expected an identifier as name, found '" + name + "'");
     if (!defined_.insert(name).second) {
       Error("name '" + name + "' is defined twice; expected names unique within the function");
     }
@@ -184,6 +197,7 @@ class FunctionVerifier {
   // --- signature -----------------------------------------------------------------
 
   void VerifySignature() {
+    if (!IsIdentifier(f_.name)) FunctionError("expected an identifier as function name, found '" + f_.name + "'");
     std::set<std::string> used_symbols;
     for (const Symbol& s : f_.symbols) {
       if (!IsInt(s.dtype)) {
@@ -245,6 +259,7 @@ class FunctionVerifier {
   }
 
   void DefineSignatureName(const std::string& name, Def def) {
+    if (!IsIdentifier(name)) FunctionError("expected an identifier as name, found '" + name + "'");
     if (!defined_.insert(name).second) {
       FunctionError("name '" + name + "' is declared twice in the signature");
     }
@@ -456,7 +471,13 @@ class FunctionVerifier {
     if (k.grid.empty() || k.grid.size() > 3) {
       Error("expected 1 to 3 grid extents, found " + std::to_string(k.grid.size()));
     }
-    for (const Expr& g : k.grid) CheckIntExpr(g, "grid extent");
+    for (const Expr& g : k.grid) {
+      CheckIntExpr(g, "grid extent");
+      // The host evaluates grid extents at launch, from symbols and scalars.
+      bool loads = false;
+      WalkExpr(g, [&](const Expr& e) { loads = loads || Kind(e) == ExprKind::kLoad; });
+      if (loads) Error("grid extent: expected an expression over symbols and scalar parameters, found a load in " + Print(g));
+    }
     if (k.block_vars.size() != k.grid.size()) {
       Error("expected one block index name per grid extent (" + std::to_string(k.grid.size()) + "), found " +
             std::to_string(k.block_vars.size()));

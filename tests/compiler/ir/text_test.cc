@@ -333,6 +333,40 @@ TEST(ParseErrors, Literals) {
   EXPECT_EQ(ParseError(WrapKernelBody("    let y = 1e999:f64\n")),
             "test.tir:6:13: float literal '1e999' is out of range for f64 (at t.py:2)");
   EXPECT_EQ(ParseError(WrapKernelBody("    let y = 12abc\n")), "test.tir:6:13: malformed number '12a...' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 0x\n")), "test.tir:6:13: malformed integer literal '0x' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    let y = 1e:f32\n")), "test.tir:6:13: malformed float literal '1e' (at t.py:2)");
+}
+
+TEST(ParseErrors, NestingIsBounded) {
+  // 150 levels parse; 1000 are refused with a message instead of a crash.
+  std::string ok = std::string(150, '(') + "n" + std::string(150, ')');
+  EXPECT_EQ(ParseLetValue(ok), MakeVar("n"));
+  std::string deep = WrapKernelBody("    let y = " + std::string(1000, '(') + "n" + std::string(1000, ')') + "\n");
+  std::string msg = ParseError(deep);
+  EXPECT_NE(msg.find("expected at most 200 levels of nesting, found more"), std::string::npos) << msg;
+  std::string negs = WrapKernelBody("    let y = " + std::string(1000, '~') + "n\n");
+  EXPECT_NE(ParseError(negs).find("levels of nesting"), std::string::npos);
+  // A long operator chain builds a deep tree without deep parser recursion.
+  std::string chain = "n";
+  for (int i = 0; i < 900; ++i) chain += " + n";
+  EXPECT_EQ(Print(ParseLetValue(chain)), chain);
+  for (int i = 0; i < 200; ++i) chain += " + n";
+  msg = ParseError(WrapKernelBody("    let y = " + chain + "\n"));
+  EXPECT_NE(msg.find("expected expressions at most 1000 levels deep, found deeper"), std::string::npos) << msg;
+  std::string calls = "n";
+  for (int i = 0; i < 150; ++i) calls = "max(" + calls + " + n + n + n + n + n + n, n)";
+  EXPECT_NE(ParseError(WrapKernelBody("    let y = " + calls + "\n")).find("levels deep"), std::string::npos);
+  std::string blocks;
+  for (int i = 0; i < 300; ++i) blocks += "if true {\n";
+  for (int i = 0; i < 300; ++i) blocks += "}\n";
+  EXPECT_NE(ParseError(WrapKernelBody(blocks)).find("levels of nesting"), std::string::npos);
+}
+
+TEST(Text, PrintStatement) {
+  Module m = MustParse(WrapKernelBody("    for i in serial(0, 4) loc(\"k.py\", 3) {\n      A[i, 0] = x\n    }\n"));
+  const auto* k = As<Kernel>(m.functions[0].body[0]);
+  EXPECT_EQ(Print(k->body[0]), "for i in serial(0, 4) loc(\"k.py\", 3) {\n  A[i, 0] = x\n}\n");
+  EXPECT_EQ(Print(k->body[0], 1), "  for i in serial(0, 4) loc(\"k.py\", 3) {\n    A[i, 0] = x\n  }\n");
 }
 
 TEST(ParseErrors, Lexical) {

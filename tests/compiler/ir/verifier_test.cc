@@ -175,6 +175,14 @@ TEST(Verify, StructureAndNames) {
   EXPECT_EQ(BodyError("    let y = A[0]\n"), "@t: let at t.py:2: 'A' has rank 2: expected 2 indices, found 1");
 }
 
+TEST(Verify, GridExtentsAreHostExpressions) {
+  EXPECT_EQ(VerifyError("tileir 1\nfunc @g(A: tensor[4] i32, n: i32) {\n  kernel grid(A[0], n) -> (b, c) {\n  }\n}\n"),
+            "@g: kernel: grid extent: expected an expression over symbols and scalar parameters, found a load in "
+            "A[0]");
+  EXPECT_EQ(VerifyError("tileir 1\nfunc @g(x: f32) {\n  kernel grid(x) -> (b) {\n  }\n}\n"),
+            "@g: kernel: grid extent: expected an integer, found f32 in x");
+}
+
 TEST(Verify, SignatureRules) {
   EXPECT_EQ(VerifyError("tileir 1\nfunc @f(A: tensor[N, 4] f32) dynamic(N: i32, K: i32) {\n  kernel grid(1) -> (b) "
                         "{\n  }\n}\n"),
@@ -216,6 +224,8 @@ TEST(Verify, IrBuiltByPasses) {
   second->body.push_back(let);
   // A float literal that its dtype cannot hold (MakeFloat would round it).
   second->body.push_back(Stmt{Store{"A", {MakeInt(0)}, Expr{FloatImm{0.1, DType::kF32}}}, Loc{"p.py", 11}});
+  // A name the text format cannot carry.
+  second->body.push_back(Stmt{Let{"not a name", MakeInt(1)}, Loc{"p.py", 12}});
   // A grid with no block index names.
   second->block_vars.push_back("b2");
   EXPECT_EQ(Verify(m).message(),
@@ -224,7 +234,8 @@ TEST(Verify, IrBuiltByPasses) {
             "kernel)\n"
             "@two: let at p.py:8: undefined name 'ghost'\n"
             "@two: let at p.py:8: reference to 'b1': expected dtype i32 (its definition), found i64\n"
-            "@two: store at p.py:11: float literal: expected a value of f32, found 0.1:f64, which f32 cannot hold");
+            "@two: store at p.py:11: float literal: expected a value of f32, found 0.1:f64, which f32 cannot hold\n"
+            "@two: let at p.py:12: expected an identifier as name, found 'not a name'");
 }
 
 }  // namespace

@@ -584,6 +584,7 @@ StatusOr<Module> ParseModule(std::string_view text, std::string_view filename = 
 // Print(m) for any verified module.
 std::string Print(const Module& m);
 std::string Print(const Function& f);
+std::string Print(const Stmt& s, int indent = 0);  // with nested blocks, newline-terminated
 std::string Print(const Expr& e);
 std::string Print(const Region& r);
 
