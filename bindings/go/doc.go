@@ -1,0 +1,24 @@
+// Package tilelang is the Go binding of the TileLang runtime C ABI
+// (tilelang/runtime.h): open a .tlb bundle, pick a device, prepare a kernel
+// (the runtime selects the variant and can explain why) and launch it on Go
+// slices or device buffers.
+//
+// The package links libtilelang_runtime through pkg-config
+// (`#cgo pkg-config: tilelang-runtime`). Point PKG_CONFIG_PATH at an install
+// prefix's lib/pkgconfig, or at <build>/lib/pkgconfig for a build tree (that
+// file also adds an rpath to <build>/lib). At run time an installed library
+// must be on the loader's path (LD_LIBRARY_PATH=<prefix>/lib or ldconfig).
+//
+// Every handle type has an explicit Close, which is idempotent; a finalizer
+// calls it for values that become unreachable without one. Handles may be
+// closed in any order: the runtime keeps what a handle needs alive.
+//
+// Concurrency follows the header: Runtime, Device, Bundle, Kernel, Prepared
+// and Buffer are safe for concurrent use by many goroutines (Close excepted);
+// a Stream must not be used by two goroutines at once.
+//
+// Go memory cannot be handed to C beyond a call, so tensors over Go slices
+// are staged through temporary device buffers around each synchronous launch
+// (one copy in, and one copy out for parameters the kernel writes). Use
+// Buffer tensors to avoid the copies and to launch on a Stream.
+package tilelang

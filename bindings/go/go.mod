@@ -1,0 +1,3 @@
+module tilelang.org/go/tilelang
+
+go 1.19
