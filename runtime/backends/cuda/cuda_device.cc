@@ -564,9 +564,11 @@ Status CudaDevice::CheckFunction(const LoadRequest& request, CudaExecutable* exe
     }
     opt_in = true;
   }
-  *note += Format("; %d registers, %d B local, %" PRIu64 " B static + %u B dynamic shared%s; PTX %d.%d, SASS sm_%d",
+  // PTX_VERSION is the virtual architecture the code was compiled for
+  // (80 for compute_80 PTX), not the PTX ISA version of the text.
+  *note += Format("; %d registers, %d B local, %" PRIu64 " B static + %u B dynamic shared%s; compute_%d code as SASS sm_%d",
                   regs, local, static_bytes, request.dynamic_shared_bytes,
-                  opt_in ? " (opt-in above 48 KiB set)" : "", ptx_version / 10, ptx_version % 10, binary_version);
+                  opt_in ? " (opt-in above 48 KiB set)" : "", ptx_version, binary_version);
   return Status::Ok();
 }
 

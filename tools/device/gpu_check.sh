@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# GPU-side checks of the project in ONE device call: build here, run there.
+#
+# The device machine (H200, through the session's device tool) is not Debian
+# and has none of our build dependencies (oneTBB, zstd, flatbuffers,
+# GoogleTest), so everything is built here and the binaries travel with the
+# shared libraries they need.
+#
+# Step 1, here (Debian 12 build machine with nvcc in /usr/local/cuda/bin):
+#     tools/device/gpu_check.sh build
+#   configures and builds /work/main/build-cuda (RelWithDebInfo, -j2; never
+#   touches build/), then stages into .gpu/ (ignored via .git/info/exclude):
+#     .gpu/bin/   tl_runtime_cuda_tests (debug info stripped)
+#     .gpu/lib/   libtilelang_runtime.so, libtbb.so.12, libzstd.so.1
+#     .gpu/lib-fallback/  libstdc++.so.6, libgcc_s.so.1 (used only when the
+#                 device's own are too old for the binaries)
+#   and prints its size (the tree that travels must stay under 64 MiB).
+#
+# Step 2, the device call (the device tool's `run`):
+#     command:   bash tools/device/gpu_check.sh run
+#     carry:     [".gpu"]
+#     kind:      nvidia-h200        timeout_s: 600
+#   Runs nvidia-smi, then the cuda.* GoogleTests twice: with the default
+#   loader (cuLibraryLoadData; fresh JIT cache, so PTX timings are cold) and
+#   with TL_CUDA_LOADER=module (cuModuleLoadDataEx; CUDA_CACHE_DISABLE=1).
+#   Logs and GoogleTest XML go to $OUT; a summary table is printed last.
+#   Exit status: 0 when every test passed (skips count as failures there:
+#   on the GPU machine nothing may skip).
+#
+# Later issues add their GPU steps (benchmarks, Vulkan on the NVIDIA driver)
+# as more build_* / run_* functions below, so that one call still does all.
+set -u -o pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+stage=$repo/.gpu
+
+build() {
+  local bdir=$repo/build-cuda
+  set -e
+  mkdir -p "$repo/.git/info"
+  grep -qxF '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$repo/.git/info/exclude"
+  if [ ! -f "$bdir/CMakeCache.txt" ]; then
+    cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  fi
+  ninja -C "$bdir" -j2 tl_runtime_cuda_tests
+  rm -rf "$stage"
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback"
+  cp "$bdir/bin/tl_runtime_cuda_tests" "$stage/bin/"
+  cp "$bdir/lib/libtilelang_runtime.so" "$stage/lib/"
+  strip --strip-debug "$stage/bin/"* "$stage/lib/"*.so
+  # The system libraries the binaries link, resolved here (Debian paths).
+  local lib
+  for lib in libtbb.so.12 libzstd.so.1; do
+    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib/$lib"
+  done
+  for lib in libstdc++.so.6 libgcc_s.so.1; do
+    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
+  done
+  du -sh "$stage"
+  echo "staged; now the device call: command 'bash tools/device/gpu_check.sh run', carry ['.gpu']"
+}
+
+# One pass of the CUDA tests; $1 name, then environment assignments.
+run_cuda_tests() {
+  local name=$1
+  shift
+  local log=${OUT:-/tmp}/cuda_$name.log
+  echo "=== cuda tests: $name ($*) ==="
+  env "$@" "$stage/bin/tl_runtime_cuda_tests" --gtest_output="xml:${OUT:-/tmp}/cuda_$name.xml" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local passed skipped failed
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  summary+=("$(printf '%-22s rc=%-3s passed=%-3s skipped=%-3s failed=%-3s' "cuda.$name" "$rc" "${passed:-0}" "${skipped:-0}" "${failed:-0}")")
+  if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
+}
+
+run() {
+  status=0
+  summary=()
+  export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "=== machine ==="
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+  ldd --version 2>&1 | head -1
+  if ! "$stage/bin/tl_runtime_cuda_tests" --gtest_list_tests >/dev/null 2>"${OUT:-/tmp}/ldd_probe.txt"; then
+    echo "binaries do not start with the device's libraries ($(head -c 300 "${OUT:-/tmp}/ldd_probe.txt")); adding lib-fallback"
+    export LD_LIBRARY_PATH=$stage/lib:$stage/lib-fallback${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  local cache
+  cache=$(mktemp -d)
+  run_cuda_tests library CUDA_CACHE_PATH="$cache"
+  run_cuda_tests module TL_CUDA_LOADER=module CUDA_CACHE_DISABLE=1
+  rm -rf "$cache"
+  echo
+  echo "=== summary ==="
+  grep -h '^\[ gemm \].*TFLOP' "${OUT:-/tmp}"/cuda_*.log
+  grep -ho 'PTX JIT-compiled by the driver ([a-zA-Z]*): [0-9.]* ms' "${OUT:-/tmp}"/cuda_*.log
+  printf '%s\n' "${summary[@]}"
+  return $status
+}
+
+case "${1:-}" in
+  build) build ;;
+  run) run ;;
+  *)
+    echo "usage: $0 build   (here: build and stage into .gpu/)" >&2
+    echo "       $0 run     (on the device machine, with .gpu carried)" >&2
+    exit 2
+    ;;
+esac
