@@ -4,7 +4,7 @@
 // No CUDA header or toolkit is needed to build it: the few types and enum
 // values used are declared here, with their values from cuda.h (they are
 // part of the driver's stable ABI).
-// Launch, buffers and streams: later issue (ProbeOnlyDevice).
+// Launch, buffers and streams: cuda_device.h (CreateCudaDevice).
 #include <cstring>
 #include <string>
 
