@@ -19,6 +19,8 @@ constexpr Verb kVerbs[] = {
     {"merge", "combine bundles into one (-o OUT IN...); conflicting kernels are reported", tl::pack::RunMerge},
     {"extract", "write one variant's payload to a file (--kernel K --variant V -o OUT)", tl::pack::RunExtract},
     {"strip", "drop backends, archs or variants (-o OUT --drop-backend B ...)", tl::pack::RunStrip},
+    {"compile", "compile Tile IR files into a bundle (IN.tir... --target cpu -o OUT)", tl::pack::RunCompile},
+    {"build", "run the frontend on a manifest's kernels and compile them into a bundle", tl::pack::RunBuild},
 };
 
 void PrintUsage(FILE* out) {

@@ -103,5 +103,7 @@ int RunVerify(int argc, char** argv);
 int RunMerge(int argc, char** argv);
 int RunExtract(int argc, char** argv);
 int RunStrip(int argc, char** argv);
+int RunCompile(int argc, char** argv);  // compile_verb.cc (CPU backend)
+int RunBuild(int argc, char** argv);    // build_verb.cc (CPU backend)
 
 }  // namespace tl::pack

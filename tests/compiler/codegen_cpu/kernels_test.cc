@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,10 @@ struct GemmCase {
   const char* dtype;
   int bm, bn, bk;
 };
+
+void PrintTo(const GemmCase& c, std::ostream* os) {
+  *os << (c.ta ? "T" : "N") << (c.tb ? "T" : "N") << " " << c.dtype << " tiles " << c.bm << "x" << c.bn << "x" << c.bk;
+}
 
 std::string GemmTir(const GemmCase& c) {
   auto s = [](int v) { return std::to_string(v); };
