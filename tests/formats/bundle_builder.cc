@@ -411,6 +411,22 @@ std::vector<DefectCase> NegativeCorpus() {
   add("uncompressed_size_mismatch", kInvalid, "uncompressed but stored_size 1500 != raw_size 1501", true,
       manifest_edit([](Parts& p) { p.manifest.payloads[1]->raw_size += 1; }));
 
+  add("manifest_too_large", kInvalid, "manifest size 67108872 outside [1, 67108864]", true,
+      header_edit(32, kMaxManifestBytes + 8, 8));
+  add("payload_region_unaligned", kInvalid, "is not 64-byte aligned", true,
+      header_edit(40, base.header.payload_offset + 8, 8));
+  add("unknown_compression", kInvalid, "payload 0: unknown compression 7", true, manifest_edit([](Parts& p) {
+        p.manifest.payloads[0]->compression = static_cast<Compression>(7);
+      }));
+  add("content_hash_wrong_length", kInvalid, "payload 3: content_hash has 5 bytes, expected 32", true,
+      manifest_edit([](Parts& p) { p.manifest.payloads[3]->content_hash.resize(5); }));
+  add("bundle_id_wrong_length", kInvalid, "bundle_id has 8 bytes, expected 16", true,
+      manifest_edit([](Parts& p) { p.manifest.bundle_id.resize(8); }));
+  add("kernel_without_variants", kInvalid, "kernel 1 'softmax': no variants", true,
+      manifest_edit([](Parts& p) { p.manifest.kernels[1]->variants.clear(); }));
+  add("rank_mismatch", kInvalid, "rank 2 but 1 shape dims", true,
+      manifest_edit([](Parts& p) { p.manifest.kernels[0]->params[1]->shape.pop_back(); }));
+
   // Payload defects: Open succeeds, VerifyAllPayloads finds them.
   {
     std::vector<uint8_t> b = valid;
@@ -443,6 +459,26 @@ std::vector<DefectCase> NegativeCorpus() {
     add("zstd_bomb_understated", kInvalid, "zstd frame content size 1073741825 differs from the manifest raw_size 4096",
         false, bomb(4096));
   }
+  // Payload 0 is a zstd frame at region offset 0 followed by zero padding.
+  add("zstd_not_a_frame", kInvalid, "payload 0: not a zstd frame", false, manifest_edit([](Parts& p) {
+        auto& payload = p.manifest.payloads[0];
+        for (uint64_t i = 0; i < payload->stored_size; ++i) p.region[i] = static_cast<uint8_t>(0x41 + i % 26);
+        payload->stored_crc32c = Crc32c(std::span<const uint8_t>(p.region.data(), payload->stored_size));
+      }));
+  add("zstd_trailing_bytes", kInvalid, "zstd frame spans 112 of the 120 stored bytes", false,
+      manifest_edit([](Parts& p) {
+        auto& payload = p.manifest.payloads[0];
+        if (payload->stored_size != 112 || p.manifest.payloads[1]->offset < 120) {
+          throw std::runtime_error("zstd_trailing_bytes: sample layout changed");
+        }
+        payload->stored_size += 8;  // swallow 8 bytes of zero padding
+        payload->stored_crc32c = Crc32c(std::span<const uint8_t>(p.region.data(), payload->stored_size));
+      }));
+  add("zstd_corrupt_frame", kInvalid, "payload 0: zstd decompression failed", false, manifest_edit([](Parts& p) {
+        auto& payload = p.manifest.payloads[0];
+        p.region[payload->stored_size / 2] ^= 0x55;  // inside the compressed block
+        payload->stored_crc32c = Crc32c(std::span<const uint8_t>(p.region.data(), payload->stored_size));
+      }));
   {
     // A frame without a declared content size: the reader cannot bound it.
     std::vector<uint8_t> raw = TextBytes(3000, "streamed ");
