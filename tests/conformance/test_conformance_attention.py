@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import tilelang
+import tlc_util
 import tlc_kernels_attention as K
 from tlc_util import assert_close, random
 
@@ -29,7 +29,7 @@ def _attention(q, k, v, causal):
 def test_flash_attention(target, rng, batch, heads, kv_heads, seq_q, seq_kv, causal):
     dim = 32
     prog = K.flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, causal, block_M=64, block_N=32)
-    kernel = tilelang.compile(prog, out_idx=[3], target=target)
+    kernel = tlc_util.compile(prog, out_idx=[3], target=target)
     q, q64 = random(rng, (batch, heads, seq_q, dim), "float16")
     k, k64 = random(rng, (batch, kv_heads, seq_kv, dim), "float16")
     v, v64 = random(rng, (batch, kv_heads, seq_kv, dim), "float16")
@@ -39,12 +39,29 @@ def test_flash_attention(target, rng, batch, heads, kv_heads, seq_q, seq_kv, cau
 def test_flash_decoding(target, rng):
     batch, heads, kv_heads, seqlen, dim, splits = 2, 8, 2, 300, 32, 3
     prog = K.flash_decoding(batch, heads, kv_heads, seqlen, dim, num_split=splits, block_N=32)
-    kernel = tilelang.compile(prog, out_idx=[5], target=target)
+    kernel = tlc_util.compile(prog, out_idx=[5], target=target)
     q, q64 = random(rng, (batch, heads, dim), "float16")
     k, k64 = random(rng, (batch, kv_heads, seqlen, dim), "float16")
     v, v64 = random(rng, (batch, kv_heads, seqlen, dim), "float16")
     glse = np.zeros((batch, heads, splits), np.float32)
     partial = np.zeros((batch, heads, splits, dim), np.float32)
     out = kernel(q, k, v, glse, partial)
+    ref = _attention(q64[:, :, None, :], k64, v64, causal=False)[:, :, 0, :]
+    assert_close(out, ref, "float16", rtol=1e-2, atol=1e-2)
+
+
+def test_flash_decoding_two_launches(target, rng):
+    """The same two passes compiled as two functions and launched one after the other."""
+    batch, heads, kv_heads, seqlen, dim, splits = 2, 8, 2, 300, 32, 3
+    sizes = dict(batch=batch, heads=heads, kv_heads=kv_heads, seqlen_kv=seqlen, dim=dim, num_split=splits, block_N=32)
+    split = tlc_util.compile(K.flash_decoding(**sizes, part="split"), target=target)
+    combine = tlc_util.compile(K.flash_decoding(**sizes, part="combine"), out_idx=[2], target=target)
+    q, q64 = random(rng, (batch, heads, dim), "float16")
+    k, k64 = random(rng, (batch, kv_heads, seqlen, dim), "float16")
+    v, v64 = random(rng, (batch, kv_heads, seqlen, dim), "float16")
+    glse = np.zeros((batch, heads, splits), np.float32)
+    partial = np.zeros((batch, heads, splits, dim), np.float32)
+    split(q, k, v, glse, partial)
+    out = combine(glse, partial)
     ref = _attention(q64[:, :, None, :], k64, v64, causal=False)[:, :, 0, :]
     assert_close(out, ref, "float16", rtol=1e-2, atol=1e-2)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-import tilelang
+import tlc_util
 import tlc_kernels_basic as K
 from tlc_util import assert_close, random
 
@@ -12,7 +12,7 @@ from tlc_util import assert_close, random
                                                  ("float16", "float16")])
 def test_elementwise_add(target, rng, in_dtype, out_dtype):
     M, N = 100, 70
-    kernel = tilelang.compile(K.elementwise_add(M, N, 32, 32, in_dtype, out_dtype), out_idx=[2], target=target)
+    kernel = tlc_util.compile(K.elementwise_add(M, N, 32, 32, in_dtype, out_dtype), out_idx=[2], target=target)
     a, a64 = random(rng, (M, N), in_dtype)
     b, b64 = random(rng, (M, N), in_dtype)
     assert_close(kernel(a, b), a64 + b64, out_dtype)
@@ -20,7 +20,7 @@ def test_elementwise_add(target, rng, in_dtype, out_dtype):
 
 def test_axpby_guarded(target, rng):
     M, N = 77, 45
-    kernel = tilelang.compile(K.axpby_guarded(M, N, 32, 16), out_idx=[2], target=target)
+    kernel = tlc_util.compile(K.axpby_guarded(M, N, 32, 16), out_idx=[2], target=target)
     x, x64 = random(rng, (M, N), "float32")
     y, y64 = random(rng, (M, N), "float32")
     alpha, beta = 1.5, -0.25
@@ -35,7 +35,7 @@ def _softmax(x):
 
 def test_softmax(target, rng):
     M, N = 50, 100
-    kernel = tilelang.compile(K.softmax(M, N, block_M=8, BN=128), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.softmax(M, N, block_M=8, BN=128), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), "float32", scale=3.0)
     assert_close(kernel(x), _softmax(x64), rtol=1e-4, atol=1e-6)
 
@@ -43,14 +43,14 @@ def test_softmax(target, rng):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_online_softmax(target, rng, dtype):
     M, N = 10, 300
-    kernel = tilelang.compile(K.online_softmax(M, N, block_N=128, dtype=dtype), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.online_softmax(M, N, block_N=128, dtype=dtype), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), dtype, scale=3.0)
     assert_close(kernel(x), _softmax(x64), dtype, atol=1e-3 if dtype == "float16" else 1e-6)
 
 
 def test_rms_norm(target, rng):
     M, N, eps = 50, 200, 1e-6
-    kernel = tilelang.compile(K.rms_norm(M, N, blk_m=4, eps=eps), out_idx=[2], target=target)
+    kernel = tlc_util.compile(K.rms_norm(M, N, blk_m=4, eps=eps), out_idx=[2], target=target)
     a, a64 = random(rng, (M, N), "float32")
     w, w64 = random(rng, (N,), "float32")
     ref = a64 / np.sqrt((a64 ** 2).mean(axis=1, keepdims=True) + eps) * w64
@@ -59,7 +59,7 @@ def test_rms_norm(target, rng):
 
 def test_layer_norm(target, rng):
     M, N, eps = 50, 200, 1e-5
-    kernel = tilelang.compile(K.layer_norm(M, N, blk_m=4, eps=eps), out_idx=[3], target=target)
+    kernel = tlc_util.compile(K.layer_norm(M, N, blk_m=4, eps=eps), out_idx=[3], target=target)
     x, x64 = random(rng, (M, N), "float16", scale=2.0)
     g, g64 = random(rng, (N,), "float16")
     b, b64 = random(rng, (N,), "float16")
@@ -76,7 +76,7 @@ _NP_REDUCE = {"sum": lambda x, a: x.sum(axis=a), "max": lambda x, a: x.max(axis=
 @pytest.mark.parametrize("op", ["sum", "max", "min", "abssum", "absmax"])
 def test_row_reduce(target, rng, op):
     M, N = 50, 150
-    kernel = tilelang.compile(K.row_reduce(M, N, 8, 64, op), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.row_reduce(M, N, 8, 64, op), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), "float32")
     assert_close(kernel(x), _NP_REDUCE[op](x64, 1), rtol=1e-5, atol=1e-4)
 
@@ -84,7 +84,7 @@ def test_row_reduce(target, rng, op):
 @pytest.mark.parametrize("op", ["sum", "max"])
 def test_col_reduce(target, rng, op):
     M, N = 150, 50
-    kernel = tilelang.compile(K.col_reduce(M, N, 32, 16, op), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.col_reduce(M, N, 32, 16, op), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), "float32")
     assert_close(kernel(x), _NP_REDUCE[op](x64, 0), rtol=1e-5, atol=1e-4)
 
@@ -92,7 +92,7 @@ def test_col_reduce(target, rng, op):
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cumsum_rows(target, rng, reverse):
     M, N = 50, 90
-    kernel = tilelang.compile(K.cumsum_rows(M, N, 8, reverse=reverse), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.cumsum_rows(M, N, 8, reverse=reverse), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), "float32")
     ref = np.flip(np.cumsum(np.flip(x64, 1), axis=1), 1) if reverse else np.cumsum(x64, axis=1)
     assert_close(kernel(x), ref, rtol=1e-4, atol=1e-4)
@@ -100,14 +100,14 @@ def test_cumsum_rows(target, rng, reverse):
 
 def test_cumsum_chunked(target, rng):
     M, N = 50, 90
-    kernel = tilelang.compile(K.cumsum_chunked(M, N, 8, 32), out_idx=[1], target=target)
+    kernel = tlc_util.compile(K.cumsum_chunked(M, N, 8, 32), out_idx=[1], target=target)
     x, x64 = random(rng, (M, N), "float32")
     assert_close(kernel(x), np.cumsum(x64, axis=1), rtol=1e-4, atol=1e-4)
 
 
 def test_topk(target, rng):
     M, N, k = 70, 100, 6
-    kernel = tilelang.compile(K.topk(M, N, k, blk_m=16), out_idx=[1, 2], target=target)
+    kernel = tlc_util.compile(K.topk(M, N, k, blk_m=16), out_idx=[1, 2], target=target)
     x, x64 = random(rng, (M, N), "float32")
     gates, idx = kernel(x)
     ref_idx = np.argsort(-x64, axis=1, kind="stable")[:, :k]

@@ -4,7 +4,7 @@ split-K with atomics, int4-weight dequantization GEMM."""
 import numpy as np
 import pytest
 
-import tilelang
+import tlc_util
 import tlc_kernels_gemm as K
 from tlc_util import assert_close, random
 
@@ -15,7 +15,7 @@ M, N, KK = 100, 72, 80   # none a multiple of the 64 x 64 x 32 tile
 @pytest.mark.parametrize("trans_A,trans_B", [(False, False), (False, True), (True, False), (True, True)])
 def test_gemm(target, rng, in_dtype, trans_A, trans_B):
     prog = K.matmul(M, N, KK, 64, 64, 32, trans_A, trans_B, in_dtype=in_dtype)
-    kernel = tilelang.compile(prog, out_idx=[2], target=target)
+    kernel = tlc_util.compile(prog, out_idx=[2], target=target)
     a, a64 = random(rng, (KK, M) if trans_A else (M, KK), in_dtype)
     b, b64 = random(rng, (N, KK) if trans_B else (KK, N), in_dtype)
     ref = (a64.T if trans_A else a64) @ (b64.T if trans_B else b64)
@@ -23,7 +23,7 @@ def test_gemm(target, rng, in_dtype, trans_A, trans_B):
 
 
 def test_gemm_dynamic_m(target, rng):
-    kernel = tilelang.compile(K.matmul_dynamic_m(N, KK, 64, 64, 32), out_idx=[2], target=target)
+    kernel = tlc_util.compile(K.matmul_dynamic_m(N, KK, 64, 64, 32), out_idx=[2], target=target)
     b, b64 = random(rng, (KK, N), "float16")
     for m in (1, 63, 130):  # one compiled kernel, several M
         a, a64 = random(rng, (m, KK), "float16")
@@ -37,7 +37,7 @@ _ACT = {"relu": lambda x: np.maximum(x, 0),
 
 @pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
 def test_gemm_bias_act(target, rng, act):
-    kernel = tilelang.compile(K.matmul_bias_act(M, N, KK, 64, 64, 32, act=act), out_idx=[3], target=target)
+    kernel = tlc_util.compile(K.matmul_bias_act(M, N, KK, 64, 64, 32, act=act), out_idx=[3], target=target)
     a, a64 = random(rng, (M, KK), "float16")
     b, b64 = random(rng, (KK, N), "float16")
     bias, bias64 = random(rng, (N,), "float16")
@@ -47,7 +47,7 @@ def test_gemm_bias_act(target, rng, act):
 @pytest.mark.parametrize("tile_atomic", [False, True])
 def test_gemm_splitk(target, rng, tile_atomic):
     m, n, k = 100, 72, 200
-    kernel = tilelang.compile(K.matmul_splitk(m, n, k, 64, 64, 32, split_k=3, tile_atomic=tile_atomic),
+    kernel = tlc_util.compile(K.matmul_splitk(m, n, k, 64, 64, 32, split_k=3, tile_atomic=tile_atomic),
                               target=target)
     a, a64 = random(rng, (m, k), "float16")
     b, b64 = random(rng, (k, n), "float16")
@@ -59,7 +59,7 @@ def test_gemm_splitk(target, rng, tile_atomic):
 def test_dequant_gemm_int4(target, rng):
     m, n, k, group = 100, 72, 80, 32
     prog = K.dequant_gemm_int4(m, n, k, 64, 64, 32, group_size=group)
-    kernel = tilelang.compile(prog, out_idx=[3], target=target)
+    kernel = tlc_util.compile(prog, out_idx=[3], target=target)
     a, a64 = random(rng, (m, k), "float16")
     w = rng.integers(-8, 8, size=(n, k))                     # signed int4 weights
     nib = (w & 0xF).astype(np.uint8)

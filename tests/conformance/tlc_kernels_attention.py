@@ -75,21 +75,22 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal, block
 
 
 def flash_decoding(batch, heads, kv_heads, seqlen_kv, dim, num_split, block_N, num_stages=1,
-                   dtype="float16", accum_dtype="float32"):
+                   dtype="float16", accum_dtype="float32", part="both"):
     """One query token per (batch, head). Pass 1: each (batch, kv head, split) block runs the
     online softmax over its KV segment for the `groups` query heads sharing that KV head and
-    writes a partial output and its log-sum-exp (base 2). Pass 2 merges the splits."""
+    writes a partial output and its log-sum-exp (base 2). Pass 2 merges the splits.
+    part="both" gives one function with both launches (upstream's form); "split" and
+    "combine" give each launch as its own function."""
     scale = (1.0 / dim) ** 0.5 * 1.44269504
     groups = heads // kv_heads
     per_split = T.ceildiv(seqlen_kv, num_split)
     loop_range = T.ceildiv(per_split, block_N)
 
-    @T.prim_func
-    def main(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor((batch, kv_heads, seqlen_kv, dim), dtype),
-             V: T.Tensor((batch, kv_heads, seqlen_kv, dim), dtype),
-             glse: T.Tensor((batch, heads, num_split), accum_dtype),
-             Output_partial: T.Tensor((batch, heads, num_split, dim), accum_dtype),
-             Output: T.Tensor((batch, heads, dim), dtype)):
+    q_shape, kv_shape = (batch, heads, dim), (batch, kv_heads, seqlen_kv, dim)
+    lse_shape, part_shape = (batch, heads, num_split), (batch, heads, num_split, dim)
+
+    @T.macro
+    def split_kernel(Q, K, V, glse, Output_partial):
         with T.Kernel(batch, kv_heads, num_split, threads=128) as (bx, by, bz):
             Q_shared = T.alloc_shared((groups, dim), dtype)
             K_shared = T.alloc_shared((block_N, dim), dtype)
@@ -135,6 +136,8 @@ def flash_decoding(batch, heads, kv_heads, seqlen_kv, dim, num_split, block_N, n
             T.copy(logsum, glse[bx, by * groups:(by + 1) * groups, bz])
             T.copy(acc_o, Output_partial[bx, by * groups:(by + 1) * groups, bz, :])
 
+    @T.macro
+    def combine_kernel(glse, Output_partial, Output):
         with T.Kernel(heads, batch, threads=128) as (hid, bid):
             po_local = T.alloc_fragment((dim,), accum_dtype)
             o_accum_local = T.alloc_fragment((dim,), accum_dtype)
@@ -156,6 +159,28 @@ def flash_decoding(batch, heads, kv_heads, seqlen_kv, dim, num_split, block_N, n
                     o_accum_local[i] += po_local[i] * scale_local
             T.copy(o_accum_local, Output[bid, hid, :])
 
+    if part == "split":
+        @T.prim_func
+        def split(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),
+                  glse: T.Tensor(lse_shape, accum_dtype), Output_partial: T.Tensor(part_shape, accum_dtype)):
+            split_kernel(Q, K, V, glse, Output_partial)
+        return split
+
+    if part == "combine":
+        @T.prim_func
+        def combine(glse: T.Tensor(lse_shape, accum_dtype), Output_partial: T.Tensor(part_shape, accum_dtype),
+                    Output: T.Tensor(q_shape, dtype)):
+            combine_kernel(glse, Output_partial, Output)
+        return combine
+
+    # Both launches in one function, as upstream writes it.
+    @T.prim_func
+    def main(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype), V: T.Tensor(kv_shape, dtype),
+             glse: T.Tensor(lse_shape, accum_dtype), Output_partial: T.Tensor(part_shape, accum_dtype),
+             Output: T.Tensor(q_shape, dtype)):
+        split_kernel(Q, K, V, glse, Output_partial)
+        combine_kernel(glse, Output_partial, Output)
+
     return main
 
 
@@ -170,4 +195,8 @@ GOLDEN_CASES = [
      dict(batch=1, heads=4, kv_heads=2, seq_q=70, seq_kv=90, dim=32, is_causal=True, block_M=64, block_N=32)),
     ("flash_decoding", flash_decoding,
      dict(batch=2, heads=8, kv_heads=2, seqlen_kv=300, dim=32, num_split=3, block_N=32)),
+    ("flash_decoding_split", flash_decoding,
+     dict(batch=2, heads=8, kv_heads=2, seqlen_kv=300, dim=32, num_split=3, block_N=32, part="split")),
+    ("flash_decoding_combine", flash_decoding,
+     dict(batch=2, heads=8, kv_heads=2, seqlen_kv=300, dim=32, num_split=3, block_N=32, part="combine")),
 ]

@@ -67,3 +67,15 @@ def assert_close(actual, expected, dtype="float32", rtol=None, atol=None, what="
     expected = np.asarray(expected, dtype=np.float64)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+
+
+def compile(prog, **kwargs):  # noqa: A001 - tilelang.compile, plus the suite's policy
+    """tilelang.compile; a feature the target's backend reports as UNIMPLEMENTED makes the
+    test an expected failure with the backend's message (wrong results still fail)."""
+    import pytest
+    try:
+        return tilelang.compile(prog, **kwargs)
+    except tilelang.TileLangCompileError as e:
+        if "UNIMPLEMENTED" in str(e):
+            pytest.xfail(f"backend: {str(e).splitlines()[-1].strip()}")
+        raise

@@ -60,7 +60,7 @@ def compile_ir(text, target, isa, emit_source_dir=None):
         out = os.path.join(tmp, "kernel.tlb")
         with open(src, "w") as f:
             f.write(text)
-        args = ["compile", src, "--target", isa, "-o", out, "--cache-dir", cache]
+        args = ["compile", src, "--target", isa, "-o", out, "--cache-dir", cache, "-q"]
         if emit_source_dir is not None:
             args += ["--emit-source", emit_source_dir]
         _run_tl_pack(args, "compile")

@@ -20,6 +20,41 @@ NUMPY_DTYPE = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i6
                "bf16": "uint16", "f32": "float32", "f64": "float64"}
 
 
+class _BFloat16Tensor:
+    """A uint16 numpy array presented to the runtime as bfloat16 through DLPack.
+
+    numpy has no bfloat16, so bf16 data travels as uint16 bit patterns; the
+    runtime checks dtypes exactly, so the array is described as DLPack
+    bfloat16 (code 4, 16 bits) over the same memory, without a copy.
+    """
+
+    def __init__(self, array, ffi):
+        import ctypes
+        self.array = array
+        self._shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        self._managed = ffi.DLManagedTensor()
+        t = self._managed.dl_tensor
+        t.data = array.ctypes.data
+        t.device.device_type, t.device.device_id = ffi.DL_CPU, 0
+        t.ndim = array.ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = 4, 16, 1
+        t.shape = self._shape
+        t.byte_offset = 0
+        deleter_type = dict(ffi.DLManagedTensor._fields_)["deleter"]
+        self._deleter = deleter_type(lambda managed: None)  # the array owns the memory
+        self._managed.deleter = self._deleter
+
+    def __dlpack__(self, stream=None):
+        import ctypes
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self._managed), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
 def _runtime():
     try:
         import tilelang_runtime
@@ -61,7 +96,8 @@ class JITKernel:
             self._rt = rt_mod.Runtime()
             bundle = self._rt.open_bundle(self.bundle_path)
             kernel = bundle.kernel(self.prim_func.name)
-            device = self._rt.best_device()
+            # The bundle holds variants for this target only, so ask for its device kind.
+            device = self._rt.device(self.target) if self.target == "cpu" else self._rt.best_device()
             self._prepared = kernel.prepare(device)
         return self._prepared
 
@@ -98,10 +134,16 @@ class JITKernel:
             arr = np.zeros(shape, dtype=NUMPY_DTYPE[p.dtype.ir])
             full[i] = arr
             outs.append(arr)
-        self._prepare()(*full)
+        self._prepare()(*[self._to_runtime(p, a) for p, a in zip(self.params, full)])
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
+
+    def _to_runtime(self, p, a):
+        if isinstance(p, Buffer) and p.dtype.ir == "bf16":
+            from tilelang_runtime import _ffi
+            return _BFloat16Tensor(a, _ffi)
+        return a
 
     def _check_tensor(self, p, a, env, np):
         if not isinstance(a, np.ndarray):

@@ -184,13 +184,23 @@ def dyn_copy():
     return main
 
 
-def test_kernel_allocates_outputs_with_dynamic_dims_bound_from_inputs():
+@pytest.fixture
+def runtime_binding():
+    """The bf16 wrapper needs the binding's DLPack structs; stand in when it is not built."""
+    try:
+        import tilelang_runtime  # noqa: F401
+    except ImportError:
+        pytest.skip("tilelang_runtime not importable")
+
+
+def test_kernel_allocates_outputs_with_dynamic_dims_bound_from_inputs(runtime_binding):
     k = make_kernel(dyn_copy(), out_idx=[-1])
     a = np.zeros((37, 8), np.uint16)  # bfloat16 as bit patterns
     out = k(a, 5)
     assert out.shape == (37, 8) and out.dtype == np.float16 and (out == 7).all()
     args = k._prepared.calls[0]
-    assert args[0] is a and args[1] == 5
+    # bfloat16 travels as uint16 bits, described to the runtime as bf16 over the same memory
+    assert getattr(args[0], "array", args[0]) is a and args[1] == 5
 
 
 def test_kernel_checks_arguments():
