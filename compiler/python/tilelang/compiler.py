@@ -50,7 +50,8 @@ def _run_tl_pack(args, what):
 def compile_ir(text, target, isa, emit_source_dir=None):
     """Compile Tile IR text into a bundle in the cache; returns the bundle's path."""
     cache = toolchain.cache_dir()
-    key = hashlib.sha256(f"{target}\0{isa}\0{text}".encode()).hexdigest()[:32]
+    tool = toolchain.tool_fingerprint(toolchain.tl_pack_path())
+    key = hashlib.sha256(f"{tool}\0{target}\0{isa}\0{text}".encode()).hexdigest()[:32]
     bundle = os.path.join(cache, "bundles", key + ".tlb")
     if os.path.exists(bundle) and emit_source_dir is None:
         return bundle

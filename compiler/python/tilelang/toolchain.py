@@ -86,3 +86,19 @@ def host_isa_level():
     if not v4 <= flags:
         return "x86-64-v3"
     return "x86-64-v4"
+
+
+def tool_fingerprint(path):
+    """Identifies the tl-pack build, so a rebuilt compiler never reuses old bundles."""
+    st = os.stat(path)
+    return _fingerprint(os.path.realpath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=None)
+def _fingerprint(path, mtime_ns, size):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
