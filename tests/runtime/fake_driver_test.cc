@@ -160,3 +160,49 @@ TEST(FakeDrivers, DisableJitFlagRejectsPtx) {
 }
 
 }  // namespace
+
+namespace {
+
+// The real Vulkan loader of this machine (lavapipe in CI), when present.
+TEST(RealDrivers, VulkanDevicesAreDescribedAndSelectedFor) {
+  tl_runtime_options_t o;
+  tl_runtime_options_init(&o);
+  o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT;
+  o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_VULKAN);
+  tl_runtime_t* rt = nullptr;
+  ASSERT_EQ(S(tl_runtime_create(&o, &rt)), "");
+  std::string status = S(tl_runtime_backend_status(rt, TL_BACKEND_VULKAN));
+  if (!status.empty() || tl_runtime_device_count(rt) == 0) {
+    tl_runtime_release(rt);
+    GTEST_SKIP() << "no Vulkan device here: " << status;
+  }
+  tl_device_t* dev = nullptr;
+  ASSERT_EQ(S(tl_runtime_device_at(rt, 0, &dev)), "");
+  tl_device_info_t info;
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(S(tl_device_info(dev, &info)), "");
+  EXPECT_EQ(info.backend, static_cast<uint32_t>(TL_BACKEND_VULKAN));
+  EXPECT_EQ(std::string(info.arch).rfind("spirv1.", 0), 0u) << info.arch;
+  EXPECT_GE(info.driver_version >> 22, 1u);
+  std::string json = tl_device_describe(dev);
+  EXPECT_NE(json.find("\"vk_features\": [\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"subgroup_min\": "), std::string::npos) << json;
+  auto bytes = tl::rt::testing::StandardBundle();
+  tl_bundle_t* b = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes.data(), bytes.size(), nullptr, nullptr, &b)), "");
+  tl_kernel_t* k = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(b, "vadd", &k)), "");
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(k, dev, 0, &p)), "");
+  tl_variant_info_t vi;
+  vi.struct_size = sizeof(vi);
+  ASSERT_EQ(S(tl_prepared_variant_info(p, &vi)), "");
+  EXPECT_STREQ(vi.id, "vk.spirv1.3");
+  tl_prepared_release(p);
+  tl_kernel_release(k);
+  tl_bundle_release(b);
+  tl_device_release(dev);
+  tl_runtime_release(rt);
+}
+
+}  // namespace
