@@ -79,6 +79,7 @@ install(FILES
 # --- Test: build and run a C program against an installed tree only ----------
 if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle)
   find_program(TL_PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf)
+  find_program(TL_INSTALL_TEST_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
   add_test(NAME install.c_program
     COMMAND ${CMAKE_COMMAND}
       -DBUILD_DIR=${CMAKE_BINARY_DIR}
@@ -87,6 +88,7 @@ if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle)
       -DBUNDLE=${TL_RT_STANDARD_BUNDLE}
       -DCC=${CMAKE_C_COMPILER}
       -DPKG_CONFIG=${TL_PKG_CONFIG_EXECUTABLE}
+      -DPYTHON=${TL_INSTALL_TEST_PYTHON}
       -DCMAKE_GENERATOR=${CMAKE_GENERATOR}
       -P ${_tl_src_abs}/tests/install/run_install_test.cmake)
   # Installs into its own prefix; nothing else uses tests/install.
