@@ -213,7 +213,7 @@ class EagerJIT:
     def compile(self, *args, **kwargs):
         bound, consts = self._bind(args, kwargs)
         consts = self._consts_from_arrays(bound, consts)
-        key = self._key(bound, consts, self.tensor_names)
+        key = (self.target, self._key(bound, consts, self.tensor_names))
         kernel = self._kernels.get(key)
         if kernel is None:
             prim = self.get_tir(**{k: v for k, v in bound.items() if k not in self.tensor_names}, **consts)

@@ -43,7 +43,7 @@ class JITImpl:
         return func
 
     def compile(self, *args, **kwargs):
-        key = _key(args, kwargs)
+        key = (self.target, _key(args, kwargs))
         kernel = self._cache.get(key)
         if kernel is None:
             from . import compiler
