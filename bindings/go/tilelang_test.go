@@ -385,3 +385,48 @@ func TestConcurrentLaunchesAndFinalizers(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 }
+
+// Buffers on every device that can launch (the GPU too, where present):
+// random data survives a round trip, and ranges are checked.
+func TestBuffersOnEveryDevice(t *testing.T) {
+	rt, err := tilelang.NewRuntime(&tilelang.Options{IgnoreEnv: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	devs, err := rt.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for _, d := range devs {
+		defer d.Close()
+		if !d.Info().CanLaunch() {
+			continue
+		}
+		t.Logf("device %v", d)
+		data := randVec(r, 4097)
+		b, err := tilelang.Upload(d, data)
+		if err != nil {
+			t.Fatalf("%v: %v", d, err)
+		}
+		if b.Size() != 4*4097 {
+			t.Fatalf("%v: size %d", d, b.Size())
+		}
+		back := make([]float32, 4097)
+		if err := tilelang.CopyToHost(b, 0, back); err != nil {
+			t.Fatal(err)
+		}
+		for i := range back {
+			if back[i] != data[i] {
+				t.Fatalf("%v: element %d: %v != %v", d, i, back[i], data[i])
+			}
+		}
+		part := make([]float32, 2)
+		if err := tilelang.CopyToHost(b, 4*4095, part); err != nil || part[0] != data[4095] || part[1] != data[4096] {
+			t.Fatalf("%v: tail %v %v", d, part, err)
+		}
+		expectErr(t, tilelang.CopyToHost(b, 4*4096, part), tilelang.OutOfRange, "16388")
+		b.Close()
+	}
+}

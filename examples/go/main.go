@@ -12,7 +12,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -48,9 +47,11 @@ func shapeOf(p tilelang.Param, syms map[int]int, want func(string) int) []int {
 }
 
 func prepare(w io.Writer, rt *tilelang.Runtime, k *tilelang.Kernel, dev *tilelang.Device) (*tilelang.Prepared, error) {
+	// On a GPU, when the bundle has no usable variant for it (INCOMPATIBLE)
+	// or its code does not load, say why and use the CPU.
 	p, err := k.Prepare(dev)
-	if errors.Is(err, tilelang.ErrIncompatible) {
-		fmt.Fprintf(w, "  no variant of '%s' for %s: %v\n  falling back to the CPU\n", k.Name(), dev.Info().Name, err)
+	if err != nil && dev.Info().Backend != tilelang.BackendCPU {
+		fmt.Fprintf(w, "  '%s' cannot run on %s: %v\n  falling back to the CPU\n", k.Name(), dev.Info().Name, err)
 		cpu, err := rt.DefaultDevice("cpu")
 		if err != nil {
 			return nil, err

@@ -248,3 +248,26 @@ fn handles_are_shared_across_threads_and_dropped_in_any_order() {
         t.join().unwrap();
     }
 }
+
+#[test]
+fn buffers_on_every_launchable_device() {
+    let rt = runtime();
+    let mut g = Lcg(seed());
+    for d in rt.devices().unwrap() {
+        let info = d.info().unwrap();
+        if !info.can_launch() {
+            continue;
+        }
+        let data = g.vec(4097);
+        let b = d.upload(&data).unwrap();
+        assert_eq!(b.size(), 4 * 4097, "{:?}", info);
+        let back: Vec<f32> = b.to_vec().unwrap();
+        assert_eq!(back, data, "{:?}", info);
+        let mut part = [0f32; 2];
+        b.copy_to_host(4 * 4095, &mut part).unwrap();
+        assert_eq!(part, [data[4095], data[4096]]);
+        let e = b.copy_to_host(4 * 4096, &mut part).unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange);
+        assert!(e.message().contains("16388"), "{}", e);
+    }
+}

@@ -50,12 +50,13 @@ fn shape_of(p: &Param, symbols: &mut Vec<Option<usize>>, want: &dyn Fn(&str) -> 
         .collect()
 }
 
-/// Prepares on `dev`; when the bundle has nothing for it, says why and uses the CPU.
+/// Prepares on `dev`. On a GPU, when the bundle has no usable variant for it
+/// (INCOMPATIBLE) or its code does not load, says why and uses the CPU.
 fn prepare(rt: &Runtime, kernel: &Kernel, dev: &Device) -> BoxResult<Prepared> {
     match kernel.prepare(dev) {
         Ok(p) => Ok(p),
-        Err(e) if e.code() == Code::Incompatible => {
-            println!("  no variant of '{}' for {}: {}", kernel.name(), dev.info()?.name, e.message());
+        Err(e) if dev.backend() != tilelang_runtime::Backend::Cpu => {
+            println!("  '{}' cannot run on {}: {}", kernel.name(), dev.info()?.name, e);
             println!("  falling back to the CPU");
             Ok(kernel.prepare(&rt.default_device(Some("cpu"))?)?)
         }
