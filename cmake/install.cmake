@@ -76,11 +76,20 @@ install(FILES
   ${CMAKE_BINARY_DIR}/install-files/TileLangConfigVersion.cmake
   DESTINATION ${TL_INSTALL_CMAKEDIR} COMPONENT runtime)
 
-# --- Test: build and run a C program against an installed tree only ----------
+# --- Test: build and run programs against an installed tree only -------------
+# (C with pkg-config and with find_package, examples/c, the Python packages,
+# and examples/rust and examples/go when cargo and go are present.)
 if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle)
   find_program(TL_PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf)
   find_program(TL_INSTALL_TEST_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  add_test(NAME install.c_program
+  find_program(TL_INSTALL_TEST_CARGO NAMES cargo HINTS $ENV{HOME}/.cargo/bin)
+  find_program(TL_INSTALL_TEST_GO NAMES go)
+  foreach(v TL_INSTALL_TEST_CARGO TL_INSTALL_TEST_GO)
+    if(NOT ${v})
+      set(${v} "")
+    endif()
+  endforeach()
+  add_test(NAME install.consumers
     COMMAND ${CMAKE_COMMAND}
       -DBUILD_DIR=${CMAKE_BINARY_DIR}
       -DSOURCE_DIR=${_tl_src_abs}
@@ -89,8 +98,10 @@ if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle)
       -DCC=${CMAKE_C_COMPILER}
       -DPKG_CONFIG=${TL_PKG_CONFIG_EXECUTABLE}
       -DPYTHON=${TL_INSTALL_TEST_PYTHON}
+      -DCARGO=${TL_INSTALL_TEST_CARGO}
+      -DGO=${TL_INSTALL_TEST_GO}
       -DCMAKE_GENERATOR=${CMAKE_GENERATOR}
       -P ${_tl_src_abs}/tests/install/run_install_test.cmake)
   # Installs into its own prefix; nothing else uses tests/install.
-  set_tests_properties(install.c_program PROPERTIES TIMEOUT 600 LABELS install)
+  set_tests_properties(install.consumers PROPERTIES TIMEOUT 600 LABELS install)
 endif()

@@ -1,10 +1,13 @@
-# ctest install.c_program (registered in cmake/install.cmake):
+# ctest install.consumers (registered in cmake/install.cmake):
 #  1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix (a fresh directory);
 #  2. checks the installed files;
 #  3. compiles install_smoke.c with `pkg-config --cflags --libs tilelang-runtime`
 #     from the prefix only, runs it on BUNDLE;
 #  4. configures tests/install/consumer (find_package(TileLang) ->
-#     TileLang::runtime) against the prefix, builds and runs it.
+#     TileLang::runtime) against the prefix, builds and runs it;
+#  5. builds examples/c with pkg-config, imports the installed Python
+#     packages, and (when CARGO / GO are given) builds examples/rust and
+#     examples/go with PKG_CONFIG_PATH=<prefix>/lib/pkgconfig, and runs them.
 # The source tree's headers and the build tree's library are never on a path.
 foreach(v BUILD_DIR SOURCE_DIR WORK_DIR BUNDLE CC PKG_CONFIG)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
@@ -129,4 +132,37 @@ if(PYTHON AND EXISTS ${BUILD_DIR}/python/tilelang_runtime)
     message(FATAL_ERROR "tilelang_runtime imported from outside the prefix: ${RUN_OUT}")
   endif()
   message(STATUS "Python packages from the prefix: ${RUN_OUT}")
+endif()
+
+# The Rust crate and the Go package find the installed library through
+# pkg-config alone (no TL_RUNTIME_LIB_DIR); their examples run on BUNDLE.
+unset(ENV{TL_RUNTIME_LIB_DIR})
+set(ENV{PKG_CONFIG_PATH} "${pcdir}")
+if(CARGO)
+  run(${CARGO} build --offline -q --manifest-path ${SOURCE_DIR}/examples/rust/Cargo.toml
+      --target-dir ${WORK_DIR}/cargo)
+  run(${WORK_DIR}/cargo/debug/run_bundle ${BUNDLE} cpu)
+  if(NOT RUN_OUT MATCHES "-> OK")
+    message(FATAL_ERROR "Rust example against the prefix:\n${RUN_OUT}")
+  endif()
+  message(STATUS "examples/rust against the prefix (pkg-config): ok")
+endif()
+if(GO)
+  set(ENV{GOFLAGS} "-mod=mod")
+  set(ENV{GOPROXY} "off")
+  if("$ENV{HOME}" STREQUAL "")
+    set(ENV{GOCACHE} "${WORK_DIR}/gocache")
+  endif()
+  execute_process(COMMAND ${GO} build -o ${WORK_DIR}/run_bundle_go .
+    WORKING_DIRECTORY ${SOURCE_DIR}/examples/go RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "go build against the prefix failed:\n${err}")
+  endif()
+  set(ENV{LD_LIBRARY_PATH} "${libdir}")
+  run(${WORK_DIR}/run_bundle_go ${BUNDLE} cpu)
+  unset(ENV{LD_LIBRARY_PATH})
+  if(NOT RUN_OUT MATCHES "-> OK")
+    message(FATAL_ERROR "Go example against the prefix:\n${RUN_OUT}")
+  endif()
+  message(STATUS "examples/go against the prefix (pkg-config): ok")
 endif()

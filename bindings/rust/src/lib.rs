@@ -18,6 +18,19 @@
 //! follows the header: all handles are `Send + Sync` except [`Stream`], which
 //! is `Send` only (calls on one stream must not overlap).
 //!
+//! ```compile_fail
+//! fn sync<T: Sync>() {}
+//! sync::<tilelang_runtime::Stream>(); // thread-compatible only
+//! ```
+//! ```compile_fail
+//! fn sync<T: Sync>() {}
+//! sync::<tilelang_runtime::Arg<'static>>(); // may hold a &mut slice
+//! ```
+//! ```compile_fail
+//! fn clone<T: Clone>() {}
+//! clone::<tilelang_runtime::Stream>(); // one owner, so calls never overlap
+//! ```
+//!
 //! Host slices passed to [`Prepared::launch`] are used in place on the CPU
 //! device and staged through temporary device buffers on a GPU. Launches on a
 //! [`Stream`] are asynchronous and take [`Buffer`] views only.
@@ -819,9 +832,9 @@ pub struct Arg<'a> {
     _borrow: PhantomData<&'a mut [u8]>,
 }
 
-// The raw pointers only mirror the borrowed slice.
+// The raw pointers only mirror the borrow the Arg holds. Not Sync: two
+// threads launching with one `&[Arg]` would both write a `tensor_mut` slice.
 unsafe impl<'a> Send for Arg<'a> {}
-unsafe impl<'a> Sync for Arg<'a> {}
 
 impl<'a> Arg<'a> {
     fn tensor_raw(data: Data<'a>, dtype: DType, elem_size: usize, shape: &[usize]) -> Arg<'a> {
