@@ -25,6 +25,10 @@ set(TL_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 set(_tl_src ${CMAKE_CURRENT_LIST_DIR}/..)
 
 # --- Runtime library, headers, tl-pack ---------------------------------------
+if(NOT TARGET tilelang_runtime)
+  message(STATUS "install.cmake: no tilelang_runtime target; nothing to install")
+  return()
+endif()
 install(TARGETS tilelang_runtime
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
