@@ -306,7 +306,6 @@ class Parser {
       if (AcceptPunct("}")) break;
       if (Peek().kind == TokKind::kEof) Expected("'}'");
       block.push_back(ParseStmt());
-      ExpectStmtEnd("end of line or ';' after the statement");
     }
     loc_stack_.pop_back();
     scopes_.pop_back();
@@ -329,10 +328,13 @@ class Parser {
 
   // --- statements --------------------------------------------------------------
 
+  // One statement and its terminator (checked while the statement is still
+  // the one whose loc diagnostics quote).
   Stmt ParseStmt() {
     size_t saved_start = stmt_start_;
     stmt_start_ = pos_;
     Stmt s = ParseStmtInner();
+    ExpectStmtEnd("end of line or ';' after the statement");
     stmt_start_ = saved_start;
     return s;
   }

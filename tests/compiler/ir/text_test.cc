@@ -276,6 +276,10 @@ TEST(ParseErrors, PositionExpectedFoundAndPythonLoc) {
 TEST(ParseErrors, StatementStructure) {
   EXPECT_EQ(ParseError(WrapKernelBody("    sync sync\n")),
             "test.tir:6:10: expected end of line or ';' after the statement, found identifier 'sync' (at t.py:2)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    sync sync loc(\"k.py\", 5)\n")),
+            "test.tir:6:10: expected end of line or ';' after the statement, found identifier 'sync' (at k.py:5)");
+  EXPECT_EQ(ParseError(WrapKernelBody("    for i in serial(0, 4) loc(\"k.py\", 6) {\n    } sync\n")),
+            "test.tir:7:7: expected end of line or ';' after the statement, found identifier 'sync' (at k.py:6)");
   EXPECT_EQ(ParseError(WrapKernelBody("    copy A A\n")), "test.tir:6:12: expected '->', found identifier 'A' (at t.py:2)");
   std::string unknown = ParseError(WrapKernelBody("    launch A\n"));
   EXPECT_NE(unknown.find("test.tir:6:5: expected a statement (kernel, alloc,"), std::string::npos) << unknown;

@@ -573,23 +573,31 @@ Expr RewriteExpr(const Expr& e, const std::function<std::optional<Expr>(const Ex
 // Text format, verification
 // ---------------------------------------------------------------------------
 
-// Parses Tile IR text. `filename` prefixes error positions:
-// "gemm.tir:12:7: expected ']', found ',' (statement at gemm.py:21)".
+// Parses Tile IR text; the first error ends parsing (kInvalidArgument):
+// "gemm.tir:12:7: expected ',' or ']', found '->' (at gemm.py:21)", where the
+// parenthesized loc is the statement's own or its nearest enclosing one.
 // Names are resolved (VarRef/Load dtypes filled in); an undefined name is a
-// parse error. Semantic rules are Verify()'s.
+// parse error. Literals are checked against their dtype; float literals are
+// rounded to it. Nesting is bounded (200 levels of parentheses, unary
+// operators and blocks; expression trees 1000 deep), so hostile input gets
+// an error, not a stack overflow. Semantic rules are Verify()'s.
 StatusOr<Module> ParseModule(std::string_view text, std::string_view filename = "<input>");
 
-// The canonical text: two-space indentation, one statement per line, floats
-// exact and suffixed, minimal parentheses. Print(ParseModule(Print(m))) ==
-// Print(m) for any verified module.
+// The canonical text: function headers on one line, two-space indentation,
+// one statement per line, floats exact and suffixed (shortest decimal for
+// the dtype, Python repr style), minimal parentheses.
+// ParseModule(Print(m)) == m for any module ParseModule produced (and for any
+// verified module); the Python frontend emits this same form.
 std::string Print(const Module& m);
 std::string Print(const Function& f);
 std::string Print(const Stmt& s, int indent = 0);  // with nested blocks, newline-terminated
 std::string Print(const Expr& e);
 std::string Print(const Region& r);
 
-// Checks every rule of the spec. The status message lists each error on its
-// own line: "@gemm: copy at gemm.py:21: ...expected ..., found ...".
+// Checks every rule of the spec (names, dtypes, constants, scopes, shapes of
+// tile ops, structure). On failure (kInvalidArgument) the message lists each
+// error on its own line, at most 50:
+// "@gemm: copy at gemm.py:21: expected equal shapes ..., found source ...".
 Status Verify(const Module& m);
 Status Verify(const Function& f);
 
