@@ -68,9 +68,12 @@ class Builder:
         return name
 
     def claim(self, name):
-        """Register an exact name (parameters, symbols); error if taken."""
-        if name in self.names or name in RESERVED:
-            raise error(f"name {name!r} is used twice or is reserved in Tile IR")
+        """Register a parameter's or symbol's name; error if taken. A Tile IR keyword
+        (`kernel`, `copy`, ...) is renamed (`kernel_`), as other values are."""
+        if name in RESERVED:
+            return self.fresh(name)
+        if name in self.names:
+            raise error(f"name {name!r} is used twice")
         self.names.add(name)
         return name
 

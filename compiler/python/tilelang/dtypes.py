@@ -68,6 +68,16 @@ class DType(str):
             raise error(f"{self}() needs a value")
         return ir.cast(value, self)
 
+    def as_torch(self):
+        """The torch dtype of the same name (torch is optional; imported on use)."""
+        import torch
+        return getattr(torch, str(self) if str(self) != "bool" else "bool")
+
+    def as_numpy(self):
+        """numpy dtype; bfloat16 has none in numpy and maps to uint16 (its bit pattern)."""
+        import numpy
+        return numpy.dtype("uint16" if self == "bfloat16" else "bool" if self == "bool" else str(self))
+
     def __repr__(self):
         return f"T.{str(self)}"
 

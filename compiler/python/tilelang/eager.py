@@ -222,6 +222,9 @@ class EagerJIT:
             self._kernels[key] = kernel
         return kernel
 
+    def get_kernel_source(self, *args, **kwargs):
+        return self.compile(*args, **kwargs).get_kernel_source()
+
     def __call__(self, *args, **kwargs):
         bound, _ = self._bind(args, kwargs)
         missing = [n for n in self.tensor_names if isinstance(bound.get(n), Placeholder)]

@@ -100,9 +100,12 @@ def trace(func, name=None):
                 raise TileLangSyntaxError(f"parameter {p.name} needs an annotation: T.Tensor((...), dtype) "
                                           "or a scalar dtype such as T.int32", file, transformed.def_line)
         for p in params:
-            b.claim(p.name)
+            p.name = b.claim(p.name)
         for s in symbols:
-            b.claim(s.name)
+            if s.name in b.names:
+                raise TileLangSyntaxError(f"T.dynamic symbol {s.name} has the name of a parameter",
+                                          file, transformed.def_line)
+            b.claim(s.name)  # symbols are shared between functions: never renamed (T.dynamic checks)
         b.declared = True  # parameters come from the signature, not from statements
         fn = transformed.instantiate(hooks, func)
         fn(*args)

@@ -194,3 +194,14 @@ def test_annotated_assignment_converts():
             idx: T.int32 = A[0] * 2
             A[idx] = 1
     assert "    let idx = cast<i32>(A[0] * 2.0:f32)" in body(main)
+
+
+def test_parameters_named_like_keywords_are_renamed():
+    @T.prim_func
+    def main(kernel: T.Tensor((8,), "float32"), copy: T.int32):
+        with T.Kernel(1) as bx:
+            kernel[copy] = 1
+    assert body(main)[0].startswith("func @main(kernel_: tensor[8] f32, copy_: i32)")
+    assert "    kernel_[copy_] = 1.0:f32" in body(main)
+    with pytest.raises(tilelang.TileLangError, match="'fill' is a Tile IR keyword"):
+        T.dynamic("fill")

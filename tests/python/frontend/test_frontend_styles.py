@@ -85,7 +85,6 @@ def test_unknown_target_and_non_prim_func():
 
 def test_missing_tl_pack_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("TL_PACK", str(tmp_path / "no-such-tl-pack"))
-    monkeypatch.setenv("TL_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(tilelang.TileLangCompileError, match="TL_PACK=.*no-such-tl-pack is not an executable"):
         tilelang.compile(scale(100, 2.0), out_idx=[1], target="cpu")
 

@@ -12,9 +12,12 @@ def dynamic(name, dtype="int32"):
     names = [n for n in re.split(r"[,\s]+", name.strip()) if n]
     if not names:
         raise error("T.dynamic needs a name")
+    from ..builder import RESERVED
     for n in names:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n):
             raise error(f"T.dynamic: {n!r} is not an identifier")
+        if n in RESERVED:
+            raise error(f"T.dynamic: {n!r} is a Tile IR keyword; choose another name")
     syms = tuple(E.Var(n, canonical(dtype), "sym") for n in names)
     for s in syms:
         if not s.dtype.is_int:
