@@ -6,9 +6,9 @@ from ..function import prim_func, macro  # noqa: F401
 from .allocate import alloc_fragment, alloc_local, alloc_shared, alloc_var  # noqa: F401
 from .annotations import annotate_layout, make_swizzled_layout, sync_threads, use_swizzle  # noqa: F401
 from .kernel import Kernel  # noqa: F401
-from .loops import Parallel, Pipelined, Serial, Unroll, serial, unroll  # noqa: F401
+from .loops import Parallel, Pipelined, Serial, Unroll, Vectorized, serial, unroll, vectorized  # noqa: F401
 from .math import (Cast, Select, abs, cast, cdiv, ceil, ceildiv, clamp, cos, exp, exp2,  # noqa: F401
-                   floor, floordiv, floormod, if_then_else, infinity, log, log2, max, min, pow,
+                   floor, floordiv, floormod, if_then_else, infinity, log, log1p, log2, max, min, pow,
                    round, rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
 from .proxy import Buffer, FragmentBuffer, LocalBuffer, SharedBuffer, Tensor  # noqa: F401
 from .symbolics import dynamic, symbolic  # noqa: F401

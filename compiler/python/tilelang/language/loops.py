@@ -102,5 +102,11 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None, prefer_async=None
     return _ParallelLoop(extents)
 
 
+def vectorized(start, stop=None, *, annotations=None):
+    """Iterations are independent; as a loop of Tile IR it is a serial loop the backend may vectorize."""
+    return _RangeLoop("serial", start, stop, None)
+
+
 Serial = serial
 Unroll = unroll
+Vectorized = vectorized

@@ -36,6 +36,12 @@ sin = _unary("sin", _pymath.sin)
 cos = _unary("cos", _pymath.cos)
 
 
+def log1p(x):
+    if _py(x):
+        return _pymath.log1p(x)
+    return log(x + 1)
+
+
 def abs(x):  # noqa: A001 - upstream's name
     if _py(x):
         return x if x >= 0 else -x
