@@ -91,7 +91,10 @@ def canonical(dtype):
     """Turn a DType, a string, or a numpy dtype into a DType; raise otherwise."""
     if isinstance(dtype, DType):
         return dtype
-    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    name = dtype
+    if not isinstance(dtype, str):
+        # numpy dtypes have .name; torch dtypes print as "torch.float16".
+        name = getattr(dtype, "name", None) or str(dtype).replace("torch.", "")
     if isinstance(name, str):
         name = _ALIASES.get(name, name)
         if name in DTYPES:

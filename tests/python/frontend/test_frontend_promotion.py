@@ -137,3 +137,17 @@ def test_parentheses_follow_precedence():
     check(a - b - c, "a[0] - b[0] - c[0]", "int32")
     check(-(a + b), "-(a[0] + b[0])", "int32")
     check(a * -3, "a[0] * -3", "int32")
+
+
+def test_dtype_spellings():
+    import numpy as np
+    from tilelang.dtypes import canonical
+
+    class FakeTorchDtype:  # torch dtypes print as "torch.<name>"
+        def __str__(self):
+            return "torch.bfloat16"
+
+    assert canonical("half") == "float16" and canonical(np.dtype("int16")) == "int16"
+    assert canonical(FakeTorchDtype()) == "bfloat16" and canonical(T.uint32) is T.uint32
+    with pytest.raises(tilelang.TileLangError, match="unknown dtype"):
+        canonical("float8_e4m3fn")
