@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 
 #include "test_util.h"
 
@@ -40,6 +41,44 @@ INSTANTIATE_TEST_SUITE_P(Testdata, CanonicalFile,
                            std::string name = param.param;
                            return name.substr(0, name.find('.'));
                          });
+
+// all_kinds.tir is the round-trip test of every construct: keep it so.
+TEST(Text, AllKindsCoversEveryConstruct) {
+  Module m = MustParse(ReadFile(TestdataPath("all_kinds.tir")));
+  std::set<StmtKind> stmts;
+  std::set<ExprKind> exprs;
+  std::set<CallOp> calls;
+  std::set<BinaryOp> binaries;
+  std::set<UnaryOp> unaries;
+  std::set<DType> literal_dtypes;
+  std::set<LoopKind> loops;
+  std::set<ReduceOp> reductions;
+  for (const Function& f : m.functions) {
+    ForEachStmt(f.body, [&](const Stmt& s) {
+      stmts.insert(Kind(s));
+      if (const auto* fo = As<For>(s)) loops.insert(fo->kind);
+      if (const auto* r = As<Reduce>(s)) reductions.insert(r->op);
+      ForEachExprOf(s, [&](const Expr& top) {
+        WalkExpr(top, [&](const Expr& e) {
+          exprs.insert(Kind(e));
+          if (const auto* c = As<Call>(e)) calls.insert(c->op);
+          if (const auto* b = As<Binary>(e)) binaries.insert(b->op);
+          if (const auto* u = As<Unary>(e)) unaries.insert(u->op);
+          if (const auto* i = As<IntImm>(e)) literal_dtypes.insert(i->dtype);
+          if (const auto* fl = As<FloatImm>(e)) literal_dtypes.insert(fl->dtype);
+        });
+      });
+    });
+  }
+  EXPECT_EQ(stmts.size(), static_cast<size_t>(StmtKind::kHint) + 1);
+  EXPECT_EQ(exprs.size(), static_cast<size_t>(ExprKind::kCall) + 1);
+  EXPECT_EQ(calls.size(), static_cast<size_t>(CallOp::kCeilDiv) + 1);
+  EXPECT_EQ(binaries.size(), static_cast<size_t>(BinaryOp::kOr) + 1);
+  EXPECT_EQ(unaries.size(), 3u);
+  EXPECT_EQ(literal_dtypes.size(), static_cast<size_t>(DType::kF64) + 1);
+  EXPECT_EQ(loops.size(), 2u);  // serial, unroll (pipelined: the kernel files)
+  EXPECT_EQ(reductions.size(), static_cast<size_t>(ReduceOp::kAbsMax) + 1);
+}
 
 // The example in formats/tile_ir.md is the frontend's reference: it must be
 // valid and already canonical.
