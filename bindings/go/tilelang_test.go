@@ -430,3 +430,36 @@ func TestBuffersOnEveryDevice(t *testing.T) {
 		b.Close()
 	}
 }
+
+func TestScalarsAndBackendMasks(t *testing.T) {
+	e := setup(t)
+	p := e.prepare(t, "saxpy")
+	x, y := []float32{1, 1, 1, 1, 1, 1, 1, 1}, []float32{1, 1, 1, 1, 1, 1, 1, 1}
+	err := p.Launch(tilelang.F64(2), tilelang.Tensor(x, 8), tilelang.Tensor(y, 8), tilelang.I32(8))
+	expectErr(t, err, tilelang.InvalidArgument, "argument 0", "'a'")
+	err = p.Launch(tilelang.F32(2), tilelang.Tensor(x, 8), tilelang.Tensor(y, 8), tilelang.I32(7))
+	expectErr(t, err, tilelang.InvalidArgument, "argument 3", "7", "8")
+	if y[0] != 1 {
+		t.Fatal("a failed launch wrote its output")
+	}
+	if err := p.Launch(tilelang.F32(2), tilelang.Tensor(x, 8), tilelang.Tensor(y, 8), tilelang.I32(8)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range y {
+		if y[i] != 3 {
+			t.Fatalf("y[%d] = %v", i, y[i])
+		}
+	}
+
+	rt, err := tilelang.NewRuntime(&tilelang.Options{IgnoreEnv: true, BackendMask: tilelang.BackendCUDA.Bit()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	if err := rt.BackendStatus(tilelang.BackendCPU); !errors.Is(err, tilelang.ErrFailedPrecondition) {
+		t.Fatal("CPU backend status with a CUDA-only mask:", err)
+	}
+	if _, err := rt.DefaultDevice("cpu"); err == nil {
+		t.Fatal("a CPU device without the CPU backend")
+	}
+}

@@ -271,3 +271,30 @@ fn buffers_on_every_launchable_device() {
         assert!(e.message().contains("16388"), "{}", e);
     }
 }
+
+#[test]
+fn scalars_and_backend_masks_are_checked() {
+    let rt = runtime();
+    let dev = cpu(&rt);
+    let p = rt.open_bundle(bundle_path()).unwrap().kernel("saxpy").unwrap().prepare(&dev).unwrap();
+    let x = vec![1f32; 8];
+    let mut y = vec![1f32; 8];
+    // A float64 scalar where float32 is declared.
+    let e = p.launch(&[Arg::f64(2.0), Arg::tensor(&x, &[8]), Arg::tensor_mut(&mut y, &[8]), Arg::i32(8)]).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("argument 0") && e.message().contains("'a'"), "{}", e);
+    // The scalar n binds N: 7 against a length of 8.
+    let e = p.launch(&[Arg::f32(2.0), Arg::tensor(&x, &[8]), Arg::tensor_mut(&mut y, &[8]), Arg::i32(7)]).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("argument 3") && e.message().contains('7') && e.message().contains('8'), "{}", e);
+    assert_eq!(y, vec![1f32; 8], "a failed launch wrote its output");
+    p.launch(&[Arg::f32(2.0), Arg::tensor(&x, &[8]), Arg::tensor_mut(&mut y, &[8]), Arg::i32(8)]).unwrap();
+    assert_eq!(y, vec![3f32; 8]);
+
+    // A runtime without the CPU backend says why it is not there.
+    let gpu_only = Runtime::with_options(&RuntimeOptions::default().ignore_environment().backends(&[Backend::Cuda])).unwrap();
+    let e = gpu_only.backend_status(Backend::Cpu).unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e);
+    assert!(gpu_only.devices().unwrap().iter().all(|d| d.backend() == Backend::Cuda));
+    assert!(gpu_only.default_device(Some("cpu")).is_err());
+}
