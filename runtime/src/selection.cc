@@ -345,8 +345,11 @@ Selection SelectVariants(const DeviceDesc& device, const std::vector<VariantDesc
              static_cast<int64_t>(v.features.size()), v.priority, -static_cast<int64_t>(i)};
     sel.ranked.push_back(std::move(r));
   }
-  std::stable_sort(sel.ranked.begin(), sel.ranked.end(),
-                   [](const RankedVariant& a, const RankedVariant& b) { return a.key > b.key; });
+  // Keys are unique (the last component is the manifest index), so sort is
+  // deterministic; std::sort also avoids libstdc++ 12's deprecated temporary
+  // buffer, which clang flags under -Werror.
+  std::sort(sel.ranked.begin(), sel.ranked.end(),
+            [](const RankedVariant& a, const RankedVariant& b) { return a.key > b.key; });
   return sel;
 }
 

@@ -2,10 +2,12 @@
 // selected through tl_runtime_options_t.driver_search_paths.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "test_bundles.h"
+#include "tilelang/formats/writer.h"
 #include "tilelang/runtime.h"
 
 namespace {
@@ -202,6 +204,50 @@ TEST(RealDrivers, VulkanDevicesAreDescribedAndSelectedFor) {
   tl_kernel_release(k);
   tl_bundle_release(b);
   tl_device_release(dev);
+  tl_runtime_release(rt);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(FakeDrivers, TlDisableJitEnvironmentVariable) {
+  setenv("TL_DISABLE_JIT", "1", 1);
+  std::string dir = std::string(TL_TEST_FAKE_DIR) + "/cuda_ok";
+  const char* paths[1] = {dir.c_str()};
+  tl_runtime_options_t o;
+  tl_runtime_options_init(&o);
+  o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_CUDA);
+  o.driver_search_paths = paths;
+  o.driver_search_path_count = 1;
+  tl_runtime_t* rt = nullptr;
+  ASSERT_EQ(S(tl_runtime_create(&o, &rt)), "");
+  unsetenv("TL_DISABLE_JIT");
+  tl_device_t* gpu = nullptr;
+  ASSERT_EQ(S(tl_runtime_default_device(rt, "cuda", &gpu)), "");
+  // Only PTX for a 9.0 device: with JIT disabled nothing runs, and the
+  // failure says why for every variant.
+  tl::formats::BundleWriter writer;
+  auto k = std::make_unique<tl::bundle::KernelT>();
+  k->name = "k";
+  k->params.push_back(tl::rt::testing::BufferParam("X", {{4, -1, 1}}));
+  uint32_t ptx = writer.AddPayload({'.', 'v', 'e', 'r'});
+  k->variants.push_back(tl::rt::testing::GpuVariant("cuda.compute_80", tl::bundle::Backend::CUDA,
+                                                    tl::bundle::CodeKind::PTX, "compute_80", ptx, "k"));
+  ASSERT_TRUE(writer.AddKernel(std::move(k)).ok());
+  auto bytes = writer.Finish();
+  ASSERT_TRUE(bytes.ok());
+  tl_bundle_t* b = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes->data(), bytes->size(), nullptr, nullptr, &b)), "");
+  tl_kernel_t* kernel = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(b, "k", &kernel)), "");
+  tl_prepared_t* p = nullptr;
+  std::string e = S(tl_kernel_prepare(kernel, gpu, 0, &p));
+  EXPECT_EQ(e.rfind("INCOMPATIBLE: kernel 'k': no variant runs on cuda device 'Fake H200'", 0), 0u) << e;
+  EXPECT_NE(e.find("[cuda.compute_80: PTX needs driver JIT, which is disabled"), std::string::npos) << e;
+  tl_kernel_release(kernel);
+  tl_bundle_release(b);
+  tl_device_release(gpu);
   tl_runtime_release(rt);
 }
 
