@@ -17,8 +17,11 @@
 // and Buffer are safe for concurrent use by many goroutines (Close excepted);
 // a Stream must not be used by two goroutines at once.
 //
-// Go memory cannot be handed to C beyond a call, so tensors over Go slices
-// are staged through temporary device buffers around each synchronous launch
-// (one copy in, and one copy out for parameters the kernel writes). Use
-// Buffer tensors to avoid the copies and to launch on a Stream.
+// Tensors over Go slices: on the CPU device a synchronous launch passes up to
+// eight slices in place (each pointer is a direct cgo argument, so the cgo
+// pointer rules hold: C uses it only during the call). Elsewhere (GPUs, or
+// more slices) they are staged through temporary device buffers around the
+// launch: one copy in, and one copy out for parameters the kernel writes.
+// Buffer tensors never copy, and are the only tensors a Stream accepts (Go
+// memory cannot be handed to C beyond a call).
 package tilelang

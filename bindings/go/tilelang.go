@@ -7,6 +7,24 @@ package tilelang
 #include <tilelang/runtime.h>
 
 static void tlgo_set_scalar(tl_arg_t* a, uint64_t bits) { memcpy(a->value.bytes, &bits, 8); }
+
+// A synchronous launch on Go memory without copies: each Go pointer is a
+// direct cgo argument (pinned for this call only), written into the C argument
+// array here and used by the runtime only until tl_launch returns.
+static tl_status_t tlgo_launch_host(tl_prepared_t* prepared, size_t n, tl_arg_t* args,
+                                    const tl_launch_options_t* options, const int* slots,
+                                    void* p0, void* p1, void* p2, void* p3,
+                                    void* p4, void* p5, void* p6, void* p7) {
+  void* ptrs[8] = {p0, p1, p2, p3, p4, p5, p6, p7};
+  for (int i = 0; i < 8; ++i) {
+    if (slots[i] >= 0) args[slots[i]].tensor.data = ptrs[i];
+  }
+  tl_status_t s = tl_launch(prepared, NULL, n, args, options);
+  for (int i = 0; i < 8; ++i) {
+    if (slots[i] >= 0) args[slots[i]].tensor.data = NULL;
+  }
+  return s;
+}
 */
 import "C"
 
@@ -1126,7 +1144,19 @@ type cArgs struct {
 	n      int
 	allocs []unsafe.Pointer
 	staged []*Buffer
+	direct []int // host tensors passed in place (CPU device), by argument index
 }
+
+// maxDirect is how many Go slices one launch can pass without copies.
+const maxDirect = 8
+
+type hostMode int
+
+const (
+	hostRefuse hostMode = iota // streams: Go memory cannot outlive the call
+	hostStage                  // copy through temporary device buffers
+	hostDirect                 // CPU device: pass the slices in place
+)
 
 func (c *cArgs) free() {
 	for _, p := range c.allocs {
@@ -1150,7 +1180,7 @@ func (c *cArgs) int64s(xs []int64) *C.int64_t {
 
 // marshal builds the C argument array. Host tensors are staged through new
 // device buffers (copied in); staged[i] is that buffer for argument i.
-func (p *Prepared) marshal(args []Arg, allowHost bool) (*cArgs, map[int]*Buffer, error) {
+func (p *Prepared) marshal(args []Arg, mode hostMode) (*cArgs, map[int]*Buffer, error) {
 	c := &cArgs{n: len(args)}
 	if len(args) > 0 {
 		mem := C.calloc(C.size_t(len(args)), C.size_t(unsafe.Sizeof(C.tl_arg_t{})))
@@ -1179,13 +1209,17 @@ func (p *Prepared) marshal(args []Arg, allowHost bool) (*cArgs, map[int]*Buffer,
 		var data unsafe.Pointer
 		switch a.kind {
 		case argHost:
-			if !allowHost {
+			if mode == hostRefuse {
 				c.free()
 				return nil, nil, invalid("kernel '%s' argument %d: Go slices cannot be used on a stream (asynchronous); use a Buffer", p.name, i)
 			}
 			if ext > a.hostLen {
 				c.free()
 				return nil, nil, invalid("kernel '%s' argument %d: the view reaches %d elements, the slice has %d", p.name, i, ext, a.hostLen)
+			}
+			if mode == hostDirect {
+				c.direct = append(c.direct, i) // data set by tlgo_launch_host
+				break
 			}
 			var sb *C.tl_buffer_t
 			n := bytes
@@ -1250,17 +1284,48 @@ func (p *Prepared) Launch(args ...Arg) error { return p.LaunchWith(nil, args...)
 
 // LaunchWith is Launch with options.
 func (p *Prepared) LaunchWith(o *LaunchOptions, args ...Arg) error {
+	mode := hostStage
+	if p.info.Backend == BackendCPU {
+		hosts := 0
+		for i := range args {
+			if args[i].kind == argHost {
+				hosts++
+			}
+		}
+		if hosts <= maxDirect {
+			mode = hostDirect
+		}
+	}
+	return p.launch(o, args, mode)
+}
+
+func (p *Prepared) launch(o *LaunchOptions, args []Arg, mode hostMode) error {
 	h, err := p.handle()
 	if err != nil {
 		return err
 	}
 	defer runtime.KeepAlive(p)
 	defer runtime.KeepAlive(args)
-	c, staged, err := p.marshal(args, true)
+	c, staged, err := p.marshal(args, mode)
 	if err != nil {
 		return err
 	}
 	defer c.free()
+	if len(c.direct) > 0 {
+		var ptrs [maxDirect]unsafe.Pointer
+		slots := (*[maxDirect]C.int)(C.malloc(C.size_t(unsafe.Sizeof(C.int(0))) * maxDirect))
+		c.allocs = append(c.allocs, unsafe.Pointer(slots))
+		for j := range slots {
+			slots[j] = -1
+		}
+		for j, i := range c.direct {
+			ptrs[j], slots[j] = args[i].host, C.int(i)
+		}
+		err := check(C.tlgo_launch_host(h, C.size_t(c.n), c.args, launchOpts(o), &slots[0],
+			ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7]))
+		runtime.KeepAlive(args)
+		return err
+	}
 	if err := check(C.tl_launch(h, nil, C.size_t(c.n), c.args, launchOpts(o))); err != nil {
 		return err
 	}
@@ -1316,7 +1381,7 @@ func (s *Stream) LaunchWith(p *Prepared, o *LaunchOptions, args ...Arg) error {
 		return err
 	}
 	defer runtime.KeepAlive(p)
-	c, _, err := p.marshal(args, false)
+	c, _, err := p.marshal(args, hostRefuse)
 	if err != nil {
 		return err
 	}

@@ -463,3 +463,36 @@ func TestScalarsAndBackendMasks(t *testing.T) {
 		t.Fatal("a CPU device without the CPU backend")
 	}
 }
+
+// Slices staged through device buffers (the GPU path): inputs copied in,
+// written parameters copied back, read-only ones left alone.
+func TestStagedSlices(t *testing.T) {
+	e := setup(t)
+	p := e.prepare(t, "gemm")
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	M, N, K := 19, 33, 17
+	a, b := randVec(r, M*K), randVec(r, K*N)
+	a0 := append([]float32(nil), a...)
+	c := make([]float32, M*N)
+	if err := tilelang.LaunchStaged(p, tilelang.Tensor(a, M, K), tilelang.Tensor(b, K, N), tilelang.Tensor(c, M, N)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < M; i++ {
+		for j := 0; j < N; j++ {
+			var ref float64
+			for k := 0; k < K; k++ {
+				ref += float64(a[i*K+k]) * float64(b[k*N+j])
+			}
+			if math.Abs(float64(c[i*N+j])-ref) > 1e-4 {
+				t.Fatalf("C[%d,%d] = %v, expected %v", i, j, c[i*N+j], ref)
+			}
+		}
+	}
+	for i := range a {
+		if a[i] != a0[i] {
+			t.Fatal("a read-only input changed")
+		}
+	}
+	err := tilelang.LaunchStaged(p, tilelang.Tensor(a, M, K+1), tilelang.Tensor(b, K, N), tilelang.Tensor(c, M, N))
+	expectErr(t, err, tilelang.InvalidArgument, "argument 0", "the slice has")
+}
