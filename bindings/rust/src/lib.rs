@@ -1094,7 +1094,17 @@ impl Prepared {
     }
 
     pub fn launch_with(&self, args: &[Arg<'_>], options: &LaunchOptions) -> Result<()> {
-        let stage = self.backend != Backend::Cpu;
+        self.launch_impl(args, options, self.backend != Backend::Cpu)
+    }
+
+    /// Launches with host slices always staged through device buffers (the
+    /// GPU path), so that CPU-only machines test it too.
+    #[doc(hidden)]
+    pub fn launch_staged(&self, args: &[Arg<'_>]) -> Result<()> {
+        self.launch_impl(args, &LaunchOptions::default(), true)
+    }
+
+    fn launch_impl(&self, args: &[Arg<'_>], options: &LaunchOptions, stage: bool) -> Result<()> {
         let m = self.marshal(args, true, stage)?;
         let o = Prepared::options(options);
         check(unsafe { sys::tl_launch(self.as_raw(), ptr::null_mut(), m.raw.len(), m.raw.as_ptr(), &o) })?;

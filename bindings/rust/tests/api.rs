@@ -298,3 +298,24 @@ fn scalars_and_backend_masks_are_checked() {
     assert!(gpu_only.devices().unwrap().iter().all(|d| d.backend() == Backend::Cuda));
     assert!(gpu_only.default_device(Some("cpu")).is_err());
 }
+
+#[test]
+fn staged_host_slices_round_trip() {
+    // The path GPUs take: slices copied into device buffers, outputs back.
+    let rt = runtime();
+    let dev = cpu(&rt);
+    let p = rt.open_bundle(bundle_path()).unwrap().kernel("saxpy").unwrap().prepare(&dev).unwrap();
+    let mut g = Lcg(seed());
+    let n = 2500;
+    let x = g.vec(n);
+    let y0 = g.vec(n);
+    let mut y = y0.clone();
+    p.launch_staged(&[Arg::f32(-1.5), Arg::tensor(&x, &[n]), Arg::tensor_mut(&mut y, &[n]), Arg::i32(n as i32)]).unwrap();
+    for i in 0..n {
+        assert!((y[i] - (y0[i] - 1.5 * x[i])).abs() < 1e-5, "y[{}]", i);
+    }
+    let e = p
+        .launch_staged(&[Arg::f32(1.0), Arg::tensor(&x, &[n + 1]), Arg::tensor_mut(&mut y, &[n]), Arg::i32(n as i32)])
+        .unwrap_err();
+    assert_eq!(e.message(), format!("kernel 'saxpy' argument 1: the view reaches {} elements, the slice has {}", n + 1, n));
+}
