@@ -45,23 +45,23 @@ import (
 type Code int
 
 const (
-	OK                 Code = 0
-	Cancelled          Code = 1
-	Unknown            Code = 2
-	InvalidArgument    Code = 3
-	DeadlineExceeded   Code = 4
-	NotFound           Code = 5
-	AlreadyExists      Code = 6
-	PermissionDenied   Code = 7
-	ResourceExhausted  Code = 8
-	FailedPrecondition Code = 9
-	Aborted            Code = 10
-	OutOfRange         Code = 11
-	Unimplemented      Code = 12
-	Internal           Code = 13
-	Unavailable        Code = 14
-	DataLoss           Code = 15
-	Incompatible       Code = 18
+	OK                 Code = C.TL_STATUS_OK
+	Cancelled          Code = C.TL_STATUS_CANCELLED
+	Unknown            Code = C.TL_STATUS_UNKNOWN
+	InvalidArgument    Code = C.TL_STATUS_INVALID_ARGUMENT
+	DeadlineExceeded   Code = C.TL_STATUS_DEADLINE_EXCEEDED
+	NotFound           Code = C.TL_STATUS_NOT_FOUND
+	AlreadyExists      Code = C.TL_STATUS_ALREADY_EXISTS
+	PermissionDenied   Code = C.TL_STATUS_PERMISSION_DENIED
+	ResourceExhausted  Code = C.TL_STATUS_RESOURCE_EXHAUSTED
+	FailedPrecondition Code = C.TL_STATUS_FAILED_PRECONDITION
+	Aborted            Code = C.TL_STATUS_ABORTED
+	OutOfRange         Code = C.TL_STATUS_OUT_OF_RANGE
+	Unimplemented      Code = C.TL_STATUS_UNIMPLEMENTED
+	Internal           Code = C.TL_STATUS_INTERNAL
+	Unavailable        Code = C.TL_STATUS_UNAVAILABLE
+	DataLoss           Code = C.TL_STATUS_DATA_LOSS
+	Incompatible       Code = C.TL_STATUS_INCOMPATIBLE
 )
 
 // String is the runtime's name of the code ("INVALID_ARGUMENT").

@@ -496,3 +496,24 @@ func TestStagedSlices(t *testing.T) {
 	err := tilelang.LaunchStaged(p, tilelang.Tensor(a, M, K+1), tilelang.Tensor(b, K, N), tilelang.Tensor(c, M, N))
 	expectErr(t, err, tilelang.InvalidArgument, "argument 0", "the slice has")
 }
+
+func TestCodeNames(t *testing.T) {
+	for code, name := range map[tilelang.Code]string{
+		tilelang.OK: "OK", tilelang.InvalidArgument: "INVALID_ARGUMENT", tilelang.NotFound: "NOT_FOUND",
+		tilelang.OutOfRange: "OUT_OF_RANGE", tilelang.Internal: "INTERNAL", tilelang.Incompatible: "INCOMPATIBLE",
+		tilelang.FailedPrecondition: "FAILED_PRECONDITION", tilelang.DataLoss: "DATA_LOSS", tilelang.Code(99): "UNKNOWN_CODE",
+	} {
+		if code.String() != name {
+			t.Errorf("%d: %q, expected %q", int(code), code.String(), name)
+		}
+	}
+	if tilelang.Incompatible != 18 || tilelang.InvalidArgument != 3 {
+		t.Error("status code values moved")
+	}
+	if tilelang.CodeOf(nil) != tilelang.OK || tilelang.CodeOf(errors.New("x")) != tilelang.Unknown {
+		t.Error("CodeOf")
+	}
+	if tilelang.Float32.String() != "float32" || tilelang.BFloat16.String() != "bfloat16" {
+		t.Error("dtype names", tilelang.Float32, tilelang.BFloat16)
+	}
+}

@@ -108,6 +108,86 @@ fn structs_match_the_c_header() {
     assert_eq!(c["TL_DEVICE_FLAG_CAN_LAUNCH"] as u32, TL_DEVICE_FLAG_CAN_LAUNCH);
 }
 
+/// Every enumerator and flag of the header against `sys` and the safe enums.
+#[test]
+fn constants_match_the_c_header() {
+    use tilelang_runtime::{Backend, Code};
+    let consts: Vec<(&str, i64)> = vec![
+        ("TL_STATUS_OK", Code::Ok.raw() as i64),
+        ("TL_STATUS_CANCELLED", Code::Cancelled.raw() as i64),
+        ("TL_STATUS_UNKNOWN", Code::Unknown.raw() as i64),
+        ("TL_STATUS_INVALID_ARGUMENT", Code::InvalidArgument.raw() as i64),
+        ("TL_STATUS_DEADLINE_EXCEEDED", Code::DeadlineExceeded.raw() as i64),
+        ("TL_STATUS_NOT_FOUND", Code::NotFound.raw() as i64),
+        ("TL_STATUS_ALREADY_EXISTS", Code::AlreadyExists.raw() as i64),
+        ("TL_STATUS_PERMISSION_DENIED", Code::PermissionDenied.raw() as i64),
+        ("TL_STATUS_RESOURCE_EXHAUSTED", Code::ResourceExhausted.raw() as i64),
+        ("TL_STATUS_FAILED_PRECONDITION", Code::FailedPrecondition.raw() as i64),
+        ("TL_STATUS_ABORTED", Code::Aborted.raw() as i64),
+        ("TL_STATUS_OUT_OF_RANGE", Code::OutOfRange.raw() as i64),
+        ("TL_STATUS_UNIMPLEMENTED", Code::Unimplemented.raw() as i64),
+        ("TL_STATUS_INTERNAL", Code::Internal.raw() as i64),
+        ("TL_STATUS_UNAVAILABLE", Code::Unavailable.raw() as i64),
+        ("TL_STATUS_DATA_LOSS", Code::DataLoss.raw() as i64),
+        ("TL_STATUS_INCOMPATIBLE", Code::Incompatible.raw() as i64),
+        ("TL_BACKEND_UNKNOWN", Backend::Unknown.raw() as i64),
+        ("TL_BACKEND_CUDA", Backend::Cuda.raw() as i64),
+        ("TL_BACKEND_HIP", Backend::Hip.raw() as i64),
+        ("TL_BACKEND_VULKAN", Backend::Vulkan.raw() as i64),
+        ("TL_BACKEND_CPU", Backend::Cpu.raw() as i64),
+        ("TL_BACKEND_BIT(TL_BACKEND_VULKAN)", Backend::Vulkan.bit() as i64),
+        ("TL_PARAM_BUFFER", TL_PARAM_BUFFER as i64),
+        ("TL_PARAM_SCALAR", TL_PARAM_SCALAR as i64),
+        ("TL_ACCESS_NONE", TL_ACCESS_NONE as i64),
+        ("TL_ACCESS_READ", TL_ACCESS_READ as i64),
+        ("TL_ACCESS_WRITE", TL_ACCESS_WRITE as i64),
+        ("TL_ACCESS_READ_WRITE", TL_ACCESS_READ_WRITE as i64),
+        ("TL_DTYPE_INT", TL_DTYPE_INT as i64),
+        ("TL_DTYPE_UINT", TL_DTYPE_UINT as i64),
+        ("TL_DTYPE_FLOAT", TL_DTYPE_FLOAT as i64),
+        ("TL_DTYPE_BFLOAT", TL_DTYPE_BFLOAT as i64),
+        ("TL_DTYPE_BOOL", TL_DTYPE_BOOL as i64),
+        ("TL_RUNTIME_FLAG_DISABLE_JIT", TL_RUNTIME_FLAG_DISABLE_JIT as i64),
+        ("TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT", TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT as i64),
+        ("TL_RUNTIME_FLAG_CPU_NO_MEMFD", TL_RUNTIME_FLAG_CPU_NO_MEMFD as i64),
+        ("TL_DEVICE_FLAG_INTEGRATED", TL_DEVICE_FLAG_INTEGRATED as i64),
+        ("TL_DEVICE_FLAG_SOFTWARE", TL_DEVICE_FLAG_SOFTWARE as i64),
+        ("TL_DEVICE_FLAG_CAN_LAUNCH", TL_DEVICE_FLAG_CAN_LAUNCH as i64),
+        ("TL_ARG_TENSOR", TL_ARG_TENSOR as i64),
+        ("TL_ARG_SCALAR", TL_ARG_SCALAR as i64),
+        ("TL_ABI_VERSION_MAJOR", TL_ABI_VERSION_MAJOR as i64),
+        ("TL_ABI_VERSION_MINOR", TL_ABI_VERSION_MINOR as i64),
+        ("TL_BACKEND_MASK_ALL", 0),
+    ];
+    let mut body = String::new();
+    for (name, _) in &consts {
+        body.push_str(&format!("  printf(\"%lld\\n\", (long long)({}));\n", name));
+    }
+    let program = format!("#include <stdio.h>\n#include \"tilelang/runtime.h\"\nint main(void) {{\n{}  return 0;\n}}\n", body);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("consts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, exe) = (dir.join("consts.c"), dir.join("consts"));
+    std::fs::write(&src, program).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(&cc).args(["-std=c99", "-Wall", "-Werror", "-I"]).arg(include_dir()).arg(&src).arg("-o").arg(&exe).status().unwrap();
+    assert!(st.success());
+    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let values: Vec<i64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(values.len(), consts.len());
+    let bad: Vec<String> = consts
+        .iter()
+        .zip(&values)
+        .filter(|((_, r), c)| r != *c)
+        .map(|((n, r), c)| format!("{}: C {}, Rust {}", n, c, r))
+        .collect();
+    assert!(bad.is_empty(), "constant mismatches:\n{}", bad.join("\n"));
+    // The runtime's own names agree with the codes.
+    assert_eq!(Code::InvalidArgument.name(), "INVALID_ARGUMENT");
+    assert_eq!(Code::Incompatible.name(), "INCOMPATIBLE");
+    assert_eq!(Code::Other(99).name(), "UNKNOWN_CODE");
+    assert_eq!(Code::from_raw(18), Code::Incompatible);
+}
+
 #[test]
 fn library_abi_major_matches_these_declarations() {
     assert_eq!(tilelang_runtime::abi_version() >> 16, TL_ABI_VERSION_MAJOR);
