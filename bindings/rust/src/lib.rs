@@ -415,8 +415,60 @@ unsafe impl Send for Stream {}
 // Runtime
 // ---------------------------------------------------------------------------
 
-/// Options of [`Runtime::with_options`]. Logging and custom host allocators
-/// are not exposed by this binding.
+/// Severity of a runtime log message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    Error = 0,
+    Warning = 1,
+    Info = 2,
+    Debug = 3,
+}
+
+impl LogLevel {
+    fn from_raw(v: i32) -> LogLevel {
+        match v {
+            0 => LogLevel::Error,
+            1 => LogLevel::Warning,
+            2 => LogLevel::Info,
+            _ => LogLevel::Debug,
+        }
+    }
+}
+
+type LogFn = dyn Fn(LogLevel, &str) + Send + Sync;
+
+/// A log sink: messages up to `level` go to the function, from any thread.
+#[derive(Clone)]
+pub struct Logger {
+    level: LogLevel,
+    sink: std::sync::Arc<LogFn>,
+}
+
+impl Logger {
+    pub fn new(level: LogLevel, sink: impl Fn(LogLevel, &str) + Send + Sync + 'static) -> Logger {
+        Logger { level, sink: std::sync::Arc::new(sink) }
+    }
+}
+
+impl fmt::Debug for Logger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Logger({:?})", self.level)
+    }
+}
+
+unsafe extern "C" fn log_trampoline(user: *mut c_void, level: std::os::raw::c_int, message: *const c_char, length: usize) {
+    if user.is_null() || message.is_null() {
+        return;
+    }
+    let sink = &*(user as *const std::sync::Arc<LogFn>);
+    let bytes = std::slice::from_raw_parts(message as *const u8, length);
+    let text = String::from_utf8_lossy(bytes);
+    // A panicking sink must not unwind into C.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sink(LogLevel::from_raw(level), &text)));
+}
+
+/// Options of [`Runtime::with_options`]. Custom host allocators are not
+/// exposed by this binding.
 #[derive(Clone, Debug, Default)]
 pub struct RuntimeOptions {
     /// OR of [`Backend::bit`]; 0 = every backend.
@@ -429,6 +481,11 @@ pub struct RuntimeOptions {
     pub driver_search_paths: Vec<String>,
     /// CPU backend fallback directory for kernel libraries.
     pub cpu_cache_dir: Option<String>,
+    /// Receives the runtime's log messages. The runtime may log from any of
+    /// its objects for as long as any of them lives (C-side references
+    /// included), so the sink given to a runtime that was created is kept for
+    /// the rest of the process.
+    pub logger: Option<Logger>,
 }
 
 impl RuntimeOptions {
@@ -442,6 +499,10 @@ impl RuntimeOptions {
     }
     pub fn backends(mut self, backends: &[Backend]) -> Self {
         self.backend_mask = backends.iter().fold(0, |m, b| m | b.bit());
+        self
+    }
+    pub fn log(mut self, level: LogLevel, sink: impl Fn(LogLevel, &str) + Send + Sync + 'static) -> Self {
+        self.logger = Some(Logger::new(level, sink));
         self
     }
 }
@@ -475,8 +536,23 @@ impl Runtime {
             if let Some(c) = &cache {
                 o.cpu_cache_dir = c.as_ptr();
             }
-            let raw = out_handle(|out| sys::tl_runtime_create(&o, out))?;
-            Ok(Runtime { raw })
+            let mut user: *mut std::sync::Arc<LogFn> = ptr::null_mut();
+            if let Some(l) = &options.logger {
+                user = Box::into_raw(Box::new(l.sink.clone()));
+                o.log = Some(log_trampoline);
+                o.log_user = user as *mut c_void;
+                o.log_level = l.level as u32;
+            }
+            match out_handle(|out| sys::tl_runtime_create(&o, out)) {
+                // `user` is leaked on purpose: see RuntimeOptions::logger.
+                Ok(raw) => Ok(Runtime { raw }),
+                Err(e) => {
+                    if !user.is_null() {
+                        drop(Box::from_raw(user));
+                    }
+                    Err(e)
+                }
+            }
         }
     }
 

@@ -319,3 +319,32 @@ fn staged_host_slices_round_trip() {
         .unwrap_err();
     assert_eq!(e.message(), format!("kernel 'saxpy' argument 1: the view reaches {} elements, the slice has {}", n + 1, n));
 }
+
+#[test]
+fn logger_receives_runtime_messages() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<(LogLevel, String)>>> = Arc::default();
+    let sink = seen.clone();
+    let rt = Runtime::with_options(
+        &RuntimeOptions::default().ignore_environment().log(LogLevel::Debug, move |l, m| sink.lock().unwrap().push((l, m.to_string()))),
+    )
+    .unwrap();
+    let dev = cpu(&rt);
+    let p = rt.open_bundle(bundle_path()).unwrap().kernel("vadd").unwrap().prepare(&dev).unwrap();
+    let x = vec![1f32; 4];
+    let mut y = vec![0f32; 4];
+    p.launch(&[Arg::tensor(&x, &[4]), Arg::tensor(&x, &[4]), Arg::tensor_mut(&mut y, &[4])]).unwrap();
+    assert_eq!(y, vec![2f32; 4]);
+    let seen = seen.lock().unwrap();
+    assert!(seen.iter().any(|(l, m)| *l == LogLevel::Info && m.contains("prepared kernel 'vadd'")), "{:?}", *seen);
+    assert!(seen.iter().any(|(l, m)| *l == LogLevel::Debug && m.contains("launch kernel 'vadd'")), "{:?}", *seen);
+    // A sink limited to warnings hears none of that.
+    let quiet: Arc<Mutex<Vec<String>>> = Arc::default();
+    let q = quiet.clone();
+    let rt2 = Runtime::with_options(
+        &RuntimeOptions::default().ignore_environment().log(LogLevel::Warning, move |_, m| q.lock().unwrap().push(m.into())),
+    )
+    .unwrap();
+    let _ = rt2.open_bundle(bundle_path()).unwrap().kernel("vadd").unwrap().prepare(&cpu(&rt2)).unwrap();
+    assert!(quiet.lock().unwrap().iter().all(|m| !m.contains("prepared kernel")), "{:?}", quiet.lock().unwrap());
+}
