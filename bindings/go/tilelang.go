@@ -8,6 +8,12 @@ package tilelang
 
 static void tlgo_set_scalar(tl_arg_t* a, uint64_t bits) { memcpy(a->value.bytes, &bits, 8); }
 
+extern void tlgoLog(void* user, int level, char* message, size_t length);
+static void tlgo_log_shim(void* user, tl_log_level_t level, const char* message, size_t length) {
+  tlgoLog(user, (int)level, (char*)message, length);
+}
+static void tlgo_set_log(tl_runtime_options_t* o, void* user) { o->log = tlgo_log_shim; o->log_user = user; }
+
 // A synchronous launch on Go memory without copies: each Go pointer is a
 // direct cgo argument (pinned for this call only), written into the C argument
 // array here and used by the runtime only until tl_launch returns.
@@ -32,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/cgo"
 	"sync"
 	"time"
 	"unsafe"
@@ -261,6 +268,11 @@ type Options struct {
 	CPUNoMemfd       bool   // CPU kernels from the cache directory, never a memfd
 	DriverSearchPath []string
 	CPUCacheDir      string
+	// Log receives the runtime's messages up to LogLevel, from any thread.
+	// The runtime may log for as long as any of its objects lives, so a sink
+	// given to a runtime that was created is kept for the rest of the process.
+	Log      func(level LogLevel, message string)
+	LogLevel LogLevel
 }
 
 // Runtime holds the loaded drivers and the probed devices.
@@ -316,8 +328,20 @@ func NewRuntime(opts *Options) (*Runtime, error) {
 			o.cpu_cache_dir = cs
 		}
 	}
+	var logHandle cgo.Handle
+	if opts != nil && opts.Log != nil {
+		logHandle = cgo.NewHandle(opts.Log)
+		user := C.malloc(C.size_t(unsafe.Sizeof(C.uintptr_t(0))))
+		*(*C.uintptr_t)(user) = C.uintptr_t(logHandle)
+		C.tlgo_set_log(&o, user)
+		o.log_level = C.uint32_t(opts.LogLevel)
+	}
 	var h *C.tl_runtime_t
 	if err := check(C.tl_runtime_create(&o, &h)); err != nil {
+		if logHandle != 0 {
+			logHandle.Delete()
+			C.free(unsafe.Pointer(o.log_user))
+		}
 		return nil, err
 	}
 	r := &Runtime{h: h}

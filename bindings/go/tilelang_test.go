@@ -517,3 +517,42 @@ func TestCodeNames(t *testing.T) {
 		t.Error("dtype names", tilelang.Float32, tilelang.BFloat16)
 	}
 }
+
+func TestLogSink(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	rt, err := tilelang.NewRuntime(&tilelang.Options{IgnoreEnv: true, LogLevel: tilelang.LogDebug,
+		Log: func(l tilelang.LogLevel, m string) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, l.String()+" "+m)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	cpu, _ := rt.DefaultDevice("cpu")
+	defer cpu.Close()
+	b, err := rt.OpenBundle(bundlePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	k, _ := b.Kernel("vadd")
+	defer k.Close()
+	p, err := k.Prepare(cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	x, y := []float32{1, 2}, []float32{0, 0}
+	if err := p.Launch(tilelang.Tensor(x, 2), tilelang.Tensor(x, 2), tilelang.Tensor(y, 2)); err != nil || y[1] != 4 {
+		t.Fatal(y, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(seen, "\n")
+	if !strings.Contains(all, "info prepared kernel 'vadd'") || !strings.Contains(all, "debug launch kernel 'vadd'") {
+		t.Fatalf("log:\n%s", all)
+	}
+}
