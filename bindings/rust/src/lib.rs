@@ -695,6 +695,29 @@ impl Device {
         Ok(b)
     }
 
+    /// Wraps memory the caller owns as a buffer of `size` bytes (a
+    /// `CUdeviceptr` on CUDA, a host pointer on the CPU); nothing is freed
+    /// when the buffer goes.
+    ///
+    /// # Safety
+    /// `pointer` must address `size` bytes of memory this device can use,
+    /// valid (and not otherwise accessed while kernels use it) until every
+    /// reference to the buffer, including those queued work holds, is gone.
+    pub unsafe fn import(&self, pointer: *mut c_void, size: usize) -> Result<Buffer> {
+        let raw = out_handle(|out| sys::tl_buffer_import(self.as_raw(), pointer, size, None, ptr::null_mut(), out))?;
+        Ok(Buffer { raw, backend: self.backend, ordinal: self.ordinal })
+    }
+
+    /// Wraps a native queue (`CUstream`, `hipStream_t`, `tbb::task_arena*`).
+    ///
+    /// # Safety
+    /// `native` must be a queue of this device's backend that outlives the
+    /// stream and everything queued on it.
+    pub unsafe fn wrap_stream(&self, native: *mut c_void) -> Result<Stream> {
+        let raw = out_handle(|out| sys::tl_stream_wrap_native(self.as_raw(), native, out))?;
+        Ok(Stream { raw, backend: self.backend, ordinal: self.ordinal, in_flight: Vec::new() })
+    }
+
     /// A new stream on this device.
     pub fn create_stream(&self) -> Result<Stream> {
         let raw = out_handle(|out| unsafe { sys::tl_stream_create(self.as_raw(), 0, out) })?;

@@ -348,3 +348,27 @@ fn logger_receives_runtime_messages() {
     let _ = rt2.open_bundle(bundle_path()).unwrap().kernel("vadd").unwrap().prepare(&cpu(&rt2)).unwrap();
     assert!(quiet.lock().unwrap().iter().all(|m| !m.contains("prepared kernel")), "{:?}", quiet.lock().unwrap());
 }
+
+#[test]
+fn imported_host_memory_is_used_in_place() {
+    let rt = runtime();
+    let dev = cpu(&rt);
+    let p = rt.open_bundle(bundle_path()).unwrap().kernel("vadd").unwrap().prepare(&dev).unwrap();
+    let n = 777usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut out = vec![0f32; n];
+    {
+        let ab = dev.upload(&a).unwrap();
+        // SAFETY: `out` outlives the buffer and is not touched while it lives.
+        let ob = unsafe { dev.import(out.as_mut_ptr() as *mut std::ffi::c_void, 4 * n) }.unwrap();
+        assert_eq!(ob.size(), 4 * n);
+        assert_eq!(ob.device_pointer() as usize, out.as_ptr() as usize);
+        p.launch(&[Arg::buffer::<f32>(&ab, &[n]), Arg::buffer::<f32>(&ab, &[n]), Arg::buffer::<f32>(&ob, &[n])]).unwrap();
+        // A view larger than the imported range is refused before the call.
+        let e = p.launch(&[Arg::buffer::<f32>(&ab, &[n]), Arg::buffer::<f32>(&ab, &[n]), Arg::buffer::<f32>(&ob, &[n + 1])]);
+        assert_eq!(e.unwrap_err().message(), format!("kernel 'vadd' argument 2: the view reaches {} bytes, the buffer has {}", 4 * (n + 1), 4 * n));
+    }
+    assert!(out.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+    // A NULL native stream is refused with a status, not a crash.
+    assert!(unsafe { dev.wrap_stream(std::ptr::null_mut()) }.is_err());
+}
