@@ -65,7 +65,7 @@ void AppendQuoted(std::string& out, std::string_view s) {
       out += c;
     } else if (c == '\n') {
       out += "\\n";
-    } else if (u < 0x20 || u >= 0x7f) {
+    } else if (u < 0x20 || u == 0x7f) {  // bytes >= 0x80 (UTF-8) stay as they are, as the frontend writes them
       out += "\\x";
       out += kHex[u >> 4];
       out += kHex[u & 15];

@@ -291,6 +291,11 @@ TEST(Text, LocStringsWithEscapesRoundTrip) {
   EXPECT_EQ(k->body[0].loc->file, "dir with \"quotes\"\\x\n.py");
   EXPECT_EQ(k->body[0].loc->line, 7);
   EXPECT_EQ(MustParse(Print(m)), m);
+  // Control bytes are escaped; UTF-8 passes through unchanged.
+  Module utf8 = MustParse(WrapKernelBody("    sync loc(\"caf\xc3\xa9/\\x7f\\x01.py\", 8)\n"));
+  const auto* k2 = As<Kernel>(utf8.functions[0].body[0]);
+  EXPECT_EQ(k2->body[0].loc->file, "caf\xc3\xa9/\x7f\x01.py");
+  EXPECT_NE(Print(utf8).find("sync loc(\"caf\xc3\xa9/\\x7f\\x01.py\", 8)"), std::string::npos) << Print(utf8);
 }
 
 // --- parser diagnostics ------------------------------------------------------
