@@ -45,6 +45,18 @@ TEST(Verify, DtypeMismatches) {
             "@t: for at t.py:2: loop 'i' stop: expected i32 (the start's dtype), found i64");
 }
 
+TEST(Verify, Loops) {
+  EXPECT_EQ(BodyError("    for i in serial(0, 8, 0) {\n    }\n"),
+            "@t: for at t.py:2: loop 'i' step: expected a nonzero step, found 0");
+  EXPECT_EQ(BodyError("    for i in pipelined(0, 8, stages=-1) {\n    }\n"),
+            "@t: for at t.py:2: loop 'i': expected stages >= 0, found -1");
+  EXPECT_EQ(BodyError("    for i in serial(x, 8) {\n    }\n"),
+            "@t: for at t.py:2: loop 'i' start: expected an integer, found f32\n"
+            "@t: for at t.py:2: loop 'i' stop: expected f32 (the start's dtype), found i32");
+  Module ok = MustParse(WrapKernelBody("    for i in serial(8:i64, 0:i64, -1:i64) {\n      A[i, 0] = x\n    }\n"));
+  EXPECT_TRUE(Verify(ok).ok()) << Verify(ok).message();
+}
+
 TEST(Verify, ConstantsWhereTheSpecRequiresThem) {
   EXPECT_EQ(BodyError("    alloc S: shared[n, 4] f32\n"),
             "@t: alloc at t.py:2: alloc 'S' dim 0: expected a positive integer constant, found n");
