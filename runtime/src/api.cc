@@ -489,7 +489,13 @@ void DestroyBundle(tl_bundle_s* b) {
 
 tl_status_t OpenBundle(tl_runtime_s* rt, const uint8_t* data, size_t size, void* owned, tl_release_fn_t release,
                        void* release_user, const std::string& what, tl_bundle_t** out) {
-  auto* b = new tl_bundle_s;
+  auto* b = new (std::nothrow) tl_bundle_s;
+  if (!b) {
+    // Ownership of the bytes passed on the call: give them back now.
+    if (release) release(release_user, data, size);
+    if (owned) rt->allocator.Free(owned);
+    return &g_out_of_memory;
+  }
   tl_runtime_retain(rt);
   b->runtime = rt;
   b->data = data;
@@ -497,22 +503,29 @@ tl_status_t OpenBundle(tl_runtime_s* rt, const uint8_t* data, size_t size, void*
   b->owned = owned;
   b->release = release;
   b->release_user = release_user;
-  auto view = tl::formats::BundleView::Open(std::span<const uint8_t>(data, size));
-  if (!view.ok()) {
-    DestroyBundle(b);
-    return ToC(view.status().Annotate("opening bundle " + what));
-  }
-  b->view = view.value();
-  const auto* kernels = b->view.manifest()->kernels();
-  for (size_t i = 0; kernels && i < kernels->size(); ++i) {
-    auto k = std::make_unique<tl_kernel_s>();
-    k->bundle = b;
-    Status s = KernelFromManifest(*kernels->Get(i), k.get());
-    if (!s.ok()) {
+  // From here on the bundle owns the bytes: every exit goes through
+  // DestroyBundle, which frees the copy or calls `release` exactly once.
+  try {
+    auto view = tl::formats::BundleView::Open(std::span<const uint8_t>(data, size));
+    if (!view.ok()) {
       DestroyBundle(b);
-      return ToC(s.Annotate("opening bundle " + what));
+      return ToC(view.status().Annotate("opening bundle " + what));
     }
-    b->kernels.push_back(std::move(k));
+    b->view = view.value();
+    const auto* kernels = b->view.manifest()->kernels();
+    for (size_t i = 0; kernels && i < kernels->size(); ++i) {
+      auto k = std::make_unique<tl_kernel_s>();
+      k->bundle = b;
+      Status s = KernelFromManifest(*kernels->Get(i), k.get());
+      if (!s.ok()) {
+        DestroyBundle(b);
+        return ToC(s.Annotate("opening bundle " + what));
+      }
+      b->kernels.push_back(std::move(k));
+    }
+  } catch (...) {
+    DestroyBundle(b);
+    throw;
   }
   rt->logger.Log(TL_LOG_DEBUG, "opened bundle %s: %zu bytes, %zu kernel(s)", what.c_str(), size, b->kernels.size());
   *out = b;
@@ -536,8 +549,10 @@ TL_API tl_status_t tl_bundle_open_memory(tl_runtime_t* runtime, const void* data
   if (!runtime) return fail(Err(StatusCode::kInvalidArgument, "tl_bundle_open_memory: runtime is NULL"));
   if (!data && size) return fail(Err(StatusCode::kInvalidArgument, "tl_bundle_open_memory: data is NULL with size %zu", size));
   try {
-    if (release) return OpenBundle(runtime, static_cast<const uint8_t*>(data), size, nullptr, release, release_user,
-                                   "from memory", out_bundle);
+    if (release) {
+      return OpenBundle(runtime, static_cast<const uint8_t*>(data), size, nullptr, release, release_user,
+                        "from memory", out_bundle);
+    }
     void* copy = runtime->allocator.Allocate(size, 64);
     if (!copy) return Err(StatusCode::kResourceExhausted, "tl_bundle_open_memory: copying %zu bytes failed", size);
     if (size) memcpy(copy, data, size);

@@ -366,7 +366,13 @@ TEST_F(Api, KernelReflection) {
   tl_kernel_release(k);
   k = Kernel("vadd");
   EXPECT_STREQ(tl_kernel_attr(k, "out_idx"), "2");
+  EXPECT_EQ(tl_kernel_attr(k, nullptr), nullptr);
+  tl_kernel_retain(k);  // a kernel reference is a bundle reference
   tl_kernel_release(k);
+  tl_kernel_release(k);
+  tl_kernel_release(nullptr);
+  EXPECT_STREQ(tl_kernel_name(nullptr), "");
+  EXPECT_EQ(tl_kernel_param_count(nullptr), 0u);
 }
 
 //===--- prepare ---===//

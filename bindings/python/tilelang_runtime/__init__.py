@@ -29,6 +29,10 @@ __all__ = ["Runtime", "Device", "Bundle", "Kernel", "Param", "Prepared", "TLErro
 
 _lib, library_path = _ffi.load()
 
+# Tests set this to exercise the host <-> device staging of numpy arrays on the
+# CPU device (where device memory is host memory).
+_FORCE_STAGING = False
+
 
 def abi_version():
     """(major, minor) of the C ABI the loaded library implements."""
@@ -445,14 +449,14 @@ class Prepared:
         full, allocated = self._bind(args)
         params = self.kernel.params
         c_args = (_ffi.Arg * len(full))()
-        keep, views = [], []
+        keep, views, staged = [], [], []
         try:
             for i, (p, a) in enumerate(zip(params, full)):
                 c = c_args[i]
                 if p.kind == "scalar":
                     self._scalar(c, p, a)
                 else:
-                    self._tensor(c, p, a, keep, views)
+                    self._tensor(c, p, a, keep, views, staged)
             opts = None
             if grid is not None:
                 g = list(grid) + [1] * (3 - len(grid))
@@ -462,9 +466,14 @@ class Prepared:
                     opts.grid[k] = int(g[k])
                 opts = ctypes.byref(opts)
             _check(_lib.tl_launch(self._handle, stream._handle if stream else None, len(full), c_args, opts))
+            for p, array, buf in staged:  # results back into the numpy arrays
+                if p.access in ("write", "read_write") and array.nbytes:
+                    _check(_lib.tl_buffer_copy_to_host(buf, 0, array.ctypes.data, array.nbytes, None))
         finally:
             for v in views:
                 v.close()
+            for _, _, buf in staged:
+                _lib.tl_buffer_release(buf)
         if not allocated:
             return None
         outs = [full[i] for i in allocated]
@@ -488,16 +497,30 @@ class Prepared:
         c.scalar_size = len(raw)
         ctypes.memmove(c.value.bytes, raw, min(len(raw), 8))
 
-    def _tensor(self, c, p, a, keep, views):
+    def _stage(self, p, a, staged):
+        """Copies a host array into a new device buffer; returns its device pointer."""
+        if not a.flags.c_contiguous:
+            raise TypeError(f"parameter '{p.name}': staging to device {self.device.backend} needs a C-contiguous "
+                            f"array (strides {a.strides})")
+        buf = ctypes.c_void_p()
+        _check(_lib.tl_buffer_allocate(self.device._handle, a.nbytes, ctypes.byref(buf)))
+        staged.append((p, a, buf))
+        if a.nbytes:
+            _check(_lib.tl_buffer_copy_from_host(buf, 0, a.ctypes.data, a.nbytes, None))
+        return _lib.tl_buffer_device_pointer(buf)
+
+    def _tensor(self, c, p, a, keep, views, staged):
         c.kind = _ffi.ARG_TENSOR
         if isinstance(a, np.ndarray):
             dl = _NP_TO_DL.get(a.dtype)
             if dl is None:
                 raise TypeError(f"parameter '{p.name}': numpy dtype {a.dtype} has no runtime dtype")
-            if self.device.backend != "cpu":
-                raise TypeError(f"parameter '{p.name}': a numpy array is host memory; device "
-                                f"{self.device.backend} needs a device tensor (__dlpack__)")
-            data = a.ctypes.data
+            if self.device.backend != "cpu" or _FORCE_STAGING:
+                # Host memory for a device: copied in, and written parameters
+                # copied back after the (synchronous) launch.
+                data = self._stage(p, a, staged)
+            else:
+                data = a.ctypes.data
             shape = list(a.shape)
             strides = [s // a.itemsize for s in a.strides] if a.itemsize else None
             if any(s % a.itemsize for s in a.strides):

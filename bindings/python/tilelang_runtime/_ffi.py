@@ -179,6 +179,13 @@ _SIGNATURES = {
     "tl_stream_create": (c_status, [ctypes.c_void_p, ctypes.c_uint32, P(ctypes.c_void_p)]),
     "tl_stream_synchronize": (c_status, [ctypes.c_void_p, ctypes.c_uint64]),
     "tl_stream_release": (None, [ctypes.c_void_p]),
+    "tl_buffer_allocate": (c_status, [ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_void_p)]),
+    "tl_buffer_release": (None, [ctypes.c_void_p]),
+    "tl_buffer_device_pointer": (ctypes.c_void_p, [ctypes.c_void_p]),
+    "tl_buffer_copy_from_host": (c_status, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                            ctypes.c_void_p]),
+    "tl_buffer_copy_to_host": (c_status, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                          ctypes.c_void_p]),
     "tl_launch": (c_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, P(Arg), P(LaunchOptions)]),
 }
 
