@@ -47,6 +47,44 @@ void SortKeyValues(std::vector<std::unique_ptr<tl::bundle::KeyValueT>>& kvs) {
   });
 }
 
+template <typename T>
+bool AnyNull(const std::vector<std::unique_ptr<T>>& v) {
+  for (const auto& p : v) {
+    if (!p) return true;
+  }
+  return false;
+}
+
+// The flatbuffers object API dereferences every element of a table vector and
+// silently drops a null required table (asserting only in debug builds), so
+// a caller's missing pieces are reported here, by name, before packing.
+Status CheckObjectTree(const tl::bundle::KernelT& k) {
+  const char* name = k.name.c_str();
+  if (AnyNull(k.params) || AnyNull(k.variants) || AnyNull(k.attrs)) {
+    return MakeStatus(StatusCode::kInvalidArgument, "kernel '%s': null entry in params, variants or attrs", name);
+  }
+  for (const auto& param : k.params) {
+    if (AnyNull(param->shape)) {
+      return MakeStatus(StatusCode::kInvalidArgument, "kernel '%s' param '%s': null shape dim", name,
+                        param->name.c_str());
+    }
+  }
+  for (const auto& v : k.variants) {
+    const char* id = v->id.c_str();
+    if (!v->requires_ || !v->launch) {
+      return MakeStatus(StatusCode::kInvalidArgument, "kernel '%s' variant '%s': %s is null (required)", name, id,
+                        v->requires_ ? "launch" : "requires");
+    }
+    const auto& l = *v->launch;
+    if (AnyNull(v->guards) || AnyNull(v->build_attrs) || AnyNull(l.grid) || AnyNull(l.param_slots) ||
+        AnyNull(l.vk_bindings) || AnyNull(l.vk_push) || AnyNull(l.vk_spec)) {
+      return MakeStatus(StatusCode::kInvalidArgument, "kernel '%s' variant '%s': null entry in a table vector", name,
+                        id);
+    }
+  }
+  return Status::Ok();
+}
+
 struct StoredPayload {
   std::vector<uint8_t> bytes;
   tl::bundle::Compression compression = tl::bundle::Compression::NONE;
@@ -129,10 +167,10 @@ StatusOr<std::vector<uint8_t>> BundleWriter::Finish() {
   bundle.must_understand = {"core.v1"};
   if (in.producer) bundle.producer = std::make_unique<tl::bundle::ProducerT>(*in.producer);
   for (const auto& [name, kernel] : in.kernels) {
+    TL_RETURN_IF_ERROR(CheckObjectTree(*kernel));
     auto copy = std::make_unique<tl::bundle::KernelT>(*kernel);
     SortKeyValues(copy->attrs);
     for (auto& variant : copy->variants) {
-      if (!variant) return MakeStatus(StatusCode::kInvalidArgument, "kernel '%s': null variant", name.c_str());
       if (variant->payload >= num_payloads) {
         return MakeStatus(StatusCode::kInvalidArgument,
                           "kernel '%s' variant '%s': payload index %u out of range (%u payloads added)", name.c_str(),

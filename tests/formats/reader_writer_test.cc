@@ -175,6 +175,31 @@ TEST(BundleWriter, SelfCheckRejectsWhatTheReaderWould) {
   EXPECT_NE(out.status().message().find("duplicate variant id"), std::string::npos) << out.status().message();
 }
 
+TEST(BundleWriter, ReportsMissingRequiredTables) {
+  testing::Parts parts = testing::Split(BuildSample(Sample::kMinimal));
+  for (int which = 0; which < 3; ++which) {
+    BundleWriter w;
+    w.AddPayload({1});
+    auto k = std::make_unique<tl::bundle::KernelT>(*parts.manifest.kernels[0]);
+    k->variants[0]->payload = 0;
+    const char* expected = nullptr;
+    if (which == 0) {
+      k->variants[0]->requires_.reset();
+      expected = "kernel 'copy' variant 'cpu.x86-64-v1': requires is null (required)";
+    } else if (which == 1) {
+      k->variants[0]->launch.reset();
+      expected = "kernel 'copy' variant 'cpu.x86-64-v1': launch is null (required)";
+    } else {
+      k->params.push_back(nullptr);
+      expected = "kernel 'copy': null entry in params, variants or attrs";
+    }
+    ASSERT_TRUE(w.AddKernel(std::move(k)).ok());
+    StatusOr<std::vector<uint8_t>> out = w.Finish();
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(out.status().message().find(expected), std::string::npos) << out.status().message();
+  }
+}
+
 TEST(BundleWriter, EmptyBundleRoundTrips) {
   BundleWriter w;
   StatusOr<std::vector<uint8_t>> bytes = w.Finish();
