@@ -3,6 +3,8 @@
  * why the runtime chose the variant it chose.
  *
  *   run_bundle BUNDLE.tlb [KERNEL]
+ *   run_bundle --describe      print every device's description as JSON (the
+ *                              format of tests/runtime/goldens/devices/)
  *
  * KERNEL (default "gemm") must have the signature gemm(A[M,K], B[K,N],
  * C[M,N]) in float32, as the runtime's test bundle and the standard kernel
@@ -51,8 +53,28 @@ int main(int argc, char** argv) {
   int rc = 1;
 
   if (argc < 2) {
-    fprintf(stderr, "usage: %s BUNDLE.tlb [KERNEL]\n", argv[0]);
+    fprintf(stderr, "usage: %s BUNDLE.tlb [KERNEL] | --describe\n", argv[0]);
     return 2;
+  }
+  if (strcmp(argv[1], "--describe") == 0) {
+    tl_runtime_options_init(&options);
+    if (failed(tl_runtime_create(&options, &runtime), "tl_runtime_create")) return 1;
+    count = tl_runtime_device_count(runtime);
+    for (i = 0; i < count; ++i) {
+      tl_device_t* device = NULL;
+      if (failed(tl_runtime_device_at(runtime, i, &device), "tl_runtime_device_at")) break;
+      printf("%s", tl_device_describe(device));
+      tl_device_release(device);
+    }
+    for (i = TL_BACKEND_CUDA; i <= TL_BACKEND_CPU; ++i) {
+      tl_status_t status = tl_runtime_backend_status(runtime, (tl_backend_t)i);
+      if (status) {
+        printf("# %s: %s\n", backend_name((uint32_t)i), tl_status_message(status));
+        tl_status_free(status);
+      }
+    }
+    tl_runtime_release(runtime);
+    return 0;
   }
   printf("tilelang runtime %s, ABI %u.%u\n", tl_runtime_version_string(), tl_abi_version() >> 16,
          tl_abi_version() & 0xFFFFu);

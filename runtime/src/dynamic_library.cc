@@ -22,7 +22,11 @@ StatusOr<std::unique_ptr<DynamicLibrary>> DynamicLibrary::Open(const char* what,
   std::string tried;
   for (const auto& path : candidates) {
     // RTLD_LOCAL: driver symbols must not interpose on anything else.
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: GPU drivers start threads and register exit handlers;
+    // unloading one while those live crashes, so a driver stays mapped for
+    // the life of the process once found (runtimes come and go, the driver
+    // is loaded once).
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle) return std::unique_ptr<DynamicLibrary>(new DynamicLibrary(handle, path));
     const char* err = dlerror();
     tried += (tried.empty() ? "" : "; ") + path + " (" + (err ? err : "unknown error") + ")";

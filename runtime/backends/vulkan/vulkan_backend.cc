@@ -6,6 +6,7 @@
 #define VK_NO_PROTOTYPES
 #include <vulkan/vulkan_core.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -108,14 +109,31 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
   if (count) st->vkEnumeratePhysicalDevices(st->instance, &count, physical.data());
   physical.resize(count);
   for (VkPhysicalDevice pd : physical) {
+    uint32_t ext_count = 0;
+    st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, nullptr);
+    std::vector<VkExtensionProperties> exts(ext_count);
+    if (ext_count) st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, exts.data());
+    exts.resize(std::min<size_t>(ext_count, exts.size()));
+    bool size_control_ext = false;
+    for (const auto& e : exts) {
+      size_control_ext = size_control_ext || strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0;
+    }
+    VkPhysicalDeviceProperties base{};
+    st->vkGetPhysicalDeviceProperties(pd, &base);
+    if (base.apiVersion < VK_API_VERSION_1_1) continue;  // 1.1 needed for the queries below
+
+    VkPhysicalDeviceSubgroupSizeControlProperties size_control{};
+    size_control.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES;
     VkPhysicalDeviceSubgroupProperties subgroup{};
     subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    // Chaining a struct the device does not know is invalid usage: the size
+    // range needs Vulkan 1.3 or VK_EXT_subgroup_size_control.
+    if (base.apiVersion >= VK_API_VERSION_1_3 || size_control_ext) subgroup.pNext = &size_control;
     VkPhysicalDeviceProperties2 props{};
     props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
     props.pNext = &subgroup;
     st->vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceProperties& p = props.properties;
-    if (p.apiVersion < VK_API_VERSION_1_1) continue;  // 1.1 needed for the feature queries below
 
     VkPhysicalDeviceVulkan12Features f12{};
     f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
@@ -137,13 +155,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.flags |= TL_DEVICE_FLAG_SOFTWARE;
     if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU) d.flags |= TL_DEVICE_FLAG_INTEGRATED;
     AddFeatureTokens(f2, f11, f12, &d.vk_features);
-    uint32_t ext_count = 0;
-    st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, nullptr);
-    std::vector<VkExtensionProperties> exts(ext_count);
-    if (ext_count) st->vkEnumerateDeviceExtensionProperties(pd, nullptr, &ext_count, exts.data());
-    for (uint32_t e = 0; e < ext_count && e < exts.size(); ++e) {
-      d.vk_features.push_back(std::string("vk.ext.") + exts[e].extensionName);
-    }
+    for (const auto& e : exts) d.vk_features.push_back(std::string("vk.ext.") + e.extensionName);
     VkPhysicalDeviceMemoryProperties mem{};
     st->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
@@ -157,8 +169,12 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
       d.limits.max_grid[i] = l.maxComputeWorkGroupCount[i];
     }
     d.limits.max_push_constant_bytes = l.maxPushConstantsSize;
-    // Without VK_EXT_subgroup_size_control the size is fixed.
+    // Without subgroup size control the size is fixed at subgroupSize.
     d.limits.subgroup_min = d.limits.subgroup_max = subgroup.subgroupSize;
+    if (subgroup.pNext && size_control.minSubgroupSize != 0) {
+      d.limits.subgroup_min = size_control.minSubgroupSize;
+      d.limits.subgroup_max = size_control.maxSubgroupSize;
+    }
     d.Finalize();
     backend->devices.push_back(std::make_unique<ProbeOnlyDevice>(std::move(d)));
   }
