@@ -83,7 +83,9 @@ install(FILES
 # --- Test: build and run programs against an installed tree only -------------
 # (C with pkg-config and with find_package, examples/c, the Python packages,
 # and examples/rust and examples/go when cargo and go are present.)
-if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle)
+# Not under sanitizers: programs built outside this build would load an
+# instrumented library without the sanitizer runtime first.
+if(TL_BUILD_TESTS AND TARGET tl_rt_standard_bundle AND NOT TL_SANITIZE_ADDRESS AND NOT TL_SANITIZE_THREAD)
   find_program(TL_PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf)
   find_program(TL_INSTALL_TEST_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
   find_program(TL_INSTALL_TEST_CARGO NAMES cargo HINTS $ENV{HOME}/.cargo/bin)
