@@ -67,6 +67,7 @@ void Sha256::Compress(const uint8_t block[64]) {
 void Sha256::Update(std::span<const uint8_t> data) {
   const uint8_t* p = data.data();
   size_t n = data.size();
+  if (n == 0) return;  // data() may be null; memcpy must not see it
   total_bytes_ += n;
   if (buffered_ > 0) {
     const size_t take = std::min(n, sizeof(buffer_) - buffered_);
