@@ -238,3 +238,21 @@ def test_numpy_arrays_are_staged_through_device_buffers(bundle, monkeypatch):
     assert (y == 5.0).all()
     with pytest.raises(TypeError, match="needs a C-contiguous array"):
         g(np.zeros((19, 46), np.float32)[:, ::2], B)
+
+
+def test_streams(rt, bundle):
+    s = rt.best_device().stream()
+    vadd = bundle.kernel("vadd").prepare()
+    a = np.arange(5000, dtype=np.float32)
+    c = np.zeros(5000, np.float32)
+    vadd(a, a, c, stream=s)
+    vadd(c, c, c, stream=s)  # in order after the first
+    s.synchronize(timeout=30)
+    np.testing.assert_array_equal(c, 4 * a)
+    bundle.kernel("fail_at").prepare()(np.zeros(8, np.float32), stream=s)
+    with pytest.raises(tlr.TLError) as e:
+        s.synchronize()
+    assert "block (3, 0, 0) returned 7" in str(e.value)
+    s.synchronize()  # the failure was reported once
+    with pytest.raises(TypeError, match="outputs cannot be allocated"):
+        bundle.kernel("gemm").prepare()(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32), stream=s)

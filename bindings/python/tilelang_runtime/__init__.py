@@ -24,8 +24,8 @@ import numpy as np
 
 from . import _ffi
 
-__all__ = ["Runtime", "Device", "Bundle", "Kernel", "Param", "Prepared", "TLError", "abi_version", "version",
-           "library_path"]
+__all__ = ["Runtime", "Device", "Bundle", "Kernel", "Param", "Prepared", "Stream", "TLError", "abi_version",
+           "version", "library_path"]
 
 _lib, library_path = _ffi.load()
 
@@ -105,6 +105,10 @@ class Device:
         """The probed description selection runs on (dict; the golden format)."""
         return json.loads(_lib.tl_device_describe(self._handle).decode())
 
+    def stream(self):
+        """A new in-order queue on this device (see Stream)."""
+        return Stream(self)
+
     def __del__(self):
         try:
             _lib.tl_device_release(self._handle)
@@ -113,6 +117,39 @@ class Device:
 
     def __repr__(self):
         return f"Device({self.backend}:{self.ordinal} {self.name!r} {self.arch})"
+
+
+class Stream:
+    """An in-order queue of launches on one device: p(*args, stream=s) returns
+    once the launch is queued; s.synchronize() waits and raises the first
+    failure of queued work. Arrays passed to queued launches must stay alive
+    and unchanged until then (outputs cannot be allocated for queued launches).
+    Use a stream from one thread at a time."""
+
+    def __init__(self, device):
+        self.device = device
+        h = ctypes.c_void_p()
+        _check(_lib.tl_stream_create(device._handle, 0, ctypes.byref(h)))
+        self._handle = h
+        self._pending = []  # keeps argument arrays alive until synchronize
+
+    def synchronize(self, timeout=None):
+        """Waits for queued work; timeout in seconds (None: no limit).
+        Raises TLError DEADLINE_EXCEEDED when it runs out."""
+        ns = 2**64 - 1 if timeout is None else int(timeout * 1e9)
+        try:
+            _check(_lib.tl_stream_synchronize(self._handle, ns))
+        except TLError as e:
+            if e.code_name != "DEADLINE_EXCEEDED":
+                self._pending.clear()
+            raise
+        self._pending.clear()
+
+    def __del__(self):
+        try:
+            _lib.tl_stream_release(self._handle)  # waits for queued work
+        except Exception:
+            pass
 
 
 class Runtime:
@@ -447,6 +484,9 @@ class Prepared:
 
     def __call__(self, *args, grid=None, stream=None):
         full, allocated = self._bind(args)
+        if stream is not None and (allocated or self.device.backend != "cpu" or _FORCE_STAGING):
+            raise TypeError("queued launches take every argument, as device memory: outputs cannot be allocated "
+                            "and numpy arrays cannot be staged for a stream")
         params = self.kernel.params
         c_args = (_ffi.Arg * len(full))()
         keep, views, staged = [], [], []
@@ -466,6 +506,8 @@ class Prepared:
                     opts.grid[k] = int(g[k])
                 opts = ctypes.byref(opts)
             _check(_lib.tl_launch(self._handle, stream._handle if stream else None, len(full), c_args, opts))
+            if stream is not None:
+                stream._pending.append(keep)
             for p, array, buf in staged:  # results back into the numpy arrays
                 if p.access in ("write", "read_write") and array.nbytes:
                     _check(_lib.tl_buffer_copy_to_host(buf, 0, array.ctypes.data, array.nbytes, None))
