@@ -232,7 +232,8 @@ DType ExprDType(const Expr& e);
 // `lookup` when given (e.g. dynamic symbols bound at launch); anything else
 // that is not a constant (loads, floats, unknown names) gives nullopt, as
 // does division by zero. Arithmetic wraps to the expression's dtype, like the
-// generated code. Use it for region extents, allocation dims, grid dims.
+// generated code (a u64 result is returned as its bit pattern; bool as 0/1).
+// Use it for region extents, allocation dims, grid dims.
 using NameLookup = std::function<std::optional<int64_t>(std::string_view name)>;
 std::optional<int64_t> FoldInt(const Expr& e, const NameLookup& lookup = nullptr);
 
