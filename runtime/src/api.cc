@@ -1069,7 +1069,7 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   uint64_t grid[3] = {1, 1, 1};
   const bool explicit_grid = o.grid[0] || o.grid[1] || o.grid[2];
   if (explicit_grid) {
-    for (int a = 0; a < 3; ++a) grid[a] = o.grid[a];
+    for (int a = 0; a < 3; ++a) grid[a] = o.grid[a] ? o.grid[a] : 1;  // {n, 0, 0} means {n, 1, 1}
   } else {
     if (l.grid.empty()) {
       return Err(StatusCode::kInvalidArgument,

@@ -586,6 +586,12 @@ TEST_F(Api, ExplicitGridAndLimits) {
   ASSERT_OK(tl_launch(p, nullptr, 3, args, &o));
   EXPECT_EQ(c[511], 3.0f);
   EXPECT_EQ(c[512], 0.0f);
+  o.grid[0] = 3;  // {3, 0, 0} reads as {3, 1, 1}
+  o.grid[1] = o.grid[2] = 0;
+  ASSERT_OK(tl_launch(p, nullptr, 3, args, &o));
+  EXPECT_EQ(c[767], 3.0f);
+  EXPECT_EQ(c[768], 0.0f);
+  o.grid[1] = o.grid[2] = 1;
   o.grid[1] = 70000;
   EXPECT_ERR(tl_launch(p, nullptr, 3, args, &o), "INVALID_ARGUMENT", "grid y is 70000, device limit 65535");
   o.grid[1] = 1;
@@ -607,6 +613,8 @@ TEST_F(Api, BlockFailureIsReportedWithItsIndex) {
   EXPECT_ERR(tl_launch(p, nullptr, 1, &arg, nullptr), "INTERNAL", "kernel 'fail_at' variant 'cpu.x86-64-v");
   EXPECT_ERR(tl_launch(p, nullptr, 1, &arg, nullptr), "INTERNAL", "block (3, 0, 0) returned 7");
   n = 3;  // grid x = N = 3: block 3 never runs
+  EXPECT_OK(tl_launch(p, nullptr, 1, &arg, nullptr));
+  n = 0;  // an empty problem: grid 0, nothing runs
   EXPECT_OK(tl_launch(p, nullptr, 1, &arg, nullptr));
   tl_prepared_release(p);
 }

@@ -453,7 +453,7 @@ typedef struct tl_arg_t {
 
 typedef struct tl_launch_options_t {
   uint32_t struct_size;  /* sizeof(tl_launch_options_t) */
-  uint32_t grid[3];      /* {0,0,0}: evaluate the bundle's grid expressions */
+  uint32_t grid[3];      /* {0,0,0}: evaluate the bundle's grid expressions; else a 0 reads as 1 */
   uint32_t flags;        /* reserved, 0 */
 } tl_launch_options_t;
 
@@ -465,7 +465,8 @@ typedef struct tl_launch_options_t {
  * index and name, and the numbers: "kernel 'gemm' argument 2 'C': dim 1 is
  * 100, expected 128". `stream` NULL: synchronous (returns when done).
  * `options` NULL: defaults. Argument arrays are copied; the memory they point
- * to must stay valid until the work is done. */
+ * to must stay valid until the work is done. A grid expression that evaluates
+ * to 0 (an empty problem) launches nothing and succeeds. */
 TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_t arg_count, const tl_arg_t* args,
                              const tl_launch_options_t* options);
 
