@@ -1157,7 +1157,9 @@ func (p *Prepared) Explain() string {
 	return C.GoString(C.tl_prepared_explain(h))
 }
 
-// LaunchOptions: Grid {0,0,0} evaluates the bundle's grid expressions.
+// LaunchOptions: Grid {0,0,0} evaluates the bundle's grid expressions;
+// otherwise a 0 reads as 1. A grid expression evaluating to 0 (an empty
+// problem) launches nothing and succeeds.
 type LaunchOptions struct {
 	Grid [3]uint32
 }

@@ -556,3 +556,28 @@ func TestLogSink(t *testing.T) {
 		t.Fatalf("log:\n%s", all)
 	}
 }
+
+func TestEmptyProblemsAndExplicitGrids(t *testing.T) {
+	e := setup(t)
+	p := e.prepare(t, "vadd")
+	var empty []float32
+	if err := p.Launch(tilelang.Tensor(empty, 0), tilelang.Tensor(empty, 0), tilelang.Tensor(empty, 0)); err != nil {
+		t.Fatal("empty problem:", err)
+	}
+	if err := tilelang.LaunchStaged(p, tilelang.Tensor(empty, 0), tilelang.Tensor(empty, 0), tilelang.Tensor(empty, 0)); err != nil {
+		t.Fatal("empty problem, staged:", err)
+	}
+	n := 600
+	a, c := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i] = 1
+	}
+	if err := p.LaunchWith(&tilelang.LaunchOptions{Grid: [3]uint32{1, 0, 0}}, tilelang.Tensor(a, n), tilelang.Tensor(a, n), tilelang.Tensor(c, n)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c {
+		if want := float32(0); i < 256 && c[i] != 2 || i >= 256 && c[i] != want {
+			t.Fatalf("c[%d] = %v", i, c[i])
+		}
+	}
+}

@@ -1049,7 +1049,8 @@ impl<'a> Arg<'a> {
 /// Launch options: an explicit grid instead of the bundle's grid expressions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaunchOptions {
-    /// [0, 0, 0]: evaluate the bundle's grid expressions.
+    /// [0, 0, 0]: evaluate the bundle's grid expressions; otherwise a 0
+    /// reads as 1. (A grid expression evaluating to 0 launches nothing.)
     pub grid: [u32; 3],
 }
 

@@ -372,3 +372,22 @@ fn imported_host_memory_is_used_in_place() {
     // A NULL native stream is refused with a status, not a crash.
     assert!(unsafe { dev.wrap_stream(std::ptr::null_mut()) }.is_err());
 }
+
+#[test]
+fn empty_problems_and_explicit_grids() {
+    let rt = runtime();
+    let dev = cpu(&rt);
+    let p = rt.open_bundle(bundle_path()).unwrap().kernel("vadd").unwrap().prepare(&dev).unwrap();
+    // N = 0: the grid evaluates to 0, nothing runs, the launch succeeds.
+    let empty: [f32; 0] = [];
+    let mut out: [f32; 0] = [];
+    p.launch(&[Arg::tensor(&empty, &[0]), Arg::tensor(&empty, &[0]), Arg::tensor_mut(&mut out, &[0])]).unwrap();
+    p.launch_staged(&[Arg::tensor(&empty, &[0]), Arg::tensor(&empty, &[0]), Arg::tensor_mut(&mut out, &[0])]).unwrap();
+    // An explicit grid of one block covers the first 256 elements only.
+    let n = 600;
+    let a = vec![1f32; n];
+    let mut c = vec![0f32; n];
+    p.launch_with(&[Arg::tensor(&a, &[n]), Arg::tensor(&a, &[n]), Arg::tensor_mut(&mut c, &[n])], &LaunchOptions { grid: [1, 0, 0] })
+        .unwrap();
+    assert!(c[..256].iter().all(|&v| v == 2.0) && c[256..].iter().all(|&v| v == 0.0));
+}
