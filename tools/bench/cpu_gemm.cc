@@ -2,14 +2,15 @@
 // same problem, same thread count. Not a test: prints GFLOP/s and the ratio.
 //
 //   build-cpu/bin/cpu_gemm [--threads T] [--sizes 512,1024,2048] [--isa x86-64-v3]
-//                          [--block 192,256,128] [--runs 5] [--emit-source DIR]
+//                          [--block 192,256,128] [--runs 5] [--emit-source DIR] [--panels 0|1]
 //
 // Our kernel is the tile program below (a plain TileLang GEMM: copy tiles to
 // shared memory, T.gemm into a fragment, copy out), compiled by the real
 // pipeline (LowerFunction + HostCompiler) and run the way the runtime runs
 // it: blocks spread over T threads, static contiguous ranges (oneTBB's
-// static_partitioner), per-thread scratch. Timing: one warm-up, then the
-// median of --runs runs; both results are checked against each other.
+// static_partitioner), per-thread scratch. Timing: one warm-up each, then
+// --runs runs alternating ours and OpenBLAS, medians; both results are
+// checked against each other.
 #include <cblas.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
   std::vector<int> block;
   int runs = 5;
   std::string isa_name, emit;
+  bool panels = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--threads") threads = std::atoi(v.c_str());
@@ -125,6 +127,7 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::max(1, std::atoi(v.c_str()));
     else if (a == "--isa") isa_name = v;
     else if (a == "--emit-source") emit = v;
+    else if (a == "--panels") panels = v != "0";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 1;
@@ -152,13 +155,14 @@ int main(int argc, char** argv) {
   }
   openblas_set_num_threads(threads);
   Pool pool(threads);
-  std::printf("cpu_gemm: %d threads, ours %s tiles %dx%dx%d, OpenBLAS core %s\n", threads,
-              tl::toolchain::IsaName(isa), block[0], block[1], block[2], openblas_get_corename());
+  std::printf("cpu_gemm: %d threads, ours %s tiles %dx%dx%d%s, OpenBLAS core %s\n", threads,
+              tl::toolchain::IsaName(isa), block[0], block[1], block[2], panels ? "" : " (no panel layout)",
+              openblas_get_corename());
   std::printf("%6s %12s %12s %8s %10s\n", "n", "ours GF/s", "OpenBLAS", "ratio", "max|diff|");
   for (int n : sizes) {
     tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(GemmTir(n, block[0], block[1], block[2]), "cpu_gemm.tir");
     if (!m.ok()) return std::fprintf(stderr, "%s\n", m.status().ToString().c_str()), 1;
-    tl::StatusOr<tl::codegen::cpu::CpuKernel> k = tl::codegen::cpu::LowerFunction(m->functions[0]);
+    tl::StatusOr<tl::codegen::cpu::CpuKernel> k = tl::codegen::cpu::LowerFunction(m->functions[0], {{panels}});
     if (!k.ok()) return std::fprintf(stderr, "%s\n", k.status().ToString().c_str()), 1;
     if (!emit.empty()) {
       FILE* f = std::fopen((emit + "/sgemm_" + std::to_string(n) + ".cc").c_str(), "w");
@@ -206,21 +210,26 @@ int main(int argc, char** argv) {
         if (kern->fn(&d, &blk) != 0) std::abort();
       }
     };
-    auto time = [&](const std::function<void()>& f) {
-      f();  // warm-up
-      std::vector<double> s;
-      for (int r = 0; r < runs; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return Median(s);
+    // Warm both up, then alternate ours / OpenBLAS run by run, so clock or
+    // neighbour drift on a shared machine hits both alike; report medians.
+    auto seconds = [](const std::function<void()>& f) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    const double ours = time([&] { pool.Run(body); });
-    const double blas = time([&] {
+    const std::function<void()> run_ours = [&] { pool.Run(body); };
+    const std::function<void()> run_blas = [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, R.data(),
                   n);
-    });
+    };
+    run_ours();
+    run_blas();
+    std::vector<double> t_ours, t_blas;
+    for (int r = 0; r < runs; ++r) {
+      t_ours.push_back(seconds(run_ours));
+      t_blas.push_back(seconds(run_blas));
+    }
+    const double ours = Median(t_ours), blas = Median(t_blas);
     double diff = 0;
     for (size_t i = 0; i < C.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(C[i] - R[i])));
     const double flop = 2.0 * n * n * n;

@@ -34,16 +34,29 @@ std::vector<ir::Function> Functions(const std::string& text) {
   return m.ok() ? m->functions : std::vector<ir::Function>{};
 }
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/tl-bundle-test-XXXXXX";
-  const char* d = mkdtemp(tmpl);
-  EXPECT_NE(d, nullptr);
-  return d;
-}
+// A temporary directory removed when the test ends.
+class TempDirHolder {
+ public:
+  TempDirHolder() {
+    char tmpl[] = "/tmp/tl-bundle-test-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    EXPECT_NE(d, nullptr);
+    path_ = d != nullptr ? d : "/tmp";
+  }
+  ~TempDirHolder() {
+    std::error_code ec;
+    if (path_ != "/tmp") fs::remove_all(path_, ec);
+  }
+  operator std::string() const { return path_; }  // NOLINT: implicit by design
+
+ private:
+  std::string path_;
+};
 
 TEST(CpuBundle, SignatureVariantsAndLaunch) {
   CpuBuildOptions o;
-  o.compiler.cache_dir = TempDir();
+  const TempDirHolder cache_dir;
+  o.compiler.cache_dir = cache_dir;
   StatusOr<std::vector<uint8_t>> bytes = BuildCpuBundle(Functions(kTir), o);
   ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
   StatusOr<formats::BundleView> view = formats::BundleView::Open(*bytes);
@@ -103,7 +116,8 @@ TEST(CpuBundle, SignatureVariantsAndLaunch) {
 }
 
 TEST(CpuBundle, ReproducibleAndCached) {
-  const std::string cache = TempDir();
+  const TempDirHolder cache_holder;
+  const std::string cache = cache_holder;
   std::vector<std::string> log;
   CpuBuildOptions o;
   o.compiler.cache_dir = cache;
@@ -140,7 +154,8 @@ TEST(CpuBundle, BadTargetName) {
 }
 
 TEST(CpuBundle, CompilerFailureNamesKernelTargetAndLine) {
-  const std::string dir = TempDir();
+  const TempDirHolder dir_holder;
+  const std::string dir = dir_holder;
   const std::string cc = dir + "/fakecc";
   {
     std::ofstream f(cc);
@@ -180,7 +195,8 @@ func @bad(A: tensor[64, 64] f32) loc("bad.py", 2) {
 }
 
 TEST(CpuBundle, EmittedSourceExportsOnlyTheQuery) {
-  const std::string dir = TempDir();
+  const TempDirHolder dir_holder;
+  const std::string dir = dir_holder;
   CpuBuildOptions o;
   o.targets = {toolchain::IsaLevel::kV2};
   o.emit_source_dir = dir;

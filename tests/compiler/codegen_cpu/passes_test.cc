@@ -124,6 +124,42 @@ TEST(Passes, LayoutsAreBlockOwnedRowMajor) {
   EXPECT_EQ(plan->buffers.at("C_f").forced_by[0], "gemm accumulator");
 }
 
+TEST(Passes, GemmOnlyTilesGetPanelOrder) {
+  ir::Function f = Parse(kGemm);
+  ASSERT_TRUE(MakeRegionsExplicit(f).ok());
+  StatusOr<LayoutPlan> plan = InferLayoutsCpu(f);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->buffers.at("A_s").order, ElementOrder::kGemmPanelsA);
+  EXPECT_EQ(plan->buffers.at("B_s").order, ElementOrder::kGemmPanelsB);
+  EXPECT_FALSE(plan->buffers.at("A_s").trans);
+  EXPECT_EQ(plan->buffers.at("C_f").order, ElementOrder::kRowMajor);  // accumulator: stays row-major
+  EXPECT_NE(plan->buffers.at("A_s").order_reason.find("operand A"), std::string::npos);
+
+  // A tile that is also read elementwise, or filled from a tensor of another
+  // dtype, keeps the row-major order every op understands.
+  ir::Function g = Parse(R"(tileir 1
+func @h(A: tensor[64, 64] f32, B: tensor[64, 64] f16, C: tensor[64, 64] f32) {
+  kernel grid(1) threads(128) -> (bx) {
+    alloc a: shared[64, 64] f32
+    alloc b: shared[64, 64] f32
+    alloc c: fragment[64, 64] f32
+    copy A -> a
+    copy B -> b
+    gemm a, b -> c trans_b clear_accum
+    parallel (i, j) in (64, 64) {
+      c[i, j] = c[i, j] + a[i, j]
+    }
+    copy c -> C
+  }
+}
+)");
+  ASSERT_TRUE(MakeRegionsExplicit(g).ok());
+  StatusOr<LayoutPlan> plan2 = InferLayoutsCpu(g);
+  ASSERT_TRUE(plan2.ok());
+  EXPECT_EQ(plan2->buffers.at("a").order, ElementOrder::kRowMajor);  // also loaded in a parallel loop
+  EXPECT_EQ(plan2->buffers.at("b").order, ElementOrder::kRowMajor);  // f16 source: the copy converts
+}
+
 TEST(Passes, ParamAccess) {
   const ir::Function f = Parse(kGemm);
   const std::vector<Access> a = InferParamAccess(f);

@@ -305,16 +305,40 @@ static void tl_gemm_packed(int M, int N, int K, const float* pa, const float* pb
   }
 }
 
-// The entry the generated code calls for f32 accumulators. `scratch` holds at
-// least tl_gemm_pack_floats(M, N, K) floats, 64-byte aligned.
+// A tile copied from a rank-2 tensor straight into panels (a shared buffer
+// whose layout inference chose GEMM panels), with edge guards: the element
+// (x, k) of the operand -- x the panel dim (A's i, B's j) -- is tensor element
+// (p, q) = x_is_p ? (x, k) : (k, x), at base[p * sp + q * sq] when
+// 0 <= p < pn and 0 <= q < qn, else 0. W is TL_MR for A panels, TL_NR for B.
+// Only edge tiles come here; whole tiles use tl_pack_a/tl_pack_b.
+template <int KIND>
+static void tl_pack_guarded(int X, int K, int W, int x_is_p, const void* base, long sp, long sq, long p0, long pn,
+                            long q0, long qn, float* TL_RESTRICT out) {
+  for (int x0 = 0; x0 < X; x0 += W, out += (long)W * K) {
+    for (int k = 0; k < K; ++k) {
+      for (int c = 0; c < W; ++c) {
+        const int x = x0 + c;
+        const long p = p0 + (x_is_p ? x : k), q = q0 + (x_is_p ? k : x);
+        const int inside = x < X && (unsigned long)p < (unsigned long)pn && (unsigned long)q < (unsigned long)qn;
+        out[(long)k * W + c] = inside ? tl_ld_f32<KIND>(base, p * sp + q * sq) : 0.0f;
+      }
+    }
+  }
+}
+
+// The entry the generated code calls for f32 accumulators. An operand whose
+// buffer already holds panels is passed as `a_panels` / `b_panels` (else 0)
+// and is not packed again. `scratch` holds at least
+// tl_gemm_pack_floats(M, N, K) floats, 64-byte aligned.
 template <int KA, int KB>
-static void tl_gemm(int M, int N, int K, const void* a, long a_rs, long a_cs, const void* b, long b_rs,
-                    long b_cs, float* c, long ldc, int acc, float* scratch) {
-  float* pa = scratch;
+static void tl_gemm(int M, int N, int K, const float* a_panels, const void* a, long a_rs, long a_cs,
+                    const float* b_panels, const void* b, long b_rs, long b_cs, float* c, long ldc, int acc,
+                    float* scratch) {
   const long a_floats = ((M + TL_MR - 1) / TL_MR) * TL_MR * (long)K;
+  float* pa = scratch;
   float* pb = scratch + ((a_floats + 15) & ~15L);
-  tl_pack_a<KA>(M, K, a, a_rs, a_cs, pa);
-  tl_pack_b<KB>(N, K, b, b_rs, b_cs, pb);
-  tl_gemm_packed(M, N, K, pa, pb, c, ldc, acc);
+  if (a_panels == 0) tl_pack_a<KA>(M, K, a, a_rs, a_cs, pa);
+  if (b_panels == 0) tl_pack_b<KB>(N, K, b, b_rs, b_cs, pb);
+  tl_gemm_packed(M, N, K, a_panels != 0 ? a_panels : pa, b_panels != 0 ? b_panels : pb, c, ldc, acc);
 }
 // ---- end of prelude ----------------------------------------------------------

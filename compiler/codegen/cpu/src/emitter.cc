@@ -143,6 +143,18 @@ int64_t GemmPackFloats(int64_t m, int64_t n, int64_t k) {
   return best;
 }
 
+int64_t PanelFloats(const passes::BufferLayout& l) {
+  const bool a = l.order == passes::ElementOrder::kGemmPanelsA;
+  // A panels run over i (M), B panels over j (N); the other dim is K.
+  const int64_t x = a ? (l.trans ? l.shape[1] : l.shape[0]) : (l.trans ? l.shape[0] : l.shape[1]);
+  const int64_t k = l.elements / x;
+  int64_t best = 0;
+  for (int64_t w : a ? std::vector<int64_t>{4, 6, 14} : std::vector<int64_t>{8, 16, 32}) {
+    best = std::max(best, (x + w - 1) / w * w * k);
+  }
+  return best;
+}
+
 Emitter::Emitter(const ir::Function& f, const passes::LayoutPlan& layouts, const std::vector<passes::Access>& access)
     : f_(f), layouts_(layouts), access_(access), syms_(ir::CollectSymbols(f)) {}
 
@@ -478,6 +490,10 @@ void Emitter::EmitCopyLike(const ir::Region& src_r, const ir::Region& dst_r, boo
   if (!src_or.ok() || !dst_or.ok()) return Fail(s, (src_or.ok() ? dst_or : src_or).status().message());
   const passes::RegionInfo& src = *src_or;
   const passes::RegionInfo& dst = *dst_or;
+  if (auto it = layouts_.buffers.find(dst.buffer);
+      !atomic && it != layouts_.buffers.end() && it->second.order != passes::ElementOrder::kRowMajor) {
+    return EmitCopyToPanels(src, it->second, s);
+  }
   const std::vector<int> ks = src.kept_dims(), kd = dst.kept_dims();
   bool same = ks.size() == kd.size();
   for (size_t i = 0; same && i < ks.size(); ++i) same = src.extents[ks[i]] == dst.extents[kd[i]];
@@ -579,6 +595,59 @@ void Emitter::EmitCopyLike(const ir::Region& src_r, const ir::Region& dst_r, boo
   Close();
 }
 
+void Emitter::EmitCopyToPanels(const passes::RegionInfo& src, const passes::BufferLayout& dst, const ir::Stmt& s) {
+  // Layout inference guaranteed: src is a rank-2 tensor of dst's dtype, the
+  // tile's extents are dst's shape, dst is written whole.
+  const bool is_a = dst.order == passes::ElementOrder::kGemmPanelsA;
+  const int64_t P = dst.shape[0], Q = dst.shape[1];
+  // Operand element (x, k), x the panel dim: tile element (p, q) = x_is_p ? (x, k) : (k, x).
+  const bool x_is_p = is_a ? !dst.trans : dst.trans;
+  const int64_t X = x_is_p ? P : Q, K = x_is_p ? Q : P;
+  const std::string d0 = Dim(src.buffer, 0), d1 = Dim(src.buffer, 1);
+  const int kind = dst.dtype == DType::kF32 ? 0 : dst.dtype == DType::kF16 ? 1 : 2;
+  Open("");
+  Line("// copy " + src.buffer + "[...] -> " + dst.buffer + ", packed as gemm " + (is_a ? "A" : "B") +
+       " panels (layout inference)" + (s.loc ? "  (" + ir::ToString(s.loc) + ")" : ""));
+  std::vector<std::string> st;
+  for (size_t d = 0; d < 2; ++d) {
+    if (const std::optional<int64_t> c = ir::FoldInt(src.starts[d])) {
+      st.push_back(std::to_string(*c));
+    } else {
+      st.push_back(Tmp("s"));
+      Line("const int64_t " + st.back() + " = " + Expr(src.starts[d]) + ";");
+    }
+  }
+  // Fast path: whole tile inside. Strides in the tile of operand element (x, k);
+  // tl_pack_a takes (x-stride, k-stride), tl_pack_b (k-stride, x-stride).
+  const std::string x_stride = x_is_p ? d1 : "1", k_stride = x_is_p ? "1" : d1;
+  const std::string rs = is_a ? x_stride : k_stride, cs = is_a ? k_stride : x_stride;
+  const std::string fast = std::string(is_a ? "tl_pack_a" : "tl_pack_b") + "<" + std::to_string(kind) + ">(" +
+                           std::to_string(X) + ", " + std::to_string(K) + ", &" + Id(src.buffer) + "[(int64_t)(" +
+                           st[0] + ") * " + d1 + " + " + st[1] + "], " + rs + ", " + cs + ", " + Id(dst.buffer) + ");";
+  if (!src.any_guard()) {
+    Line(fast);
+    Close();
+    return;
+  }
+  std::string cond;
+  const std::string dims[2] = {d0, d1};
+  const int64_t ext[2] = {P, Q};
+  for (int d = 0; d < 2; ++d) {
+    if (!src.guard[d]) continue;
+    cond += std::string(cond.empty() ? "" : " && ") + st[d] + " >= 0 && " + st[d] + " + " + std::to_string(ext[d]) +
+            " <= " + dims[d];
+  }
+  Open("if (" + cond + ")");
+  Line(fast);
+  --indent_;
+  Open("} else");
+  Line("tl_pack_guarded<" + std::to_string(kind) + ">(" + std::to_string(X) + ", " + std::to_string(K) + ", " +
+       (is_a ? "TL_MR" : "TL_NR") + ", " + (x_is_p ? "1" : "0") + ", " + Id(src.buffer) + ", " + d1 + ", 1, " +
+       st[0] + ", " + d0 + ", " + st[1] + ", " + d1 + ", " + Id(dst.buffer) + ");");
+  Close();
+  Close();
+}
+
 void Emitter::EmitFill(const ir::Fill& fill, const ir::Stmt& s) {
   StatusOr<passes::RegionInfo> r_or = passes::ResolveRegion(fill.dst, syms_);
   if (!r_or.ok()) return Fail(s, r_or.status().message());
@@ -662,17 +731,26 @@ void Emitter::EmitGemm(const ir::Gemm& g, const ir::Stmt& s) {
   auto kind = [](DType t) -> int {
     return t == DType::kF32 ? 0 : t == DType::kF16 ? 1 : t == DType::kBF16 ? 2 : -1;
   };
+  const passes::BufferLayout& la = layouts_.buffers.at(A.buffer);
+  const passes::BufferLayout& lb = layouts_.buffers.at(B.buffer);
+  const bool a_panels = la.order == passes::ElementOrder::kGemmPanelsA;
+  const bool b_panels = lb.order == passes::ElementOrder::kGemmPanelsB;
   if (C.dtype == DType::kF32 && kind(A.dtype) >= 0 && kind(B.dtype) >= 0) {
     const int64_t need = GemmPackFloats(M, N, K) * 4;
     scratch_bytes_ = std::max(scratch_bytes_, gemm_scratch_offset_ + static_cast<uint64_t>(need));
+    // Operands already in panels (filled by their copies) are not packed again.
+    const std::string a_args = a_panels ? Id(A.buffer) + ", 0, 0, 0"
+                                        : "0, " + base(A) + ", " + std::to_string(a_rs) + ", " + std::to_string(a_cs);
+    const std::string b_args = b_panels ? Id(B.buffer) + ", 0, 0, 0"
+                                        : "0, " + base(B) + ", " + std::to_string(b_rs) + ", " + std::to_string(b_cs);
     Line("tl_gemm<" + std::to_string(kind(A.dtype)) + ", " + std::to_string(kind(B.dtype)) + ">(" +
-         std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " + base(A) + ", " +
-         std::to_string(a_rs) + ", " + std::to_string(a_cs) + ", " + base(B) + ", " + std::to_string(b_rs) + ", " +
-         std::to_string(b_cs) + ", " + base(C) + ", " + std::to_string(ldc) + ", " + (g.clear_accum ? "0" : "1") +
+         std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " + a_args + ", " + b_args +
+         ", " + base(C) + ", " + std::to_string(ldc) + ", " + (g.clear_accum ? "0" : "1") +
          ", (float*)(tl_scratch + " + std::to_string(gemm_scratch_offset_) + "));");
     Close();
     return;
   }
+  if (a_panels || b_panels) return Fail(s, "internal: panel operand on the plain-loop gemm path");
   // Any other dtype mix: a plain triple loop in C's dtype (ints accumulate exactly).
   auto ptr = [&](const passes::RegionInfo& r, const char* stem) {
     const std::string p = Tmp(stem);
@@ -841,7 +919,8 @@ StatusOr<std::string> Emitter::EmitBlockFunction() {
   std::vector<std::string> stack_arrays;
   uint64_t offset = 0;
   for (const auto& [name, l] : layouts_.buffers) {
-    const uint64_t bytes = static_cast<uint64_t>(l.elements * StorageBytes(l.dtype));
+    const bool panels = l.order != passes::ElementOrder::kRowMajor;
+    const uint64_t bytes = static_cast<uint64_t>(panels ? PanelFloats(l) * 4 : l.elements * StorageBytes(l.dtype));
     if (l.scope == ir::MemScope::kLocal && bytes <= 1024) {
       stack_arrays.push_back(name);
       continue;
@@ -894,7 +973,11 @@ StatusOr<std::string> Emitter::EmitBlockFunction() {
     for (int64_t d : l.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     const std::string what = std::string(ir::MemScopeName(l.scope)) + "[" + shape + "] " + ir::DTypeName(l.dtype);
     auto it = scratch_offset_.find(name);
-    if (it == scratch_offset_.end()) {
+    if (l.order != passes::ElementOrder::kRowMajor) {
+      Line("float* const TL_RESTRICT " + Id(name) + " = (float*)(tl_scratch + " + std::to_string(it->second) +
+           ");  // " + what + ", as f32 gemm " + (l.order == passes::ElementOrder::kGemmPanelsA ? "A" : "B") +
+           " panels" + (l.trans ? " (transposed)" : ""));
+    } else if (it == scratch_offset_.end()) {
       Line(std::string(StorageType(l.dtype)) + " " + Id(name) + "[" + std::to_string(l.elements) +
            "] __attribute__((aligned(64)));  // " + what);
     } else {

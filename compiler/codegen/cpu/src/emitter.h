@@ -38,6 +38,7 @@ class Emitter {
   void EmitFor(const ir::For& loop);
   void EmitParallel(const ir::Parallel& p);
   void EmitCopyLike(const ir::Region& src, const ir::Region& dst, bool atomic, const ir::Stmt& s);
+  void EmitCopyToPanels(const passes::RegionInfo& src, const passes::BufferLayout& dst, const ir::Stmt& s);
   void EmitFill(const ir::Fill& fill, const ir::Stmt& s);
   void EmitGemm(const ir::Gemm& g, const ir::Stmt& s);
   void EmitReduce(const ir::Reduce& r, const ir::Stmt& s);

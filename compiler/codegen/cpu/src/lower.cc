@@ -6,14 +6,14 @@
 
 namespace tl::codegen::cpu {
 
-StatusOr<CpuKernel> LowerFunction(const ir::Function& input) {
+StatusOr<CpuKernel> LowerFunction(const ir::Function& input, const CpuLowerOptions& options) {
   TL_RETURN_IF_ERROR(ir::Verify(input));
   TL_RETURN_IF_ERROR(passes::CheckSingleKernel(input));
   ir::Function f = input;
   TL_RETURN_IF_ERROR(passes::MakeRegionsExplicit(f));
   CpuKernel out;
   out.pipelines = passes::LowerPipelinesSerial(f);
-  StatusOr<passes::LayoutPlan> layouts = passes::InferLayoutsCpu(f);
+  StatusOr<passes::LayoutPlan> layouts = passes::InferLayoutsCpu(f, options.layout);
   if (!layouts.ok()) return layouts.status();
   out.access = passes::InferParamAccess(f);
 

@@ -89,12 +89,19 @@ std::vector<PipelineDecision> LowerPipelinesSerial(ir::Function& f);
 
 // ---------------------------------------------------------------------------
 // InferLayoutsCpu (layout inference, CPU flavour)
-// In: verified function. Out: one BufferLayout per alloc. On the CPU a block
-// is a single call, so the block owns every element of every fragment: the
-// layout is dense row-major and `owner` is kBlock. GPU layout inference fills
-// `owner = kThreadMap` and the thread map fields (to be added), starting from
-// the ops that force layouts (`forced_by`).
+// In: verified function with explicit regions (MakeRegionsExplicit). Out: one
+// BufferLayout per alloc. On the CPU a block is a single call, so the block
+// owns every element of every fragment (`owner` is kBlock). The element order
+// is dense row-major, except for a shared buffer whose only uses are
+//   * whole-buffer copies into it from a rank-2 tensor of the same dtype, and
+//   * whole-buffer operand A (or B) of gemms with an f32 accumulator and one
+//     transpose flag,
+// which gets kGemmPanelsA/B: it holds f32 microkernel panels (the layout the
+// GEMM wants), so the copy packs straight from global memory and the gemm
+// skips its own packing pass. GPU layout inference fills `owner =
+// kThreadMap` and thread maps instead, starting from the same `forced_by` ops.
 enum class LayoutOwner : uint8_t { kBlock, kThreadMap };
+enum class ElementOrder : uint8_t { kRowMajor, kGemmPanelsA, kGemmPanelsB };
 struct BufferLayout {
   std::string buffer;
   ir::MemScope scope = ir::MemScope::kShared;
@@ -103,6 +110,9 @@ struct BufferLayout {
   std::vector<int64_t> strides;  // elements; row-major on the CPU
   int64_t elements = 0;
   LayoutOwner owner = LayoutOwner::kBlock;
+  ElementOrder order = ElementOrder::kRowMajor;
+  bool trans = false;          // panels: the gemm's trans_a / trans_b
+  std::string order_reason;    // why the order was chosen (reports)
   // The ops that constrain this buffer (gemm operand/accumulator, reduce
   // output), for diagnostics; informational on the CPU.
   std::vector<std::string> forced_by;
@@ -110,7 +120,10 @@ struct BufferLayout {
 struct LayoutPlan {
   std::map<std::string, BufferLayout> buffers;  // by name (sorted: deterministic output)
 };
-StatusOr<LayoutPlan> InferLayoutsCpu(const ir::Function& f);
+struct CpuLayoutOptions {
+  bool gemm_panels = true;  // false: everything row-major (ablation, debugging)
+};
+StatusOr<LayoutPlan> InferLayoutsCpu(const ir::Function& f, const CpuLayoutOptions& options = {});
 
 // ---------------------------------------------------------------------------
 // InferParamAccess

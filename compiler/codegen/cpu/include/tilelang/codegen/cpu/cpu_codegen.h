@@ -38,7 +38,10 @@ struct CpuKernel {
 
 // Verifies `f`, runs the passes (passes.h) and emits the source. Errors name
 // the function and the Python source line of the offending statement.
-StatusOr<CpuKernel> LowerFunction(const ir::Function& f);
+struct CpuLowerOptions {
+  passes::CpuLayoutOptions layout;
+};
+StatusOr<CpuKernel> LowerFunction(const ir::Function& f, const CpuLowerOptions& options = {});
 
 // The embedded texts pasted into every source (for tests and --emit-source).
 const char* CpuKernelAbiText();
@@ -48,5 +51,8 @@ const char* CpuPreludeText();
 // microkernel shapes of all ISA levels (4x8, 6x16, 14x32); matches the
 // prelude's tl_gemm_pack_floats.
 int64_t GemmPackFloats(int64_t m, int64_t n, int64_t k);
+// Floats of a shared buffer stored as GEMM panels (passes::ElementOrder), the
+// maximum over the ISA levels' microkernel shapes.
+int64_t PanelFloats(const passes::BufferLayout& l);
 
 }  // namespace tl::codegen::cpu
