@@ -1,0 +1,162 @@
+// CUDA bundle variants; see cuda_bundle.h.
+#include "tilelang/codegen/cuda/cuda_bundle.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tilelang/driver/cpu_bundle.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
+
+namespace tl::codegen::cuda {
+namespace {
+
+std::unique_ptr<tl::bundle::KeyValueT> KV(std::string key, std::string value) {
+  auto kv = std::make_unique<tl::bundle::KeyValueT>();
+  kv->key = std::move(key);
+  kv->value = std::move(value);
+  return kv;
+}
+
+uint32_t PtxIsaVersion(const std::vector<uint8_t>& ptx) {
+  const std::string text(ptx.begin(), ptx.end());
+  const size_t at = text.find(".version ");
+  unsigned major = 0, minor = 0;
+  if (at == std::string::npos || std::sscanf(text.c_str() + at, ".version %u.%u", &major, &minor) != 2) return 0;
+  return major * 10 + minor;
+}
+
+}  // namespace
+
+SplitTargets SplitCudaTargets(const std::string& list) {
+  SplitTargets out;
+  out.cuda.archs.clear();
+  out.cuda.ptx = false;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "cuda") {
+      out.any = true;
+      for (const char* a : {"sm_80", "sm_89", "sm_90a"}) {
+        if (std::find(out.cuda.archs.begin(), out.cuda.archs.end(), a) == out.cuda.archs.end()) out.cuda.archs.push_back(a);
+      }
+      out.cuda.ptx = true;
+    } else if (item.rfind("sm_", 0) == 0) {
+      out.any = true;
+      if (std::find(out.cuda.archs.begin(), out.cuda.archs.end(), item) == out.cuda.archs.end()) out.cuda.archs.push_back(item);
+      out.cuda.ptx = true;
+    } else if (item == "ptx" || item == "compute_80") {
+      out.any = true;
+      out.cuda.ptx = true;
+    } else {
+      out.rest += (out.rest.empty() ? "" : ",") + item;
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(const ir::Function& f,
+                                                                               const CudaToolchain& tc,
+                                                                               const CudaBuildOptions& options,
+                                                                               formats::BundleWriter& writer) {
+  std::vector<std::string> archs = options.archs;
+  if (options.ptx) archs.push_back("compute_80");
+  int64_t budget = INT64_MAX;
+  for (const std::string& a : archs) budget = std::min(budget, SharedBudget(a));
+  gpu::GpuLowerOptions lo;
+  lo.shared_budget_bytes = budget;
+  StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
+  if (!k.ok()) return k.status();
+  StatusOr<CudaSource> src = PrintCuda(*k);
+  if (!src.ok()) return src.status();
+  if (!options.emit_source_dir.empty()) {
+    std::filesystem::create_directories(options.emit_source_dir);
+    std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src->source;
+  }
+  std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
+  for (const std::string& arch : archs) {
+    StatusOr<CompiledCode> code = tc.Compile(src->source, f.name, arch);
+    if (!code.ok()) {
+      return Status(code.status().code(), passes::Where(f, f.loc, ("CUDA " + arch + ": " + code.status().message()).c_str()));
+    }
+    if (options.log) {
+      options.log(f.name + " " + arch + ": " + std::to_string(code->bytes.size()) + " bytes" +
+                  (code->registers >= 0 ? ", " + std::to_string(code->registers) + " registers" : std::string()));
+    }
+    const bool ptx = arch.rfind("compute_", 0) == 0;
+    auto v = std::make_unique<tl::bundle::VariantT>();
+    v->id = "cuda." + arch;
+    v->backend = tl::bundle::Backend::CUDA;
+    v->code_kind = ptx ? tl::bundle::CodeKind::PTX : tl::bundle::CodeKind::CUBIN;
+    v->requires_ = std::make_unique<tl::bundle::RequirementsT>();
+    v->requires_->arch = arch;
+    v->requires_->isa_version = ptx ? PtxIsaVersion(code->bytes) : 0;
+    v->requires_->shared_bytes = static_cast<uint32_t>(k->shared_bytes);
+    v->requires_->threads_per_block = static_cast<uint32_t>(k->threads);
+    v->entry_point = f.name;
+    v->payload = writer.AddPayload(code->bytes);
+    v->launch = std::make_unique<tl::bundle::LaunchT>();
+    v->launch->block.assign(k->block.begin(), k->block.end());
+    for (size_t i = 0; i < 3; ++i) {
+      auto g = std::make_unique<tl::bundle::GridExprT>();
+      if (i < k->grid.size()) {
+        StatusOr<std::vector<int64_t>> c = passes::CompileGridExpr(k->grid[i], f);
+        if (!c.ok()) return c.status();
+        g->code = std::move(*c);
+      } else {
+        g->code = {0, 1};
+      }
+      v->launch->grid.push_back(std::move(g));
+    }
+    v->launch->dynamic_shared_bytes = static_cast<uint32_t>(k->shared_bytes);
+    v->launch->warp_size = 32;
+    for (const ParamSlot& s : src->slots) {
+      auto ps = std::make_unique<tl::bundle::ParamSlotT>();
+      ps->param = static_cast<int16_t>(s.param);
+      ps->offset = s.offset;
+      ps->size = s.size;
+      ps->align = s.align;
+      v->launch->param_slots.push_back(std::move(ps));
+    }
+    v->launch->param_buffer_bytes = src->param_buffer_bytes;
+    v->build_attrs.push_back(KV("cuda.compiler", code->tool));
+    if (code->registers >= 0) {
+      v->build_attrs.push_back(KV("ptxas.registers", std::to_string(code->registers)));
+      v->build_attrs.push_back(KV("ptxas.shared_bytes", std::to_string(code->shared_bytes)));
+      v->build_attrs.push_back(KV("ptxas.spill_stores", std::to_string(code->spill_stores)));
+      v->build_attrs.push_back(KV("ptxas.spill_loads", std::to_string(code->spill_loads)));
+      v->build_attrs.push_back(KV("ptxas.stack_bytes", std::to_string(code->stack_bytes)));
+    }
+    v->build_attrs.push_back(KV("gpu.dynamic_shared_bytes", std::to_string(k->shared_bytes)));
+    for (size_t i = 0; i < k->notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), k->notes[i]));
+    std::sort(v->build_attrs.begin(), v->build_attrs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+StatusOr<std::vector<uint8_t>> BuildCudaBundle(const std::vector<ir::Function>& functions,
+                                               const CudaBuildOptions& options) {
+  StatusOr<CudaToolchain> tc = CudaToolchain::Create();
+  if (!tc.ok()) return tc.status();
+  formats::BundleWriter writer;
+  auto producer = std::make_unique<tl::bundle::ProducerT>();
+  producer->tool = "tl-pack";
+  producer->tool_version = "0.1.0";
+  writer.SetProducer(std::move(producer));
+  for (const ir::Function& f : functions) {
+    codegen::cpu::CpuKernel sig;  // the signature needs the access per parameter only
+    sig.name = f.name;
+    sig.access = passes::InferParamAccess(f);
+    std::unique_ptr<tl::bundle::KernelT> kernel = driver::MakeKernelSignature(f, sig);
+    StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> vs = MakeCudaVariants(f, *tc, options, writer);
+    if (!vs.ok()) return vs.status();
+    for (auto& v : *vs) kernel->variants.push_back(std::move(v));
+    Status added = writer.AddKernel(std::move(kernel));
+    if (!added.ok()) return added;
+  }
+  return writer.Finish();
+}
+
+}  // namespace tl::codegen::cuda

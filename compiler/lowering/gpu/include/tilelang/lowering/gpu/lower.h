@@ -1,0 +1,79 @@
+// The GPU lowering shared by the CUDA, HIP and SPIR-V printers:
+// verified Tile IR function -> SimtKernel (simt_ir.h).
+//
+// Passes, in order (each a small unit; invariants stated at each):
+//   Verify, CheckSingleKernel, MakeRegionsExplicit      (compiler/passes)
+//   LowerPipelinesSerial                                 (compiler/passes; no
+//       cp.async multi-buffering yet: stages are reported as 1)
+//   InferGpuLayouts    every fragment gets a FragmentLayout or is demoted to
+//                      shared memory
+//   InsertBarriers     `sync` statements where shared data crosses threads
+//   LowerToSimt        tile ops -> per-thread loops, shuffles, guards
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tilelang/formats/status.h"
+#include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/layout.h"
+#include "tilelang/lowering/gpu/simt_ir.h"
+
+namespace tl::gpu {
+
+// ---------------------------------------------------------------------------
+// InferGpuLayouts
+// In: a function after MakeRegionsExplicit, T threads per block.
+// Out: for every `fragment` alloc either a layout (registers) or membership in
+// `demoted` (the fragment lives in shared memory: always correct, slower).
+// Rules, in order:
+//   * a gemm accumulator gets GemmAccumulatorLayout; gemm operands that are
+//     fragments, cumsum operands, reductions along a dim other than the last,
+//     partial-region tile ops on fragments, and fragments touched by scalar
+//     code outside T.Parallel are demoted;
+//   * a T.Parallel loop adopts the layout of the fragment it writes (else of
+//     one it reads with all its indices, else the projected layout of a row
+//     vector it reads, else the default layout of its extents); fragments it
+//     touches with all its indices must have that layout, row vectors read
+//     with all but the last index its projection; on a conflict the fragment
+//     that disagrees is demoted and a note names both;
+//   * a last-dim reduction's output gets the projection of its input's layout;
+//   * anything left gets DefaultLayout.
+struct GpuLayoutPlan {
+  int64_t threads = 1;
+  std::map<std::string, FragmentLayout> layouts;  // register fragments
+  std::set<std::string> demoted;                  // fragments kept in shared memory
+  std::vector<std::string> notes;
+};
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads);
+
+// The layout a T.Parallel loop iterates with under `plan` (see the rules
+// above); the lowering and the tests use the same function.
+FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, const GpuLayoutPlan& plan);
+
+// ---------------------------------------------------------------------------
+// InsertBarriers
+// In: a function's kernel body; `shared` = names of shared allocs and demoted
+// fragments. Out: `sync` statements inserted (existing ones kept) so that no
+// statement reads or writes shared data that another statement wrote, or
+// writes shared data another statement read, since the last barrier: after
+// copies into shared memory and before a loop's next iteration overwrites
+// what the previous one read. Every tile op and T.Parallel loop is assumed to
+// spread its accesses over all threads. Barriers are only placed at the
+// statement level of kernel, for and if bodies (all block-uniform in Tile IR;
+// never inside T.Parallel). Returns the number of barriers inserted.
+int InsertBarriers(ir::Function& f, const std::set<std::string>& shared);
+
+// ---------------------------------------------------------------------------
+// LowerToSimt: the whole pipeline above.
+struct GpuLowerOptions {
+  int64_t shared_budget_bytes = 48 * 1024;  // smallest budget of the requested targets
+};
+StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
+
+}  // namespace tl::gpu

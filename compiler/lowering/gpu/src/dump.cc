@@ -1,0 +1,66 @@
+// Dump(SimtKernel): a readable listing for tests and debugging.
+#include <sstream>
+
+#include "tilelang/lowering/gpu/simt_ir.h"
+
+namespace tl::gpu {
+namespace {
+
+void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
+  const std::string pad(static_cast<size_t>(ind) * 2, ' ');
+  for (const SStmt& s : b) {
+    std::visit(
+        [&](const auto& n) {
+          using T = std::decay_t<decltype(n)>;
+          if constexpr (std::is_same_v<T, SLet>) {
+            o << pad << "let " << n.name << " = " << ir::Print(n.value) << "\n";
+          } else if constexpr (std::is_same_v<T, SVar>) {
+            o << pad << "var " << n.name << ": " << ir::DTypeName(n.dtype)
+              << (n.init ? " = " + ir::Print(*n.init) : std::string()) << "\n";
+          } else if constexpr (std::is_same_v<T, SAssign>) {
+            o << pad << n.name << " = " << ir::Print(n.value) << "\n";
+          } else if constexpr (std::is_same_v<T, SStore>) {
+            o << pad << n.buffer << "[" << ir::Print(n.index) << "] = " << ir::Print(n.value) << "\n";
+          } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
+            o << pad << "atomic_add " << n.buffer << "[" << ir::Print(n.index) << "], " << ir::Print(n.value) << "\n";
+          } else if constexpr (std::is_same_v<T, SFor>) {
+            o << pad << "for " << n.var << " in " << (n.unroll ? "unroll" : "serial") << "(" << ir::Print(n.start)
+              << ", " << ir::Print(n.stop) << ", " << ir::Print(n.step) << ") {\n";
+            DumpBlock(n.body, ind + 1, o);
+            o << pad << "}\n";
+          } else if constexpr (std::is_same_v<T, SIf>) {
+            o << pad << "if " << ir::Print(n.cond) << " {\n";
+            DumpBlock(n.then_body, ind + 1, o);
+            if (!n.else_body.empty()) {
+              o << pad << "} else {\n";
+              DumpBlock(n.else_body, ind + 1, o);
+            }
+            o << pad << "}\n";
+          } else if constexpr (std::is_same_v<T, SBarrier>) {
+            o << pad << "barrier\n";
+          } else if constexpr (std::is_same_v<T, SLaneReduce>) {
+            o << pad << "lane_reduce " << ir::ReduceOpName(n.op) << " " << n.var << " width=" << n.width << "\n";
+          } else if constexpr (std::is_same_v<T, SComment>) {
+            o << pad << "# " << n.text << "\n";
+          }
+        },
+        s.node);
+  }
+}
+
+}  // namespace
+
+std::string Dump(const SimtKernel& k) {
+  std::ostringstream o;
+  o << "simt " << k.name << " threads=" << k.threads << " shared=" << k.shared_bytes << "\n";
+  for (const SimtBuffer& b : k.buffers) {
+    o << "  buffer " << b.name << ": " << (b.space == Space::kShared ? "shared" : "registers") << "["
+      << b.elements << "] " << ir::DTypeName(b.dtype);
+    if (b.space == Space::kShared) o << " @" << b.shared_offset;
+    o << "\n";
+  }
+  DumpBlock(k.body, 1, o);
+  return o.str();
+}
+
+}  // namespace tl::gpu

@@ -1,0 +1,271 @@
+// InferGpuLayouts and LoopLayout: see lower.h for the rules.
+#include <functional>
+
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
+
+namespace tl::gpu {
+namespace {
+
+std::vector<int64_t> ConstShape(const std::vector<ir::Expr>& shape) {
+  std::vector<int64_t> out;
+  for (const ir::Expr& d : shape) out.push_back(ir::FoldInt(d).value_or(-1));
+  return out;
+}
+
+bool IsFragment(const ir::SymbolTable& syms, const std::string& name) {
+  auto it = syms.find(name);
+  return it != syms.end() && it->second.kind == ir::SymbolInfo::Kind::kAlloc &&
+         it->second.scope == ir::MemScope::kFragment;
+}
+
+// The indices as plain names, or empty when any is not a VarRef.
+std::vector<std::string> IndexNames(const std::vector<ir::Expr>& idx) {
+  std::vector<std::string> out;
+  for (const ir::Expr& e : idx) {
+    const auto* v = ir::As<ir::VarRef>(e);
+    if (!v) return {};
+    out.push_back(v->name);
+  }
+  return out;
+}
+
+// Whole-buffer region (after MakeRegionsExplicit: every start 0, extent = dim).
+bool IsWhole(const ir::Region& r, const std::vector<int64_t>& shape) {
+  if (r.dims.empty()) return true;
+  if (r.dims.size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (ir::FoldInt(r.dims[i].start) != 0) return false;
+    const int64_t ext = r.dims[i].extent ? ir::FoldInt(*r.dims[i].extent).value_or(-1) : 1;
+    if (ext != shape[i]) return false;
+  }
+  return true;
+}
+
+enum class Pattern { kFull, kRow, kOther };
+
+// How a Parallel loop touches fragment `buf` with indices `idx`.
+Pattern Classify(const ir::Parallel& p, const std::vector<ir::Expr>& idx, const std::vector<int64_t>& shape) {
+  const std::vector<std::string> names = IndexNames(idx);
+  if (names.size() != idx.size() || idx.empty()) return Pattern::kOther;
+  std::vector<int64_t> ext = ConstShape(p.extents);
+  if (names == p.vars && shape == ext) return Pattern::kFull;
+  if (p.vars.size() >= 2 && names.size() == p.vars.size() - 1 &&
+      std::equal(names.begin(), names.end(), p.vars.begin()) &&
+      std::vector<int64_t>(ext.begin(), ext.end() - 1) == shape) {
+    return Pattern::kRow;
+  }
+  return Pattern::kOther;
+}
+
+struct Access {
+  std::string buffer;
+  std::vector<ir::Expr> indices;
+  bool write = false;
+};
+
+// Every fragment access inside a Parallel loop (nested statements included).
+void ParallelAccesses(const ir::Block& body, const ir::SymbolTable& syms, std::vector<Access>* out) {
+  ir::ForEachStmt(body, [&](const ir::Stmt& s) {
+    ir::ForEachExprOf(s, [&](const ir::Expr& e) {
+      ir::WalkExpr(e, [&](const ir::Expr& x) {
+        if (const auto* l = ir::As<ir::Load>(x)) {
+          if (IsFragment(syms, l->buffer)) out->push_back({l->buffer, l->indices, false});
+        }
+      });
+    });
+    if (const auto* st = ir::As<ir::Store>(s)) {
+      if (IsFragment(syms, st->buffer)) out->push_back({st->buffer, st->indices, true});
+    }
+  });
+}
+
+}  // namespace
+
+FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, const GpuLayoutPlan& plan) {
+  std::vector<Access> acc;
+  ParallelAccesses(p.body, syms, &acc);
+  const std::vector<int64_t> ext = ConstShape(p.extents);
+  auto layout_of = [&](const std::string& b) -> const FragmentLayout* {
+    auto it = plan.layouts.find(b);
+    return it == plan.layouts.end() ? nullptr : &it->second;
+  };
+  for (int pass = 0; pass < 2; ++pass) {  // writes first, then reads
+    for (const Access& a : acc) {
+      if (a.write != (pass == 0)) continue;
+      const FragmentLayout* l = layout_of(a.buffer);
+      if (l && Classify(p, a.indices, ConstShape(syms.at(a.buffer).shape)) == Pattern::kFull) return *l;
+    }
+  }
+  for (const Access& a : acc) {
+    const FragmentLayout* l = layout_of(a.buffer);
+    if (!l || !l->replicated) continue;
+    if (Classify(p, a.indices, ConstShape(syms.at(a.buffer).shape)) != Pattern::kRow) continue;
+    FragmentLayout loop;  // rows as the row vector's, columns over the same lanes
+    loop.shape = ext;
+    loop.threads = plan.threads;
+    RowsCols(ext, &loop.rows, &loop.cols);
+    if (loop.rows != l->rows) continue;
+    loop.R = l->R;
+    loop.g = l->g;
+    loop.v = 1;
+    return loop;
+  }
+  return DefaultLayout(ext, plan.threads);
+}
+
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads) {
+  GpuLayoutPlan plan;
+  plan.threads = threads;
+  const ir::SymbolTable syms = ir::CollectSymbols(f);
+  auto shape_of = [&](const std::string& b) { return ConstShape(syms.at(b).shape); };
+  auto frag = [&](const std::string& b) { return IsFragment(syms, b); };
+  auto demote = [&](const std::string& b, const std::string& why) {
+    if (!frag(b) || plan.demoted.count(b)) return;
+    plan.demoted.insert(b);
+    plan.layouts.erase(b);
+    plan.notes.push_back("fragment " + b + " kept in shared memory: " + why);
+  };
+  const ir::Block& body = passes::TheKernel(f).body;
+
+  // 1. Structural demotions.
+  std::function<void(const ir::Block&)> scan = [&](const ir::Block& blk) {
+    for (const ir::Stmt& s : blk) {
+      const std::string where = " (" + std::string(ir::StmtKindName(ir::Kind(s))) +
+                                (s.loc ? " at " + ir::ToString(s.loc) : std::string()) + ")";
+      if (const auto* p = ir::As<ir::Parallel>(s)) {
+        std::vector<Access> acc;
+        ParallelAccesses(p->body, syms, &acc);
+        for (const Access& a : acc) {
+          const Pattern pat = Classify(*p, a.indices, shape_of(a.buffer));
+          if (pat == Pattern::kOther || (pat == Pattern::kRow && a.write)) {
+            demote(a.buffer, "indexed in T.Parallel by other than the loop's indices" + where);
+          }
+        }
+        continue;
+      }
+      // Scalar code outside T.Parallel that touches a fragment.
+      ir::ForEachExprOf(s, [&](const ir::Expr& e) {
+        ir::WalkExpr(e, [&](const ir::Expr& x) {
+          if (const auto* l = ir::As<ir::Load>(x)) demote(l->buffer, "read outside T.Parallel" + where);
+        });
+      });
+      if (const auto* st = ir::As<ir::Store>(s)) demote(st->buffer, "written outside T.Parallel" + where);
+      if (const auto* g = ir::As<ir::Gemm>(s)) {
+        demote(g->a.buffer, "gemm operand (the SIMT gemm reads operands from shared memory)" + where);
+        demote(g->b.buffer, "gemm operand (the SIMT gemm reads operands from shared memory)" + where);
+        if (!frag(g->c.buffer) || !IsWhole(g->c, shape_of(g->c.buffer))) {
+          return;  // LowerToSimt reports it
+        }
+      } else if (const auto* c = ir::As<ir::Cumsum>(s)) {
+        demote(c->src.buffer, "cumsum operand" + where);
+        demote(c->dst.buffer, "cumsum operand" + where);
+      } else if (const auto* r = ir::As<ir::Reduce>(s)) {
+        const auto rank = static_cast<int64_t>(syms.at(r->src.buffer).shape.size());
+        const bool last = ir::NormalizeDim(r->dim, rank) == rank - 1;
+        if (!last || !IsWhole(r->src, shape_of(r->src.buffer)) || !IsWhole(r->dst, shape_of(r->dst.buffer))) {
+          demote(r->src.buffer, "reduction not along the last dim of a whole fragment" + where);
+          demote(r->dst.buffer, "reduction not along the last dim of a whole fragment" + where);
+        }
+      } else if (const auto* c2 = ir::As<ir::Copy>(s)) {
+        if (!IsWhole(c2->src, shape_of(c2->src.buffer))) demote(c2->src.buffer, "partial-region copy" + where);
+        if (!IsWhole(c2->dst, shape_of(c2->dst.buffer))) demote(c2->dst.buffer, "partial-region copy" + where);
+      } else if (const auto* fl = ir::As<ir::Fill>(s)) {
+        if (!IsWhole(fl->dst, shape_of(fl->dst.buffer))) demote(fl->dst.buffer, "partial-region fill" + where);
+      } else if (const auto* at = ir::As<ir::AtomicAddTile>(s)) {
+        if (!IsWhole(at->src, shape_of(at->src.buffer))) demote(at->src.buffer, "partial-region atomic_add" + where);
+      } else if (const auto* fo = ir::As<ir::For>(s)) {
+        scan(fo->body);
+      } else if (const auto* i = ir::As<ir::If>(s)) {
+        scan(i->then_body);
+        scan(i->else_body);
+      }
+    }
+  };
+  scan(body);
+
+  // 2. Forced layouts: gemm accumulators.
+  ir::ForEachStmt(body, [&](const ir::Stmt& s) {
+    const auto* g = ir::As<ir::Gemm>(s);
+    if (!g || !frag(g->c.buffer) || plan.demoted.count(g->c.buffer)) return;
+    const std::vector<int64_t> sh = shape_of(g->c.buffer);
+    if (sh.size() != 2) return;
+    const FragmentLayout l = GemmAccumulatorLayout(sh[0], sh[1], threads);
+    auto it = plan.layouts.find(g->c.buffer);
+    if (it != plan.layouts.end() && !(it->second == l)) {
+      demote(g->c.buffer, "two gemms force different accumulator layouts");
+      return;
+    }
+    plan.layouts[g->c.buffer] = l;
+    plan.notes.push_back("fragment " + g->c.buffer + ": gemm accumulator layout " + l.ToString());
+  });
+
+  // 3. Propagation in program order until nothing changes (demotion is
+  // monotone and layouts are only set once per round, so this ends).
+  for (int round = 0; round < 8; ++round) {
+    const GpuLayoutPlan before = plan;
+    auto want = [&](const std::string& b, const FragmentLayout& l, const std::string& why) {
+      if (!frag(b) || plan.demoted.count(b)) return;
+      auto it = plan.layouts.find(b);
+      if (it == plan.layouts.end()) {
+        plan.layouts[b] = l;
+        return;
+      }
+      if (!(it->second == l)) {
+        demote(b, "layout conflict: has " + it->second.ToString() + ", " + why + " needs " + l.ToString());
+      }
+    };
+    ir::ForEachStmt(body, [&](const ir::Stmt& s) {
+      const std::string where = s.loc ? " at " + ir::ToString(s.loc) : std::string();
+      if (const auto* p = ir::As<ir::Parallel>(s)) {
+        const FragmentLayout L = LoopLayout(*p, syms, plan);
+        std::vector<Access> acc;
+        ParallelAccesses(p->body, syms, &acc);
+        for (const Access& a : acc) {
+          const std::vector<int64_t> sh = shape_of(a.buffer);
+          const Pattern pat = Classify(*p, a.indices, sh);
+          if (pat == Pattern::kFull) want(a.buffer, L, "T.Parallel" + where);
+          if (pat == Pattern::kRow) {
+            if (L.replicated) {
+              demote(a.buffer, "row vector read in a replicated loop" + where);
+            } else {
+              want(a.buffer, ProjectRows(L, sh), "T.Parallel" + where + " (row vector)");
+            }
+          }
+        }
+      } else if (const auto* r = ir::As<ir::Reduce>(s)) {
+        if (!frag(r->src.buffer) || plan.demoted.count(r->src.buffer)) {
+          demote(r->dst.buffer, "its reduction's source is not in registers" + where);
+          return;
+        }
+        if (!plan.layouts.count(r->src.buffer)) plan.layouts[r->src.buffer] = DefaultLayout(shape_of(r->src.buffer), threads);
+        const FragmentLayout& src = plan.layouts[r->src.buffer];
+        if (src.replicated) {
+          demote(r->src.buffer, "reduction of a replicated fragment" + where);
+          demote(r->dst.buffer, "reduction of a replicated fragment" + where);
+          return;
+        }
+        want(r->dst.buffer, ProjectRows(src, shape_of(r->dst.buffer)), "reduce" + where);
+      } else if (const auto* c = ir::As<ir::Copy>(s)) {
+        for (const std::string& b : {c->src.buffer, c->dst.buffer}) {
+          if (frag(b) && !plan.demoted.count(b) && !plan.layouts.count(b)) plan.layouts[b] = DefaultLayout(shape_of(b), threads);
+        }
+      } else if (const auto* fl = ir::As<ir::Fill>(s)) {
+        const std::string& b = fl->dst.buffer;
+        if (frag(b) && !plan.demoted.count(b) && !plan.layouts.count(b)) plan.layouts[b] = DefaultLayout(shape_of(b), threads);
+      }
+    });
+    if (before.layouts == plan.layouts && before.demoted == plan.demoted) break;
+  }
+  // 4. Defaults for the rest.
+  for (const auto& [name, info] : syms) {
+    if (info.kind == ir::SymbolInfo::Kind::kAlloc && info.scope == ir::MemScope::kFragment &&
+        !plan.demoted.count(name) && !plan.layouts.count(name)) {
+      plan.layouts[name] = DefaultLayout(ConstShape(info.shape), threads);
+    }
+  }
+  for (const auto& [name, l] : plan.layouts) plan.notes.push_back("fragment " + name + ": " + l.ToString());
+  return plan;
+}
+
+}  // namespace tl::gpu

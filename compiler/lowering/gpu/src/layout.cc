@@ -1,0 +1,98 @@
+// FragmentLayout: see layout.h for the map and its invariants.
+#include "tilelang/lowering/gpu/layout.h"
+
+#include <cstdlib>
+
+namespace tl::gpu {
+
+void RowsCols(const std::vector<int64_t>& shape, int64_t* rows, int64_t* cols) {
+  *rows = 1;
+  *cols = shape.empty() ? 1 : shape.back();
+  for (size_t i = 0; i + 1 < shape.size(); ++i) *rows *= shape[i];
+}
+
+int64_t Pow2DivisorAtMost(int64_t t, int64_t limit) {
+  int64_t p = 1;
+  while (t % (p * 2) == 0 && p * 2 <= limit) p *= 2;
+  return p;
+}
+
+int64_t FragmentLayout::Thread(int64_t row, int64_t col) const {
+  return (row % R) * g + (replicated ? 0 : (col / v) % g);
+}
+
+int64_t FragmentLayout::Slot(int64_t row, int64_t col) const {
+  if (replicated) return row / R;
+  return (row / R) * col_slots() + (col / (v * g)) * v + col % v;
+}
+
+std::vector<int64_t> FragmentLayout::Owners(int64_t row, int64_t col) const {
+  if (!replicated) return {Thread(row, col)};
+  std::vector<int64_t> out;
+  for (int64_t lane = 0; lane < g; ++lane) out.push_back((row % R) * g + lane);
+  return out;
+}
+
+std::optional<std::pair<int64_t, int64_t>> FragmentLayout::Element(int64_t thread, int64_t slot) const {
+  if (thread < 0 || thread >= threads || slot < 0 || slot >= slots()) return std::nullopt;
+  const int64_t rs = slot / col_slots(), cs = slot % col_slots();
+  const int64_t row = rs * R + thread / g;
+  const int64_t col = replicated ? 0 : ColOf(thread % g, cs);
+  if (row >= rows || col >= cols) return std::nullopt;
+  return std::make_pair(row, col);
+}
+
+std::string FragmentLayout::ToString() const {
+  std::string s = std::to_string(rows) + "x" + std::to_string(cols) + " over " + std::to_string(R) + "x" +
+                  std::to_string(g) + " (v=" + std::to_string(v) + ", " + std::to_string(slots()) + " slots)";
+  if (replicated) s += " replicated";
+  return s;
+}
+
+FragmentLayout DefaultLayout(const std::vector<int64_t>& shape, int64_t threads) {
+  FragmentLayout l;
+  l.shape = shape;
+  l.threads = threads;
+  RowsCols(shape, &l.rows, &l.cols);
+  l.v = l.cols >= 4 ? 4 : 1;
+  const int64_t runs = (l.cols + l.v - 1) / l.v;
+  int64_t want = 1;
+  while (want < runs) want *= 2;  // lanes to cover a row once
+  l.g = Pow2DivisorAtMost(threads, want);
+  l.R = threads / l.g;
+  return l;
+}
+
+FragmentLayout GemmAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
+  FragmentLayout best;
+  int64_t best_cost = -1;
+  for (int64_t tn = 1; tn <= threads; tn *= 2) {
+    if (threads % tn != 0) break;
+    const int64_t tm = threads / tn;
+    const int64_t ra = (m + tm - 1) / tm, rb = (n + tn - 1) / tn;
+    // Registers per thread first, then squareness (loads per FMA).
+    const int64_t cost = ra * rb * 1024 + std::llabs(ra - rb);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best.g = tn;
+      best.R = tm;
+    }
+  }
+  best.shape = {m, n};
+  best.threads = threads;
+  best.rows = m;
+  best.cols = n;
+  best.v = 1;
+  return best;
+}
+
+FragmentLayout ProjectRows(const FragmentLayout& l, const std::vector<int64_t>& shape) {
+  FragmentLayout p = l;
+  p.shape = shape;
+  p.cols = 1;
+  p.v = 1;
+  p.replicated = true;
+  return p;
+}
+
+}  // namespace tl::gpu

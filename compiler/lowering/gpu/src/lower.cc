@@ -1,0 +1,875 @@
+// LowerToSimt: Tile IR (after the passes in lower.h) -> SimtKernel.
+//
+// Each tile op becomes per-thread code:
+//   copy/fill      over the register layout of a fragment side, else a flat
+//                  block-strided loop; tensor sides get edge guards (reads
+//                  outside the tensor give 0, writes are dropped)
+//   T.Parallel     a loop over the loop layout's (row slot, column slot)
+//                  pairs, fully unrolled so register indices are constants
+//   gemm           SIMT FMA: per k, each thread loads its A column and B row
+//                  slices from shared memory and updates its C sub-tile
+//   reduce         per-thread partials, LaneReduce within a warp, shared
+//                  scratch across warps (groups wider than 32 lanes)
+//   cumsum         one thread per line, serial scan (operands in shared)
+//   atomic_add     per element; once per element even under replication
+// Index arithmetic the lowering creates uses truncdiv/truncmod (operands are
+// never negative); user expressions keep Tile IR's floor semantics.
+#include <cmath>
+#include <functional>
+
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
+
+namespace tl::gpu {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+
+Expr I(int64_t v) { return ir::MakeInt(v); }
+Expr V(const std::string& n, DType t = DType::kI32) { return ir::MakeVar(n, t); }
+Expr Add(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kAdd, std::move(a), std::move(b)); }
+Expr Mul(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kMul, std::move(a), std::move(b)); }
+Expr Lt(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kLt, std::move(a), std::move(b)); }
+Expr Ge(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kGe, std::move(a), std::move(b)); }
+Expr Eq(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kEq, std::move(a), std::move(b)); }
+Expr And(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kAnd, std::move(a), std::move(b)); }
+Expr TDiv(Expr a, int64_t b) { return b == 1 ? a : ir::MakeCall(ir::CallOp::kTruncDiv, {std::move(a), I(b)}); }
+Expr TMod(Expr a, int64_t b) { return ir::MakeCall(ir::CallOp::kTruncMod, {std::move(a), I(b)}); }
+Expr Tid() { return V("tl_tid"); }
+Expr ToI32(Expr e) { return ir::ExprDType(e) == DType::kI32 ? e : ir::MakeCast(DType::kI32, std::move(e)); }
+Expr CastTo(DType t, Expr e) { return ir::ExprDType(e) == t ? e : ir::MakeCast(t, std::move(e)); }
+
+SStmt S(auto node) { return SStmt{std::move(node)}; }
+SStmt Store(std::string b, Expr i, Expr v) { return S(SStore{std::move(b), std::move(i), std::move(v)}); }
+SStmt Let(std::string n, Expr v) {
+  const DType t = ir::ExprDType(v);
+  return S(SLet{std::move(n), t, std::move(v)});
+}
+SStmt For(std::string var, int64_t start, Expr stop, int64_t step, bool unroll, SBlock body) {
+  return S(SFor{std::move(var), I(start), std::move(stop), I(step), unroll, std::move(body)});
+}
+SStmt IfS(std::optional<Expr> cond, SBlock body) {
+  if (!cond) return S(SFor{"tl_once", I(0), I(1), I(1), true, std::move(body)});  // a scope
+  return S(SIf{std::move(*cond), std::move(body), {}});
+}
+std::optional<Expr> AndOpt(std::optional<Expr> a, std::optional<Expr> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return And(std::move(*a), std::move(*b));
+}
+
+enum class Where { kGlobal, kShared, kRegisterFrag, kLocal };
+
+struct Buf {
+  Where where = Where::kGlobal;
+  DType dtype = DType::kF32;
+  std::vector<Expr> shape;          // IntImm (symbols rejected up front)
+  const FragmentLayout* layout = nullptr;  // kRegisterFrag
+};
+
+// One dimension's access of a region: start + (compact index q or 0).
+struct Side {
+  passes::RegionInfo info;
+  std::vector<int> kept;
+};
+
+class Lowerer {
+ public:
+  Lowerer(const ir::Function& f, const GpuLayoutPlan& plan, SimtKernel* out)
+      : f_(f), plan_(plan), out_(out), syms_(ir::CollectSymbols(f)) {}
+
+  Status Run(const ir::Kernel& k) {
+    for (const ir::Param& p : f_.params) {
+      bufs_[p.name] = {Where::kGlobal, p.dtype, p.shape, nullptr};
+      out_->params.push_back({p.name, p.dtype, p.kind == ir::Param::Kind::kTensor});
+    }
+    SBlock body;
+    Status s = LowerBlock(k.body, &body);
+    if (!s.ok()) return s;
+    out_->body = std::move(body);
+    return Status::Ok();
+  }
+
+ private:
+  std::string Fresh(const char* base) { return std::string("tl_") + base + std::to_string(counter_++); }
+  Status Err(const ir::Stmt& s, const std::string& what) {
+    return Status(StatusCode::kUnimplemented, passes::Where(f_, s.loc, what.c_str()));
+  }
+
+  int64_t T() const { return out_->threads; }
+
+  void AddShared(const std::string& name, DType t, int64_t elements) {
+    const int64_t bytes = elements * std::max(1, ir::BitWidth(t) / 8);
+    out_->shared_bytes = (out_->shared_bytes + 15) / 16 * 16;
+    out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes});
+    out_->shared_bytes += bytes;
+  }
+  void AddRegs(const std::string& name, DType t, int64_t elements) {
+    out_->buffers.push_back({name, Space::kRegister, t, std::max<int64_t>(elements, 1), 0});
+  }
+
+  // Row-major linear index of `idx` into `shape`.
+  static Expr Linear(const std::vector<Expr>& shape, const std::vector<Expr>& idx) {
+    Expr lin = ToI32(idx.empty() ? I(0) : idx[0]);
+    for (size_t d = 1; d < idx.size(); ++d) {
+      lin = Add(Mul(std::move(lin), ToI32(shape[d])), ToI32(idx[d]));
+    }
+    return ir::FoldConstants(lin);
+  }
+
+  // ---- expressions ------------------------------------------------------
+  // Rewrites loads: register fragments to their slot in the current T.Parallel
+  // loop, everything else to buffer[linear].
+  StatusOr<Expr> Lower(const Expr& e) {
+    Status err = Status::Ok();
+    Expr out = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+      const auto* l = ir::As<ir::Load>(x);
+      if (!l) return std::nullopt;
+      auto it = bufs_.find(l->buffer);
+      if (it == bufs_.end()) {
+        err = Status(StatusCode::kInternal, "unknown buffer " + l->buffer);
+        return std::nullopt;
+      }
+      if (it->second.where == Where::kRegisterFrag) {
+        std::optional<Expr> slot = FragSlot(l->buffer, l->indices);
+        if (!slot) {
+          err = Status(StatusCode::kInternal, "fragment " + l->buffer + " read with indices its layout does not map");
+          return std::nullopt;
+        }
+        return ir::MakeLoad(l->buffer, {*slot}, l->dtype);
+      }
+      return ir::MakeLoad(l->buffer, {Linear(it->second.shape, l->indices)}, l->dtype);
+    });
+    if (!err.ok()) return err;
+    return out;
+  }
+
+  // The register slot of fragment `b` at `idx` inside the current loop.
+  std::optional<Expr> FragSlot(const std::string& b, const std::vector<Expr>& idx) {
+    if (!loop_) return std::nullopt;
+    const FragmentLayout& fl = *bufs_[b].layout;
+    std::vector<std::string> names;
+    for (const Expr& e : idx) {
+      const auto* v = ir::As<ir::VarRef>(e);
+      if (!v) return std::nullopt;
+      names.push_back(v->name);
+    }
+    if (names == loop_vars_ && fl == *loop_) return slot_full_;
+    if (fl.replicated && !loop_->replicated && names.size() + 1 == loop_vars_.size() &&
+        std::equal(names.begin(), names.end(), loop_vars_.begin()) && fl.R == loop_->R && fl.g == loop_->g &&
+        fl.rows == loop_->rows) {
+      return slot_row_;
+    }
+    return std::nullopt;
+  }
+
+  // ---- layout loops -----------------------------------------------------
+  // Emits the loop over `L`'s slots for this thread; `body(index, slot, row
+  // slot)` gets the logical index of the element (one Expr per dim of
+  // L.shape) and returns the statements for it. Padding slots are guarded.
+  SBlock LayoutLoop(const FragmentLayout& L,
+                    const std::function<StatusOr<SBlock>(const std::vector<Expr>&, Expr, Expr)>& body,
+                    Status* err) {
+    const std::string rs = Fresh("rs"), cs = Fresh("cs"), row = Fresh("row"), col = Fresh("col");
+    SBlock outer;
+    SBlock per_row;
+    per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)))));
+    std::optional<Expr> row_guard;
+    if (L.rows % L.R != 0) row_guard = Lt(V(row), I(L.rows));
+    // Logical index from (row, col).
+    auto index_of = [&](const Expr& r, const Expr& c) {
+      std::vector<Expr> idx(L.shape.size());
+      const size_t row_dims = L.replicated ? L.shape.size() : L.shape.size() - 1;
+      Expr rem = r;
+      for (size_t d = row_dims; d-- > 0;) {
+        idx[d] = d == 0 ? rem : TMod(rem, L.shape[d]);
+        if (d > 0) rem = TDiv(rem, L.shape[d]);
+      }
+      if (!L.replicated && !L.shape.empty()) idx.back() = c;
+      return idx;
+    };
+    if (L.replicated) {
+      StatusOr<SBlock> b = body(index_of(V(row), I(0)), V(rs), V(rs));
+      if (!b.ok()) {
+        *err = b.status();
+        return {};
+      }
+      per_row.push_back(IfS(row_guard, std::move(*b)));
+    } else {
+      SBlock per_col;
+      Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
+      per_col.push_back(Let(col, ir::FoldConstants(colx)));
+      std::optional<Expr> col_guard;
+      if (L.cols % (L.v * L.g) != 0) col_guard = Lt(V(col), I(L.cols));
+      Expr slot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), V(cs)));
+      StatusOr<SBlock> b = body(index_of(V(row), V(col)), slot, V(rs));
+      if (!b.ok()) {
+        *err = b.status();
+        return {};
+      }
+      per_col.push_back(IfS(AndOpt(row_guard, col_guard), std::move(*b)));
+      per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
+    }
+    outer.push_back(For(rs, 0, I(L.row_slots()), 1, true, std::move(per_row)));
+    return outer;
+  }
+
+  // A block-strided loop over `total` elements of a compact shape: body gets
+  // the compact index.
+  SBlock FlatLoop(const std::vector<int64_t>& compact,
+                  const std::function<StatusOr<SBlock>(const std::vector<Expr>&)>& body, Status* err) {
+    int64_t total = 1;
+    for (int64_t c : compact) total *= c;
+    const std::string e = Fresh("e");
+    std::vector<Expr> q(compact.size());
+    Expr rem = V(e);
+    for (size_t d = compact.size(); d-- > 0;) {
+      q[d] = d == 0 ? rem : TMod(rem, compact[d]);
+      if (d > 0) rem = TDiv(rem, compact[d]);
+    }
+    StatusOr<SBlock> b = body(q);
+    if (!b.ok()) {
+      *err = b.status();
+      return {};
+    }
+    SBlock out;
+    out.push_back(S(SFor{e, Tid(), I(total), I(T()), false, std::move(*b)}));
+    return out;
+  }
+
+  // ---- regions ----------------------------------------------------------
+  StatusOr<Side> Resolve(const ir::Region& r) {
+    StatusOr<passes::RegionInfo> info = passes::ResolveRegion(r, syms_);
+    if (!info.ok()) return info.status();
+    Side s{std::move(*info), {}};
+    s.kept = s.info.kept_dims();
+    return s;
+  }
+  // Index of the side's element at compact index q; guard when needed.
+  std::vector<Expr> SideIndex(const Side& s, const std::vector<Expr>& q) {
+    std::vector<Expr> idx;
+    for (size_t d = 0; d < s.info.starts.size(); ++d) {
+      Expr i = ToI32(s.info.starts[d]);
+      for (size_t k = 0; k < s.kept.size(); ++k) {
+        if (s.kept[k] == static_cast<int>(d)) i = Add(std::move(i), q[k]);
+      }
+      idx.push_back(ir::FoldConstants(i));
+    }
+    return idx;
+  }
+  std::optional<Expr> SideGuard(const Side& s, const std::vector<Expr>& idx) {
+    std::optional<Expr> g;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      if (!s.info.guard[d]) continue;
+      g = AndOpt(g, And(Ge(idx[d], I(0)), Lt(idx[d], ToI32(s.info.buffer_shape[d]))));
+    }
+    return g;
+  }
+  std::vector<int64_t> Compact(const Side& s) {
+    std::vector<int64_t> c;
+    for (int d : s.kept) c.push_back(s.info.extents[d]);
+    return c;
+  }
+  // Element access for a side (registers: by slot).
+  Expr SideLoad(const Side& s, const std::vector<Expr>& idx, const std::optional<Expr>& slot) {
+    const Buf& b = bufs_[s.info.buffer];
+    if (b.where == Where::kRegisterFrag) return ir::MakeLoad(s.info.buffer, {*slot}, b.dtype);
+    return ir::MakeLoad(s.info.buffer, {Linear(b.shape, idx)}, b.dtype);
+  }
+  Expr SideAddr(const Side& s, const std::vector<Expr>& idx, const std::optional<Expr>& slot) {
+    const Buf& b = bufs_[s.info.buffer];
+    if (b.where == Where::kRegisterFrag) return *slot;
+    return Linear(b.shape, idx);
+  }
+
+  // Compact index of a fragment element given its full logical index.
+  static std::vector<Expr> CompactOf(const Side& s, const std::vector<Expr>& full) {
+    std::vector<Expr> q;
+    for (int d : s.kept) q.push_back(full[d]);
+    return q;
+  }
+
+  // copy / atomic_add tile: src -> dst elementwise.
+  Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
+    StatusOr<Side> a = Resolve(src), b = Resolve(dst);
+    if (!a.ok()) return a.status();
+    if (!b.ok()) return b.status();
+    const DType dt = bufs_[b->info.buffer].dtype;
+    Status err = Status::Ok();
+    auto emit = [&](const std::vector<Expr>& q, std::optional<Expr> sslot, std::optional<Expr> dslot,
+                    std::optional<Expr> extra_guard) -> StatusOr<SBlock> {
+      const std::vector<Expr> si = SideIndex(*a, q), di = SideIndex(*b, q);
+      Expr val = CastTo(dt, SideLoad(*a, si, sslot));
+      if (std::optional<Expr> g = SideGuard(*a, si)) val = ir::MakeSelect(*g, val, CastTo(dt, ir::MakeInt(0)));
+      SBlock out;
+      Expr addr = SideAddr(*b, di, dslot);
+      SStmt w = atomic ? S(SAtomicAdd{b->info.buffer, addr, val}) : Store(b->info.buffer, addr, val);
+      out.push_back(IfS(AndOpt(SideGuard(*b, di), extra_guard), {std::move(w)}));
+      return out;
+    };
+    // A select on a floating zero needs a float literal of dtype dt.
+    SBlock code;
+    const Buf& sb = bufs_[a->info.buffer];
+    const Buf& db = bufs_[b->info.buffer];
+    if (db.where == Where::kRegisterFrag && !atomic) {
+      code = LayoutLoop(*db.layout, [&](const std::vector<Expr>& full, Expr slot, Expr) {
+        return emit(CompactOf(*b, full), std::nullopt, slot, std::nullopt);
+      }, &err);
+    } else if (sb.where == Where::kRegisterFrag) {
+      const FragmentLayout& L = *sb.layout;
+      std::optional<Expr> once;  // replicated: one lane stores
+      if (L.replicated && L.g > 1) once = Eq(TMod(Tid(), L.g), I(0));
+      code = LayoutLoop(L, [&](const std::vector<Expr>& full, Expr slot, Expr) {
+        return emit(CompactOf(*a, full), slot, std::nullopt, once);
+      }, &err);
+    } else {
+      code = FlatLoop(Compact(*b), [&](const std::vector<Expr>& q) {
+        return emit(q, std::nullopt, std::nullopt, std::nullopt);
+      }, &err);
+    }
+    if (!err.ok()) return err;
+    (void)st;
+    for (SStmt& s : code) cur_->push_back(std::move(s));
+    return Status::Ok();
+  }
+
+  Status LowerFill(const ir::Fill& fl) {
+    StatusOr<Side> d = Resolve(fl.dst);
+    if (!d.ok()) return d.status();
+    StatusOr<Expr> v = Lower(fl.value);
+    if (!v.ok()) return v.status();
+    const Buf& b = bufs_[d->info.buffer];
+    Expr val = CastTo(b.dtype, *v);
+    Status err = Status::Ok();
+    SBlock code;
+    if (b.where == Where::kRegisterFrag) {
+      // Padding slots too: harmless, and keeps the loop branch-free.
+      const std::string s = Fresh("s");
+      code.push_back(For(s, 0, I(b.layout->slots()), 1, true, {Store(d->info.buffer, V(s), val)}));
+    } else if (b.where == Where::kLocal) {
+      const std::string e = Fresh("e");
+      int64_t total = 1;
+      for (int64_t c : Compact(*d)) total *= c;
+      std::vector<Expr> q;
+      Expr rem = V(e);
+      std::vector<int64_t> c = Compact(*d);
+      q.resize(c.size());
+      for (size_t k = c.size(); k-- > 0;) {
+        q[k] = k == 0 ? rem : TMod(rem, c[k]);
+        if (k > 0) rem = TDiv(rem, c[k]);
+      }
+      std::vector<Expr> idx = SideIndex(*d, q);
+      code.push_back(For(e, 0, I(total), 1, false, {Store(d->info.buffer, Linear(b.shape, idx), val)}));
+    } else {
+      code = FlatLoop(Compact(*d), [&](const std::vector<Expr>& q) -> StatusOr<SBlock> {
+        std::vector<Expr> idx = SideIndex(*d, q);
+        SBlock o;
+        o.push_back(IfS(SideGuard(*d, idx), {Store(d->info.buffer, Linear(b.shape, idx), val)}));
+        return o;
+      }, &err);
+    }
+    if (!err.ok()) return err;
+    for (SStmt& s : code) cur_->push_back(std::move(s));
+    return Status::Ok();
+  }
+
+  // 2-D view of a gemm operand region: element (x, y) of the last two dims.
+  StatusOr<std::function<Expr(Expr, Expr)>> View(const ir::Region& r, int64_t* e0, int64_t* e1) {
+    StatusOr<Side> s = Resolve(r);
+    if (!s.ok()) return s.status();
+    const size_t n = s->info.extents.size();
+    if (n < 2) return Status(StatusCode::kUnimplemented, "gemm operand " + r.buffer + " is not 2-D");
+    *e0 = s->info.extents[n - 2];
+    *e1 = s->info.extents[n - 1];
+    const Buf& b = bufs_[r.buffer];
+    if (b.where == Where::kGlobal || b.where == Where::kRegisterFrag) {
+      return Status(StatusCode::kUnimplemented, "gemm operand " + r.buffer + " must be in shared memory");
+    }
+    Side side = *s;
+    std::vector<Expr> shape = b.shape;
+    return std::function<Expr(Expr, Expr)>([side, shape, name = r.buffer, dt = b.dtype](Expr x, Expr y) {
+      std::vector<Expr> idx;
+      const size_t n2 = side.info.starts.size();
+      for (size_t d = 0; d < n2; ++d) {
+        Expr i = ToI32(side.info.starts[d]);
+        if (d == n2 - 2) i = Add(std::move(i), x);
+        if (d == n2 - 1) i = Add(std::move(i), y);
+        idx.push_back(ir::FoldConstants(i));
+      }
+      return ir::MakeLoad(name, {Linear(shape, idx)}, dt);
+    });
+  }
+
+  Status LowerGemm(const ir::Stmt& st, const ir::Gemm& g) {
+    const Buf& cb = bufs_[g.c.buffer];
+    if (cb.where != Where::kRegisterFrag || !cb.layout || cb.layout->replicated || cb.layout->v != 1) {
+      return Err(st, "gemm: the accumulator must be a whole fragment in registers (it is " +
+                         std::string(cb.where == Where::kRegisterFrag ? "in registers with another layout" : "not") + ")");
+    }
+    int64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    auto av = View(g.a, &a0, &a1);
+    if (!av.ok()) return Err(st, av.status().message());
+    auto bv = View(g.b, &b0, &b1);
+    if (!bv.ok()) return Err(st, bv.status().message());
+    const FragmentLayout& L = *cb.layout;
+    const int64_t K = g.trans_a ? a0 : a1;
+    const DType ct = cb.dtype;
+    const std::string ar = Fresh("ga"), br = Fresh("gb"), k = Fresh("k");
+    AddRegs(ar, ct, L.row_slots());
+    AddRegs(br, ct, L.col_slots());
+    if (g.clear_accum) {
+      const std::string s = Fresh("s");
+      cur_->push_back(For(s, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(s), CastTo(ct, ir::MakeInt(0)))}));
+    }
+    SBlock kb;
+    {
+      const std::string rs = Fresh("rs"), r = Fresh("r");
+      Expr row = ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)));
+      Expr a = g.trans_a ? (*av)(V(k), V(r)) : (*av)(V(r), V(k));
+      SBlock body{Let(r, row), Store(ar, V(rs), CastTo(ct, ir::MakeInt(0)))};
+      if (L.rows % L.R != 0) {
+        body.push_back(IfS(Lt(V(r), I(L.rows)), {Store(ar, V(rs), CastTo(ct, a))}));
+      } else {
+        body.back() = Store(ar, V(rs), CastTo(ct, a));
+      }
+      kb.push_back(For(rs, 0, I(L.row_slots()), 1, true, std::move(body)));
+    }
+    {
+      const std::string cs = Fresh("cs"), c = Fresh("c");
+      Expr col = ir::FoldConstants(Add(Mul(V(cs), I(L.g)), TMod(Tid(), L.g)));
+      Expr b = g.trans_b ? (*bv)(V(c), V(k)) : (*bv)(V(k), V(c));
+      SBlock body{Let(c, col), Store(br, V(cs), CastTo(ct, ir::MakeInt(0)))};
+      if (L.cols % L.g != 0) {
+        body.push_back(IfS(Lt(V(c), I(L.cols)), {Store(br, V(cs), CastTo(ct, b))}));
+      } else {
+        body.back() = Store(br, V(cs), CastTo(ct, b));
+      }
+      kb.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(body)));
+    }
+    {
+      const std::string rs = Fresh("rs"), cs = Fresh("cs");
+      Expr slot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), V(cs)));
+      Expr upd = Add(ir::MakeLoad(g.c.buffer, {slot}, ct),
+                     Mul(ir::MakeLoad(ar, {V(rs)}, ct), ir::MakeLoad(br, {V(cs)}, ct)));
+      kb.push_back(For(rs, 0, I(L.row_slots()), 1, true,
+                       {For(cs, 0, I(L.col_slots()), 1, true, {Store(g.c.buffer, slot, upd)})}));
+    }
+    cur_->push_back(For(k, 0, I(K), 1, false, std::move(kb)));
+    return Status::Ok();
+  }
+
+  static Expr Identity(ir::ReduceOp op, DType t) {
+    switch (op) {
+      case ir::ReduceOp::kSum:
+      case ir::ReduceOp::kAbsSum:
+      case ir::ReduceOp::kAbsMax: return CastTo(t, ir::MakeInt(0));
+      case ir::ReduceOp::kMax:
+        return ir::IsFloat(t) ? ir::MakeFloat(-INFINITY, t)
+                              : ir::MakeInt(ir::IsSigned(t) ? -(int64_t{1} << (ir::BitWidth(t) - 1)) : 0, t);
+      case ir::ReduceOp::kMin:
+        return ir::IsFloat(t) ? ir::MakeFloat(INFINITY, t)
+                              : ir::MakeInt(ir::IsSigned(t) ? (int64_t{1} << (ir::BitWidth(t) - 1)) - 1
+                                                            : (ir::BitWidth(t) >= 64 ? -1 : (int64_t{1} << ir::BitWidth(t)) - 1), t);
+    }
+    return ir::MakeInt(0);
+  }
+  static Expr Combine(ir::ReduceOp op, Expr acc, Expr x) {
+    switch (op) {
+      case ir::ReduceOp::kSum: return Add(std::move(acc), std::move(x));
+      case ir::ReduceOp::kAbsSum: return Add(std::move(acc), ir::MakeCall(ir::CallOp::kAbs, {std::move(x)}));
+      case ir::ReduceOp::kMax: return ir::MakeCall(ir::CallOp::kMax, {std::move(acc), std::move(x)});
+      case ir::ReduceOp::kMin: return ir::MakeCall(ir::CallOp::kMin, {std::move(acc), std::move(x)});
+      case ir::ReduceOp::kAbsMax:
+        return ir::MakeCall(ir::CallOp::kMax, {std::move(acc), ir::MakeCall(ir::CallOp::kAbs, {std::move(x)})});
+    }
+    return acc;
+  }
+  // How partials of `op` combine across lanes.
+  static ir::ReduceOp LaneOp(ir::ReduceOp op) {
+    if (op == ir::ReduceOp::kAbsSum) return ir::ReduceOp::kSum;
+    if (op == ir::ReduceOp::kAbsMax) return ir::ReduceOp::kMax;
+    return op;
+  }
+
+  Status LowerReduce(const ir::Stmt& st, const ir::Reduce& r) {
+    const Buf& sb = bufs_[r.src.buffer];
+    const Buf& db = bufs_[r.dst.buffer];
+    const DType t = db.dtype;
+    if (sb.where == Where::kRegisterFrag) {
+      const FragmentLayout& L = *sb.layout;
+      const std::string rs = Fresh("rs"), row = Fresh("row"), acc = Fresh("acc"), cs = Fresh("cs"), col = Fresh("col");
+      SBlock per_row;
+      per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)))));
+      per_row.push_back(S(SVar{acc, t, Identity(r.op, t)}));
+      SBlock per_col;
+      Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
+      per_col.push_back(Let(col, ir::FoldConstants(colx)));
+      Expr slot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), V(cs)));
+      std::optional<Expr> guard;
+      if (L.rows % L.R != 0) guard = Lt(V(row), I(L.rows));
+      if (L.cols % (L.v * L.g) != 0) guard = AndOpt(guard, Lt(V(col), I(L.cols)));
+      per_col.push_back(IfS(guard, {S(SAssign{acc, Combine(r.op, V(acc, t), CastTo(t, ir::MakeLoad(r.src.buffer, {slot}, sb.dtype)))})}));
+      per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
+      // Every thread reaches the shuffles and barriers below (no guards around them).
+      const ir::ReduceOp lop = LaneOp(r.op);
+      if (L.g > 1) per_row.push_back(S(SLaneReduce{acc, lop, std::min<int64_t>(L.g, 32), t}));
+      if (L.g > 32) {
+        const std::string scratch = Fresh("red");
+        AddShared(scratch, t, T() / 32);
+        per_row.push_back(IfS(Eq(TMod(Tid(), 32), I(0)), {Store(scratch, TDiv(Tid(), 32), V(acc, t))}));
+        per_row.push_back(S(SBarrier{}));
+        const std::string w = Fresh("w");
+        per_row.push_back(S(SAssign{acc, Identity(lop, t)}));
+        Expr at = Add(Mul(TDiv(Tid(), L.g), I(L.g / 32)), V(w));
+        per_row.push_back(For(w, 0, I(L.g / 32), 1, true,
+                              {S(SAssign{acc, Combine(lop, V(acc, t), ir::MakeLoad(scratch, {at}, t))})}));
+        per_row.push_back(S(SBarrier{}));
+      }
+      if (db.where == Where::kRegisterFrag) {
+        Expr v = r.clear ? V(acc, t) : Combine(lop, ir::MakeLoad(r.dst.buffer, {V(rs)}, t), V(acc, t));
+        per_row.push_back(Store(r.dst.buffer, V(rs), v));
+      } else {
+        // Shared (demoted) destination: lane 0 of the group writes its rows.
+        Expr addr = V(row);
+        Expr v = r.clear ? V(acc, t) : Combine(lop, ir::MakeLoad(r.dst.buffer, {addr}, t), V(acc, t));
+        std::optional<Expr> g = Eq(TMod(Tid(), L.g), I(0));
+        if (L.rows % L.R != 0) g = AndOpt(g, Lt(V(row), I(L.rows)));
+        per_row.push_back(IfS(g, {Store(r.dst.buffer, addr, v)}));
+      }
+      cur_->push_back(For(rs, 0, I(L.row_slots()), 1, true, std::move(per_row)));
+      return Status::Ok();
+    }
+    // Serial fallback over lines: operands in shared or local memory.
+    if (db.where == Where::kRegisterFrag) return Err(st, "reduce: registers destination with a memory source");
+    StatusOr<Side> s = Resolve(r.src);
+    if (!s.ok()) return s.status();
+    const int64_t rank = static_cast<int64_t>(s->info.extents.size());
+    const int64_t dim = *ir::NormalizeDim(r.dim, rank);
+    return SerialLines(st, r.src, r.dst, dim, /*scan=*/false, r.op, r.clear, false);
+  }
+
+  // One thread per line along `dim` (shared) or every line per thread
+  // (local): serial reduce or inclusive scan.
+  Status SerialLines(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, int64_t dim, bool scan,
+                     ir::ReduceOp op, bool clear, bool reverse) {
+    StatusOr<Side> s = Resolve(src), d = Resolve(dst);
+    if (!s.ok()) return s.status();
+    if (!d.ok()) return d.status();
+    const Buf& sb = bufs_[src.buffer];
+    const Buf& db = bufs_[dst.buffer];
+    if (sb.where == Where::kRegisterFrag || db.where == Where::kRegisterFrag || sb.where == Where::kGlobal ||
+        db.where == Where::kGlobal) {
+      return Err(st, "reduce/cumsum operands must be fragments, shared or local buffers");
+    }
+    const DType t = db.dtype;
+    std::vector<int64_t> ext = s->info.extents;
+    const int64_t n = ext[dim];
+    std::vector<int64_t> others;
+    for (size_t k = 0; k < ext.size(); ++k) {
+      if (static_cast<int64_t>(k) != dim) others.push_back(ext[k]);
+    }
+    int64_t lines = 1;
+    for (int64_t o : others) lines *= o;
+    const std::string line = Fresh("line"), acc = Fresh("acc"), j = Fresh("j");
+    // Full source index for (line, j).
+    std::vector<Expr> oi(others.size());
+    Expr rem = V(line);
+    for (size_t k = others.size(); k-- > 0;) {
+      oi[k] = k == 0 ? rem : TMod(rem, others[k]);
+      if (k > 0) rem = TDiv(rem, others[k]);
+    }
+    auto src_idx = [&](Expr jj) {
+      std::vector<Expr> idx;
+      size_t o = 0;
+      for (size_t k = 0; k < ext.size(); ++k) {
+        Expr base = ToI32(s->info.starts[k]);
+        idx.push_back(ir::FoldConstants(Add(base, static_cast<int64_t>(k) == dim ? jj : oi[o++])));
+      }
+      return idx;
+    };
+    SBlock body;
+    body.push_back(S(SVar{acc, t, Identity(op, t)}));
+    SBlock inner;
+    Expr jj = reverse ? Add(I(n - 1), Mul(V(j), I(-1))) : V(j);
+    std::vector<Expr> si = src_idx(jj);
+    inner.push_back(S(SAssign{acc, Combine(op, V(acc, t), CastTo(t, ir::MakeLoad(src.buffer, {Linear(sb.shape, si)}, sb.dtype)))}));
+    if (scan) {
+      // dst is shaped as src.
+      std::vector<Expr> di;
+      for (size_t k = 0; k < si.size(); ++k) {
+        di.push_back(ir::FoldConstants(Add(ToI32(d->info.starts[k]), Add(si[k], Mul(ToI32(s->info.starts[k]), I(-1))))));
+      }
+      inner.push_back(Store(dst.buffer, Linear(db.shape, di), V(acc, t)));
+    }
+    body.push_back(For(j, 0, I(n), 1, false, std::move(inner)));
+    if (!scan) {
+      // dst: the other dims (or with dim kept as extent 1); rank-1 source -> one element.
+      std::vector<Expr> di;
+      const size_t drank = d->info.starts.size();
+      if (drank == others.size()) {
+        for (size_t k = 0; k < drank; ++k) di.push_back(ir::FoldConstants(Add(ToI32(d->info.starts[k]), oi[k])));
+      } else if (drank == ext.size()) {
+        size_t o = 0;
+        for (size_t k = 0; k < drank; ++k) {
+          di.push_back(ir::FoldConstants(Add(ToI32(d->info.starts[k]), static_cast<int64_t>(k) == dim ? I(0) : oi[o++])));
+        }
+      } else {
+        di.push_back(ToI32(d->info.starts[0]));
+      }
+      Expr addr = Linear(db.shape, di);
+      Expr v = clear ? V(acc, t) : Combine(LaneOp(op), ir::MakeLoad(dst.buffer, {addr}, t), V(acc, t));
+      body.push_back(Store(dst.buffer, addr, v));
+    }
+    if (db.where == Where::kShared) {
+      cur_->push_back(S(SFor{line, Tid(), I(lines), I(T()), false, std::move(body)}));
+    } else {
+      cur_->push_back(For(line, 0, I(lines), 1, false, std::move(body)));
+    }
+    return Status::Ok();
+  }
+
+  Status LowerParallel(const ir::Stmt& st, const ir::Parallel& p) {
+    (void)st;
+    const FragmentLayout L = LoopLayout(p, syms_, plan_);
+    Status err = Status::Ok();
+    SBlock code = LayoutLoop(L, [&](const std::vector<Expr>& idx, Expr slot, Expr row_slot) -> StatusOr<SBlock> {
+      SBlock b;
+      for (size_t k = 0; k < p.vars.size(); ++k) b.push_back(S(SLet{p.vars[k], DType::kI32, idx[k]}));
+      const FragmentLayout* saved = loop_;
+      std::vector<std::string> saved_vars = loop_vars_;
+      loop_ = &L;
+      loop_vars_ = p.vars;
+      slot_full_ = slot;
+      slot_row_ = row_slot;
+      replicated_once_ = L.replicated && L.g > 1 ? std::optional<Expr>(Eq(TMod(Tid(), L.g), I(0))) : std::nullopt;
+      SBlock* saved_cur = cur_;
+      cur_ = &b;
+      Status s = Status::Ok();
+      for (const ir::Stmt& c : p.body) {
+        s = LowerStmt(c);
+        if (!s.ok()) break;
+      }
+      cur_ = saved_cur;
+      loop_ = saved;
+      loop_vars_ = saved_vars;
+      replicated_once_.reset();
+      if (!s.ok()) return s;
+      return b;
+    }, &err);
+    if (!err.ok()) return err;
+    for (SStmt& s : code) cur_->push_back(std::move(s));
+    return Status::Ok();
+  }
+
+  Status LowerBlock(const ir::Block& in, SBlock* out) {
+    SBlock* saved = cur_;
+    cur_ = out;
+    for (const ir::Stmt& s : in) {
+      Status st = LowerStmt(s);
+      if (!st.ok()) {
+        cur_ = saved;
+        return st;
+      }
+    }
+    cur_ = saved;
+    return Status::Ok();
+  }
+
+  Status LowerStmt(const ir::Stmt& s) {
+    if (const auto* a = ir::As<ir::Alloc>(s)) {
+      std::vector<int64_t> shape;
+      int64_t n = 1;
+      for (const Expr& d : a->shape) n *= ir::FoldInt(d).value_or(1);
+      Buf b{Where::kLocal, a->dtype, a->shape, nullptr};
+      if (a->scope == ir::MemScope::kShared || plan_.demoted.count(a->name)) {
+        b.where = Where::kShared;
+        AddShared(a->name, a->dtype, n);
+      } else if (a->scope == ir::MemScope::kFragment) {
+        b.where = Where::kRegisterFrag;
+        b.layout = &plan_.layouts.at(a->name);
+        AddRegs(a->name, a->dtype, b.layout->slots());
+      } else {
+        AddRegs(a->name, a->dtype, n);
+      }
+      bufs_[a->name] = b;
+      return Status::Ok();
+    }
+    if (const auto* v = ir::As<ir::VarDecl>(s)) {
+      std::optional<Expr> init;
+      if (v->init) {
+        StatusOr<Expr> e = Lower(*v->init);
+        if (!e.ok()) return e.status();
+        init = CastTo(v->dtype, *e);
+      }
+      cur_->push_back(S(SVar{v->name, v->dtype, std::move(init)}));
+      return Status::Ok();
+    }
+    if (const auto* l = ir::As<ir::Let>(s)) {
+      StatusOr<Expr> e = Lower(l->value);
+      if (!e.ok()) return e.status();
+      cur_->push_back(S(SLet{l->name, ir::ExprDType(l->value), *e}));
+      return Status::Ok();
+    }
+    if (const auto* as = ir::As<ir::Assign>(s)) {
+      StatusOr<Expr> e = Lower(as->value);
+      if (!e.ok()) return e.status();
+      cur_->push_back(S(SAssign{as->name, *e}));
+      return Status::Ok();
+    }
+    if (const auto* st = ir::As<ir::Store>(s)) {
+      StatusOr<Expr> e = Lower(st->value);
+      if (!e.ok()) return e.status();
+      const Buf& b = bufs_[st->buffer];
+      Expr addr;
+      if (b.where == Where::kRegisterFrag) {
+        std::optional<Expr> slot = FragSlot(st->buffer, st->indices);
+        if (!slot) return Err(s, "fragment " + st->buffer + " written with indices its layout does not map");
+        addr = *slot;
+      } else {
+        std::vector<Expr> idx;
+        for (const Expr& i : st->indices) {
+          StatusOr<Expr> li = Lower(i);
+          if (!li.ok()) return li.status();
+          idx.push_back(*li);
+        }
+        addr = Linear(b.shape, idx);
+      }
+      cur_->push_back(Store(st->buffer, addr, CastTo(b.dtype, *e)));
+      return Status::Ok();
+    }
+    if (const auto* fo = ir::As<ir::For>(s)) {
+      StatusOr<Expr> a = Lower(fo->start), b = Lower(fo->stop);
+      if (!a.ok()) return a.status();
+      if (!b.ok()) return b.status();
+      Expr step = fo->step ? *fo->step : CastTo(ir::ExprDType(fo->start), I(1));
+      StatusOr<Expr> c = Lower(step);
+      if (!c.ok()) return c.status();
+      SFor out{fo->var, *a, *b, *c, false, {}};
+      out.unroll = fo->kind == ir::LoopKind::kUnroll && ir::FoldInt(*a) && ir::FoldInt(*b) && ir::FoldInt(*c);
+      Status st = LowerBlock(fo->body, &out.body);
+      if (!st.ok()) return st;
+      cur_->push_back(S(std::move(out)));
+      return Status::Ok();
+    }
+    if (const auto* i = ir::As<ir::If>(s)) {
+      StatusOr<Expr> c = Lower(i->cond);
+      if (!c.ok()) return c.status();
+      SIf out{*c, {}, {}};
+      Status st = LowerBlock(i->then_body, &out.then_body);
+      if (st.ok()) st = LowerBlock(i->else_body, &out.else_body);
+      if (!st.ok()) return st;
+      cur_->push_back(S(std::move(out)));
+      return Status::Ok();
+    }
+    if (const auto* p = ir::As<ir::Parallel>(s)) return LowerParallel(s, *p);
+    if (const auto* c = ir::As<ir::Copy>(s)) return ElementwiseTile(s, c->src, c->dst, false);
+    if (const auto* t = ir::As<ir::AtomicAddTile>(s)) return ElementwiseTile(s, t->src, t->dst, true);
+    if (const auto* fl = ir::As<ir::Fill>(s)) return LowerFill(*fl);
+    if (const auto* g = ir::As<ir::Gemm>(s)) return LowerGemm(s, *g);
+    if (const auto* r = ir::As<ir::Reduce>(s)) return LowerReduce(s, *r);
+    if (const auto* c = ir::As<ir::Cumsum>(s)) {
+      StatusOr<Side> src = Resolve(c->src);
+      if (!src.ok()) return src.status();
+      const int64_t dim = *ir::NormalizeDim(c->dim, static_cast<int64_t>(src->info.extents.size()));
+      return SerialLines(s, c->src, c->dst, dim, true, ir::ReduceOp::kSum, true, c->reverse);
+    }
+    if (const auto* at = ir::As<ir::AtomicAdd>(s)) {
+      StatusOr<Expr> v = Lower(at->value);
+      if (!v.ok()) return v.status();
+      std::vector<Expr> idx;
+      for (const ir::RegionDim& d : at->dst.dims) {
+        StatusOr<Expr> li = Lower(d.start);
+        if (!li.ok()) return li.status();
+        idx.push_back(*li);
+      }
+      const Buf& b = bufs_[at->dst.buffer];
+      // Once per block outside T.Parallel; once per element under replication.
+      std::optional<Expr> once = loop_ ? replicated_once_ : std::optional<Expr>(Eq(Tid(), I(0)));
+      cur_->push_back(IfS(once, {S(SAtomicAdd{at->dst.buffer, Linear(b.shape, idx), CastTo(b.dtype, *v)})}));
+      return Status::Ok();
+    }
+    if (ir::As<ir::Sync>(s)) {
+      cur_->push_back(S(SBarrier{}));
+      return Status::Ok();
+    }
+    if (ir::As<ir::Hint>(s)) return Status::Ok();
+    return Err(s, std::string("statement not supported by the GPU lowering: ") + ir::StmtKindName(ir::Kind(s)));
+  }
+
+  const ir::Function& f_;
+  const GpuLayoutPlan& plan_;
+  SimtKernel* out_;
+  ir::SymbolTable syms_;
+  std::map<std::string, Buf> bufs_;
+  SBlock* cur_ = nullptr;
+  int counter_ = 0;
+  const FragmentLayout* loop_ = nullptr;
+  std::vector<std::string> loop_vars_;
+  Expr slot_full_, slot_row_;
+  std::optional<Expr> replicated_once_;
+};
+
+}  // namespace
+
+StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOptions& options) {
+  Status s = ir::Verify(input);
+  if (!s.ok()) return s;
+  ir::Function f = input;
+  s = passes::CheckSingleKernel(f);
+  if (!s.ok()) return s;
+  if (!f.symbols.empty()) {
+    return Status(StatusCode::kUnimplemented,
+                  passes::Where(f, f.loc,
+                                "dynamic shape symbols are not supported by the CUDA backend yet (the runtime passes "
+                                "no symbol values to CUDA kernels; give static shapes)"));
+  }
+  s = passes::MakeRegionsExplicit(f);
+  if (!s.ok()) return s;
+  std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
+
+  SimtKernel out;
+  out.name = f.name;
+  const ir::Kernel& k0 = passes::TheKernel(f);
+  out.threads = 1;
+  for (size_t i = 0; i < k0.threads.size() && i < 3; ++i) {
+    out.block[i] = ir::FoldInt(k0.threads[i]).value_or(1);
+    out.threads *= out.block[i];
+  }
+  if (k0.threads.empty()) {
+    out.block[0] = 128;
+    out.threads = 128;
+  }
+  out.block_vars = k0.block_vars;
+  for (const Expr& g : k0.grid) out.grid.push_back(ir::FoldConstants(g));
+
+  StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads);
+  if (!plan.ok()) return plan.status();
+  std::set<std::string> shared = plan->demoted;
+  for (const auto& [name, info] : ir::CollectSymbols(f)) {
+    if (info.kind == ir::SymbolInfo::Kind::kAlloc && info.scope == ir::MemScope::kShared) shared.insert(name);
+  }
+  const int barriers = InsertBarriers(f, shared);
+  out.notes = plan->notes;
+  out.notes.push_back("barriers inserted: " + std::to_string(barriers));
+  for (const passes::PipelineDecision& d : pipes) {
+    out.notes.push_back("pipeline " + d.loop_var + ": stages requested " + std::to_string(d.requested_stages) +
+                        ", applied 1 (no asynchronous copies yet)");
+  }
+  Lowerer low(f, *plan, &out);
+  s = low.Run(passes::TheKernel(f));
+  if (!s.ok()) return s;
+  if (out.shared_bytes > options.shared_budget_bytes) {
+    std::string demoted;
+    for (const std::string& d : plan->demoted) demoted += " " + d;
+    return Status(StatusCode::kResourceExhausted,
+                  passes::Where(f, passes::TheKernelStmt(f).loc,
+                                ("needs " + std::to_string(out.shared_bytes) + " bytes of shared memory, the target allows " +
+                                 std::to_string(options.shared_budget_bytes) +
+                                 (demoted.empty() ? std::string() : "; fragments kept in shared memory:" + demoted))
+                                    .c_str()));
+  }
+  return out;
+}
+
+}  // namespace tl::gpu

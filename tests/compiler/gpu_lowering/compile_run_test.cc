@@ -1,0 +1,356 @@
+// Every test kernel: lowered, printed, compiled for sm_80, sm_89, sm_90a and
+// compute_80 PTX, and the PTX assembled by ptxas for each arch (CI, no GPU).
+// On a machine with a CUDA device the same kernels run through the runtime's
+// C ABI on random inputs and are compared with a float64 host reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+#include "kernels.h"
+#include "tilelang/codegen/cuda/cuda_bundle.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/runtime.h"
+#include "tilelang/toolchain/host_compiler.h"
+
+namespace {
+
+namespace cu = tl::codegen::cuda;
+
+tl::ir::Function Parse(const std::string& text) {
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
+  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
+  return m->functions.at(0);
+}
+
+class Compile : public ::testing::TestWithParam<TestKernel> {};
+
+TEST_P(Compile, AllArchsAndPtxas) {
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  const tl::ir::Function f = Parse(GetParam().text);
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, {99 * 1024});
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a"}) {
+    tl::StatusOr<cu::CompiledCode> c = tc->Compile(src->source, f.name, arch);
+    ASSERT_TRUE(c.ok()) << arch << ": " << c.status().ToString() << "\n" << src->source;
+    EXPECT_GE(c->registers, 0) << c->log;
+    // The ptxas report is kept (variant build_attrs); spills are a speed
+    // problem, reported here, not a failure.
+    EXPECT_LE(c->registers, 255) << c->log;
+    std::printf("[ %s %s ] %d registers, %d spill bytes, %lld dynamic shared bytes\n", f.name.c_str(), arch,
+                c->registers, c->spill_stores, static_cast<long long>(k->shared_bytes));
+  }
+  tl::StatusOr<cu::CompiledCode> ptx = tc->Compile(src->source, f.name, "compute_80");
+  ASSERT_TRUE(ptx.ok()) << ptx.status().ToString();
+  const std::string ptxas = cu::FindPtxas();
+  if (ptxas.empty()) GTEST_SKIP() << "no ptxas in /usr/local/cuda/bin or /usr/local/cuda-13.0/bin: PTX not assembled";
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("tl_gpu_" + f.name + ".ptx");
+  {
+    std::ofstream out(p, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(ptx->bytes.data()), static_cast<std::streamsize>(ptx->bytes.size() - 1));
+  }
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a"}) {
+    tl::toolchain::ProcessResult r =
+        tl::toolchain::RunProcess({ptxas, "-arch=" + std::string(arch), "-o", "/dev/null", p.string()});
+    EXPECT_EQ(r.exit_code, 0) << "ptxas " << arch << ": " << r.err;
+  }
+  std::filesystem::remove(p);
+  // gpu_check.sh builds the bundles here so that the GPU machine needs no CUDA compiler.
+  if (const char* dir = std::getenv("TL_GPU_TEST_WRITE_BUNDLES")) {
+    tl::StatusOr<std::vector<uint8_t>> bundle = cu::BuildCudaBundle({f}, {});
+    ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+    std::filesystem::create_directories(dir);
+    std::ofstream out(std::filesystem::path(dir) / (f.name + ".tlb"), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bundle->data()), static_cast<std::streamsize>(bundle->size()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, Compile, ::testing::ValuesIn(TestKernels()),
+                         [](const auto& tp) { return tp.param.name; });
+
+// ---------------------------------------------------------------------------
+// Runs on a CUDA device.
+
+std::string S(tl_status_t s) {
+  if (!s) return "";
+  std::string out = std::string(tl_status_code_name(tl_status_code(s))) + ": " + tl_status_message(s);
+  tl_status_free(s);
+  return out;
+}
+
+uint16_t ToHalf(float f) {  // round to nearest even, normal range only (test data is small)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t e = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t m = x & 0x7fffff;
+  if (e <= 0) return static_cast<uint16_t>(sign);
+  uint32_t h = sign | (static_cast<uint32_t>(e) << 10) | (m >> 13);
+  const uint32_t rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(h);
+}
+double FromHalf(uint16_t h) {
+  const int e = (h >> 10) & 0x1f;
+  const double m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1.0 + m / 1024.0, e - 15);
+  return (h & 0x8000) ? -v : v;
+}
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  bool f16 = false;
+  std::vector<double> values;  // as the device sees them (f16-rounded)
+  std::vector<uint8_t> bytes;
+};
+
+Tensor Random(std::vector<int64_t> shape, bool f16, std::mt19937& rng, bool zero = false) {
+  Tensor t;
+  t.shape = shape;
+  t.f16 = f16;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  t.bytes.resize(n * (f16 ? 2 : 4));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = zero ? 0.0f : dist(rng);
+    if (f16) {
+      const uint16_t h = ToHalf(v);
+      std::memcpy(&t.bytes[i * 2], &h, 2);
+      t.values.push_back(FromHalf(h));
+    } else {
+      std::memcpy(&t.bytes[i * 4], &v, 4);
+      t.values.push_back(v);
+    }
+  }
+  return t;
+}
+
+class Run : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tl_runtime_options_t o;
+    tl_runtime_options_init(&o);
+    o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_CUDA);
+    o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT;
+    ASSERT_EQ(S(tl_runtime_create(&o, &rt_)), "");
+    if (tl_runtime_device_count(rt_) == 0) {
+      std::string why = S(tl_runtime_backend_status(rt_, TL_BACKEND_CUDA));
+      GTEST_SKIP() << "no CUDA device: " << (why.empty() ? "the CUDA driver reports no devices" : why);
+    }
+    ASSERT_EQ(S(tl_runtime_device_at(rt_, 0, &dev_)), "");
+  }
+  void TearDown() override {
+    tl_device_release(dev_);
+    tl_runtime_release(rt_);
+  }
+
+  // Builds a bundle for the kernel (all archs + PTX), launches it once on
+  // `args` (tensors copied in and back), returns the time of `reps` more
+  // launches in ms (0 when reps == 0).
+  double Launch(const TestKernel& k, std::vector<Tensor*> args, int reps = 0, const char* force = nullptr) {
+    const tl::ir::Function f = Parse(k.text);
+    tl::StatusOr<std::vector<uint8_t>> bundle = std::vector<uint8_t>();
+    if (const char* dir = std::getenv("TL_GPU_TEST_BUNDLES")) {  // prebuilt (gpu_check.sh)
+      std::ifstream in(std::filesystem::path(dir) / (f.name + ".tlb"), std::ios::binary);
+      bundle = std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+      EXPECT_FALSE(bundle->empty()) << "no prebuilt bundle for " << f.name << " in " << dir;
+    } else {
+      bundle = cu::BuildCudaBundle({f}, {});
+    }
+    EXPECT_TRUE(bundle.ok()) << bundle.status().ToString();
+    if (!bundle.ok()) return 0;
+    tl_bundle_t* b = nullptr;
+    EXPECT_EQ(S(tl_bundle_open_memory(rt_, bundle->data(), bundle->size(), nullptr, nullptr, &b)), "");
+    tl_kernel_t* kern = nullptr;
+    EXPECT_EQ(S(tl_bundle_find_kernel(b, f.name.c_str(), &kern)), "");
+    tl_prepared_t* p = nullptr;
+    (void)force;
+    EXPECT_EQ(S(tl_kernel_prepare(kern, dev_, 0, &p)), "");
+    std::vector<tl_buffer_t*> bufs;
+    std::vector<tl_arg_t> targs;
+    for (Tensor* t : args) {
+      tl_buffer_t* buf = nullptr;
+      EXPECT_EQ(S(tl_buffer_allocate(dev_, t->bytes.size(), &buf)), "");
+      EXPECT_EQ(S(tl_buffer_copy_from_host(buf, 0, t->bytes.data(), t->bytes.size(), nullptr)), "");
+      bufs.push_back(buf);
+      targs.push_back(tl_arg_tensor(tl_buffer_device_pointer(buf), tl_dtype(TL_DTYPE_FLOAT, t->f16 ? 16 : 32),
+                                    static_cast<int32_t>(t->shape.size()), t->shape.data(), nullptr));
+    }
+    double ms = 0;
+    if (p) {
+      EXPECT_EQ(S(tl_launch(p, nullptr, targs.size(), targs.data(), nullptr)), "");
+      for (size_t i = 0; i < args.size(); ++i) {
+        EXPECT_EQ(S(tl_buffer_copy_to_host(bufs[i], 0, args[i]->bytes.data(), args[i]->bytes.size(), nullptr)), "");
+        for (size_t e = 0; e < args[i]->values.size(); ++e) {
+          if (args[i]->f16) continue;
+          float v;
+          std::memcpy(&v, &args[i]->bytes[e * 4], 4);
+          args[i]->values[e] = v;
+        }
+      }
+      if (reps > 0) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) EXPECT_EQ(S(tl_launch(p, nullptr, targs.size(), targs.data(), nullptr)), "");
+        ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+      }
+    }
+    for (tl_buffer_t* buf : bufs) tl_buffer_release(buf);
+    tl_prepared_release(p);
+    tl_kernel_release(kern);
+    tl_bundle_release(b);
+    return ms;
+  }
+
+  static void Expect(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i]));
+      worst = std::max(worst, err);
+      if (!(err <= tol)) ++bad;
+    }
+    EXPECT_EQ(bad, 0u) << what << ": worst relative error " << worst;
+    std::printf("[ run %s ] %zu elements, worst relative error %.3g\n", what, got.size(), worst);
+  }
+
+  tl_runtime_t* rt_ = nullptr;
+  tl_device_t* dev_ = nullptr;
+};
+
+const TestKernel& Named(const std::string& n) {
+  static const std::vector<TestKernel> all = TestKernels();
+  for (const TestKernel& k : all) {
+    if (k.name == n) return k;
+  }
+  abort();
+}
+
+TEST_F(Run, Elementwise) {
+  std::mt19937 rng(1);
+  Tensor a = Random({1000, 77}, false, rng), b = Random({1000, 77}, false, rng), c = Random({1000, 77}, false, rng, true);
+  std::vector<double> want(a.values.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = a.values[i] * 2 + b.values[i];
+  Launch(Named("elementwise"), {&a, &b, &c});
+  Expect(c.values, want, 1e-6, "elementwise");
+}
+
+TEST_F(Run, SoftmaxRowsumRmsnorm) {
+  std::mt19937 rng(2);
+  {
+    Tensor x = Random({300, 100}, false, rng), y = Random({300, 100}, false, rng, true);
+    std::vector<double> want(x.values.size());
+    for (int r = 0; r < 300; ++r) {
+      double m = -INFINITY, s = 0;
+      for (int j = 0; j < 100; ++j) m = std::max(m, x.values[r * 100 + j]);
+      for (int j = 0; j < 100; ++j) s += std::exp(x.values[r * 100 + j] - m);
+      for (int j = 0; j < 100; ++j) want[r * 100 + j] = std::exp(x.values[r * 100 + j] - m) / s;
+    }
+    Launch(Named("softmax"), {&x, &y});
+    Expect(y.values, want, 1e-5, "softmax");
+  }
+  {
+    Tensor x = Random({333, 250}, false, rng), y = Random({333}, false, rng, true);
+    std::vector<double> want(333);
+    for (int r = 0; r < 333; ++r) {
+      for (int j = 0; j < 250; ++j) want[r] += x.values[r * 250 + j];
+    }
+    Launch(Named("rowsum"), {&x, &y});
+    Expect(y.values, want, 1e-5, "rowsum");
+  }
+  {
+    Tensor x = Random({257, 96}, false, rng), w = Random({96}, false, rng), y = Random({257, 96}, false, rng, true);
+    std::vector<double> want(x.values.size());
+    for (int r = 0; r < 257; ++r) {
+      double ss = 0;
+      for (int j = 0; j < 96; ++j) ss += x.values[r * 96 + j] * x.values[r * 96 + j];
+      for (int j = 0; j < 96; ++j) want[r * 96 + j] = x.values[r * 96 + j] / std::sqrt(ss / 96 + 1e-6) * w.values[j];
+    }
+    Launch(Named("rmsnorm"), {&x, &w, &y});
+    Expect(y.values, want, 1e-5, "rmsnorm");
+  }
+}
+
+std::vector<double> RefGemm(const Tensor& a, const Tensor& b, int m, int n, int k, bool ta, bool tb) {
+  std::vector<double> c(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = 0;
+      for (int p = 0; p < k; ++p) s += a.values[ta ? p * m + i : i * k + p] * b.values[tb ? j * k + p : p * n + j];
+      c[static_cast<size_t>(i) * n + j] = s;
+    }
+  }
+  return c;
+}
+
+TEST_F(Run, Gemms) {
+  std::mt19937 rng(3);
+  {
+    Tensor a = Random({200, 150}, false, rng), b = Random({150, 130}, false, rng), c = Random({200, 130}, false, rng, true);
+    Launch(Named("gemm_f32"), {&a, &b, &c});
+    Expect(c.values, RefGemm(a, b, 200, 130, 150, false, false), 1e-5, "gemm_f32");
+  }
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 2, tb = t & 1;
+    Tensor a = Random(ta ? std::vector<int64_t>{150, 200} : std::vector<int64_t>{200, 150}, true, rng);
+    Tensor b = Random(tb ? std::vector<int64_t>{130, 150} : std::vector<int64_t>{150, 130}, true, rng);
+    Tensor c = Random({200, 130}, false, rng, true);
+    const std::string name = std::string("gemm_f16_") + (ta ? "t" : "n") + (tb ? "t" : "n");
+    Launch(Named(name), {&a, &b, &c});
+    Expect(c.values, RefGemm(a, b, 200, 130, 150, ta, tb), 1e-5, name.c_str());
+  }
+}
+
+TEST_F(Run, CumsumSplitK) {
+  std::mt19937 rng(4);
+  {
+    Tensor x = Random({100, 50}, false, rng), y = Random({100, 50}, false, rng, true);
+    std::vector<double> want(x.values.size());
+    for (int r = 0; r < 100; ++r) {
+      double s = 0;
+      for (int j = 0; j < 50; ++j) want[r * 50 + j] = (s += x.values[r * 50 + j]);
+    }
+    Launch(Named("cumsum"), {&x, &y});
+    Expect(y.values, want, 1e-5, "cumsum");
+  }
+  {
+    Tensor a = Random({96, 512}, false, rng), b = Random({512, 80}, false, rng), c = Random({96, 80}, false, rng, true);
+    Launch(Named("splitk"), {&a, &b, &c});
+    Expect(c.values, RefGemm(a, b, 96, 80, 512, false, false), 1e-5, "splitk");
+  }
+}
+
+TEST_F(Run, GemmTiming) {
+  // 2048^3 f16 -> f32 through the SIMT FMA path; 256 sampled entries checked.
+  std::mt19937 rng(5);
+  Tensor a = Random({2048, 2048}, true, rng), b = Random({2048, 2048}, true, rng);
+  Tensor c = Random({2048, 2048}, false, rng, true);
+  const double ms = Launch(Named("gemm_big"), {&a, &b, &c}, 10);
+  std::uniform_int_distribution<int> pick(0, 2047);
+  size_t bad = 0;
+  double worst = 0;
+  for (int s = 0; s < 256; ++s) {
+    const int i = pick(rng), j = pick(rng);
+    double want = 0;
+    for (int p = 0; p < 2048; ++p) want += a.values[i * 2048 + p] * b.values[p * 2048 + j];
+    const double err = std::fabs(c.values[i * 2048 + j] - want) / (1.0 + std::fabs(want));
+    worst = std::max(worst, err);
+    if (err > 1e-4) ++bad;
+  }
+  EXPECT_EQ(bad, 0u) << "worst relative error " << worst;
+  std::printf("[ gemm_big ] 2048^3 f16->f32 SIMT FMA: %.3f ms, %.2f TFLOP/s, worst sampled error %.3g\n", ms,
+              2.0 * 2048.0 * 2048.0 * 2048.0 / (ms * 1e-3) / 1e12, worst);
+}
+
+}  // namespace

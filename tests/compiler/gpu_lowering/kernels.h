@@ -1,0 +1,165 @@
+// Test kernels (Tile IR text, static shapes that are not multiples of their
+// tiles) shared by the compile tests and the H200 run tests.
+#pragma once
+#include <string>
+#include <vector>
+
+struct TestKernel {
+  std::string name;
+  std::string text;
+};
+
+inline std::string GemmF16(bool ta, bool tb) {
+  // C[200,130] = op(A) op(B), K = 150, tiles 64x64x32, f16 operands, f32 accumulation.
+  const std::string a_shape = ta ? "[150, 200]" : "[200, 150]";
+  const std::string b_shape = tb ? "[130, 150]" : "[150, 130]";
+  const std::string as = ta ? "shared[32, 64]" : "shared[64, 32]";
+  const std::string bs = tb ? "shared[64, 32]" : "shared[32, 64]";
+  const std::string ar = ta ? "A[k * 32:32, by * 64:64]" : "A[by * 64:64, k * 32:32]";
+  const std::string br = tb ? "B[bx * 64:64, k * 32:32]" : "B[k * 32:32, bx * 64:64]";
+  const std::string name = std::string("gemm_f16_") + (ta ? "t" : "n") + (tb ? "t" : "n");
+  return "tileir 1\n\nfunc @" + name + "(A: tensor" + a_shape + " f16, B: tensor" + b_shape +
+         " f16, C: tensor[200, 130] f32) {\n"
+         "  kernel grid(3, 4) threads(128) -> (bx, by) {\n"
+         "    alloc A_s: " + as + " f16\n    alloc B_s: " + bs + " f16\n"
+         "    alloc C_f: fragment[64, 64] f32\n    fill C_f, 0.0:f32\n"
+         "    for k in pipelined(0, 5, stages=2) {\n"
+         "      copy " + ar + " -> A_s\n      copy " + br + " -> B_s\n"
+         "      gemm A_s, B_s -> C_f" + (ta ? " trans_a" : "") + (tb ? " trans_b" : "") + "\n    }\n"
+         "    copy C_f -> C[by * 64:64, bx * 64:64]\n  }\n}\n";
+}
+
+inline std::vector<TestKernel> TestKernels() {
+  std::vector<TestKernel> k;
+  k.push_back({"elementwise", R"(tileir 1
+
+func @elementwise(A: tensor[1000, 77] f32, B: tensor[1000, 77] f32, C: tensor[1000, 77] f32) {
+  kernel grid(ceildiv(77, 32), ceildiv(1000, 64)) threads(128) -> (bx, by) {
+    alloc a: fragment[64, 32] f32
+    alloc b: fragment[64, 32] f32
+    copy A[by * 64:64, bx * 32:32] -> a
+    copy B[by * 64:64, bx * 32:32] -> b
+    parallel (i, j) in (64, 32) {
+      a[i, j] = a[i, j] * 2.0:f32 + b[i, j]
+    }
+    copy a -> C[by * 64:64, bx * 32:32]
+  }
+}
+)"});
+  k.push_back({"softmax", R"(tileir 1
+
+func @softmax(X: tensor[300, 100] f32, Y: tensor[300, 100] f32) {
+  kernel grid(ceildiv(300, 8)) threads(128) -> (bx) {
+    alloc x: fragment[8, 100] f32
+    alloc m: fragment[8] f32
+    alloc s: fragment[8] f32
+    copy X[bx * 8:8, 0:100] -> x
+    reduce max x -> m dim=1 clear
+    parallel (i, j) in (8, 100) {
+      x[i, j] = exp(x[i, j] - m[i])
+    }
+    reduce sum x -> s dim=1 clear
+    parallel (i2, j2) in (8, 100) {
+      x[i2, j2] = x[i2, j2] / s[i2]
+    }
+    copy x -> Y[bx * 8:8, 0:100]
+  }
+}
+)"});
+  k.push_back({"rowsum", R"(tileir 1
+
+func @rowsum(X: tensor[333, 250] f32, Y: tensor[333] f32) {
+  kernel grid(ceildiv(333, 4)) threads(256) -> (bx) {
+    alloc x: fragment[4, 250] f32
+    alloc r: fragment[4] f32
+    copy X[bx * 4:4, 0:250] -> x
+    reduce sum x -> r dim=1 clear
+    copy r -> Y[bx * 4:4]
+  }
+}
+)"});
+  k.push_back({"rmsnorm", R"(tileir 1
+
+func @rmsnorm(X: tensor[257, 96] f32, W: tensor[96] f32, Y: tensor[257, 96] f32) {
+  kernel grid(ceildiv(257, 2)) threads(64) -> (bx) {
+    alloc x: fragment[2, 96] f32
+    alloc sq: fragment[2, 96] f32
+    alloc ss: fragment[2] f32
+    copy X[bx * 2:2, 0:96] -> x
+    parallel (i, j) in (2, 96) {
+      sq[i, j] = x[i, j] * x[i, j]
+    }
+    reduce sum sq -> ss dim=1 clear
+    parallel (i2, j2) in (2, 96) {
+      x[i2, j2] = x[i2, j2] * rsqrt(ss[i2] / 96.0:f32 + 1e-6:f32) * W[j2]
+    }
+    copy x -> Y[bx * 2:2, 0:96]
+  }
+}
+)"});
+  k.push_back({"gemm_f32", R"(tileir 1
+
+func @gemm_f32(A: tensor[200, 150] f32, B: tensor[150, 130] f32, C: tensor[200, 130] f32) {
+  kernel grid(ceildiv(130, 64), ceildiv(200, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] f32
+    alloc B_s: shared[32, 64] f32
+    alloc C_f: fragment[64, 64] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, ceildiv(150, 32), stages=3) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
+  for (int t = 0; t < 4; ++t) k.push_back({GemmF16(t & 2, t & 1).substr(16, 11), GemmF16(t & 2, t & 1)});
+  k.push_back({"cumsum", R"(tileir 1
+
+func @cumsum(X: tensor[100, 50] f32, Y: tensor[100, 50] f32) {
+  kernel grid(ceildiv(100, 16)) threads(128) -> (bx) {
+    alloc s: shared[16, 50] f32
+    copy X[bx * 16:16, 0:50] -> s
+    cumsum s -> s dim=1
+    copy s -> Y[bx * 16:16, 0:50]
+  }
+}
+)"});
+  k.push_back({"splitk", R"(tileir 1
+
+func @splitk(A: tensor[96, 512] f32, B: tensor[512, 80] f32, C: tensor[96, 80] f32) {
+  kernel grid(ceildiv(80, 32), ceildiv(96, 32), 4) threads(64) -> (bx, by, bz) {
+    alloc A_s: shared[32, 32] f32
+    alloc B_s: shared[32, 32] f32
+    alloc C_f: fragment[32, 32] f32
+    fill C_f, 0.0:f32
+    for k in serial(0, 4) {
+      copy A[by * 32:32, bz * 128 + k * 32:32] -> A_s
+      copy B[bz * 128 + k * 32:32, bx * 32:32] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    atomic_add C_f -> C[by * 32:32, bx * 32:32]
+  }
+}
+)"});
+  // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
+  k.push_back({"gemm_big", R"(tileir 1
+
+func @gemm_big(A: tensor[2048, 2048] f16, B: tensor[2048, 2048] f16, C: tensor[2048, 2048] f32) {
+  kernel grid(16, 16) threads(256) -> (bx, by) {
+    alloc A_s: shared[128, 32] f16
+    alloc B_s: shared[32, 128] f16
+    alloc C_f: fragment[128, 128] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, 64, stages=2) {
+      copy A[by * 128:128, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 128:128] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    copy C_f -> C[by * 128:128, bx * 128:128]
+  }
+}
+)"});
+  return k;
+}
