@@ -10,7 +10,10 @@
 #     tools/device/gpu_check.sh build
 #   configures and builds /work/main/build-cuda (RelWithDebInfo, -j2; never
 #   touches build/), then stages into .gpu/ (ignored via .git/info/exclude):
-#     .gpu/bin/   tl_runtime_cuda_tests (debug info stripped)
+#     .gpu/bin/   tl_runtime_cuda_tests, tl_gpu_lowering_tests (debug info stripped)
+#     .gpu/bundles/  the compiler.gpu test kernels, compiled here (NVRTC) into
+#                 bundles (cubins sm_80/sm_89/sm_90a + compute_80 PTX), so the
+#                 GPU machine needs no CUDA compiler
 #     .gpu/lib/   libtilelang_runtime.so, libtbb.so.12, libzstd.so.1
 #     .gpu/lib-fallback/  libstdc++.so.6, libgcc_s.so.1 (used only when the
 #                 device's own are too old for the binaries)
@@ -23,7 +26,10 @@
 #   Runs nvidia-smi, then the cuda.* GoogleTests twice: with the default
 #   loader (cuLibraryLoadData; fresh JIT cache, so PTX timings are cold) and
 #   with TL_CUDA_LOADER=module (cuModuleLoadDataEx; CUDA_CACHE_DISABLE=1).
+#   Then the compiler.gpu run tests (tl_gpu_lowering_tests --gtest_filter=Run.*:
+#   generated kernels vs float64 host references, plus a 2048^3 GEMM timing).
 #   Logs and GoogleTest XML go to $OUT; a summary table is printed last.
+#   TL_GPU_BUILD_DIR overrides the build directory (default build-cuda).
 #   Exit status: 0 when every test passed (skips count as failures there:
 #   on the GPU machine nothing may skip).
 #
@@ -35,17 +41,19 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 stage=$repo/.gpu
 
 build() {
-  local bdir=$repo/build-cuda
+  local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
   set -e
   mkdir -p "$repo/.git/info"
   grep -qxF '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$repo/.git/info/exclude"
   if [ ! -f "$bdir/CMakeCache.txt" ]; then
     cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
-  ninja -C "$bdir" -j2 tl_runtime_cuda_tests
+  ninja -C "$bdir" -j2 tl_runtime_cuda_tests tl_gpu_lowering_tests
   rm -rf "$stage"
-  mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback"
-  cp "$bdir/bin/tl_runtime_cuda_tests" "$stage/bin/"
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback" "$stage/bundles"
+  cp "$bdir/bin/tl_runtime_cuda_tests" "$bdir/bin/tl_gpu_lowering_tests" "$stage/bin/"
+  TL_GPU_TEST_WRITE_BUNDLES=$stage/bundles "$bdir/bin/tl_gpu_lowering_tests" --gtest_filter='Kernels/Compile.*' \
+    | grep -E '^\[  (PASSED|FAILED|SKIPPED) '
   cp "$bdir/lib/libtilelang_runtime.so" "$stage/lib/"
   strip --strip-debug "$stage/bin/"* "$stage/lib/"*.so
   # The system libraries the binaries link, resolved here (Debian paths).
@@ -76,6 +84,21 @@ run_cuda_tests() {
   if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
 }
 
+# The generated kernels (compiler.gpu Run.*) on prebuilt bundles.
+run_gpu_lowering_tests() {
+  local log=${OUT:-/tmp}/gpu_lowering.log
+  echo "=== compiler.gpu run tests ==="
+  TL_GPU_TEST_BUNDLES=$stage/bundles "$stage/bin/tl_gpu_lowering_tests" --gtest_filter='Run.*' \
+    --gtest_output="xml:${OUT:-/tmp}/gpu_lowering.xml" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local passed skipped failed
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  summary+=("$(printf '%-22s rc=%-3s passed=%-3s skipped=%-3s failed=%-3s' "compiler.gpu.Run" "$rc" "${passed:-0}" "${skipped:-0}" "${failed:-0}")")
+  if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
+}
+
 run() {
   status=0
   summary=()
@@ -92,9 +115,11 @@ run() {
   run_cuda_tests library CUDA_CACHE_PATH="$cache"
   run_cuda_tests module TL_CUDA_LOADER=module CUDA_CACHE_DISABLE=1
   rm -rf "$cache"
+  run_gpu_lowering_tests
   echo
   echo "=== summary ==="
   grep -h '^\[ gemm \].*TFLOP' "${OUT:-/tmp}"/cuda_*.log
+  grep -h '^\[ gemm_big \]\|^\[ run ' "${OUT:-/tmp}"/gpu_lowering.log
   grep -ho 'PTX JIT-compiled by the driver ([a-zA-Z]*): [0-9.]* ms' "${OUT:-/tmp}"/cuda_*.log
   printf '%s\n' "${summary[@]}"
   return $status
