@@ -197,6 +197,10 @@ StatusOr<std::vector<uint8_t>> BuildCpuBundle(const std::vector<ir::Function>& f
       (*v)->payload = writer.AddPayload(results[job++].object);
       kernel->variants.push_back(std::move(*v));
     }
+    if (options.extra_variants) {
+      Status extra = options.extra_variants(functions[i], *kernel, writer);
+      if (!extra.ok()) return extra;
+    }
     Status added = writer.AddKernel(std::move(kernel));
     if (!added.ok()) return added;
   }

@@ -20,6 +20,10 @@
 #include "tilelang/ir/tile_ir.h"
 #include "tilelang/toolchain/host_compiler.h"
 
+namespace tl::formats {
+class BundleWriter;
+}
+
 namespace tl::driver {
 
 struct CpuBuildOptions {
@@ -29,6 +33,9 @@ struct CpuBuildOptions {
   int jobs = 0;                   // parallel compiles; 0: all cores
   std::string emit_source_dir;    // when set, writes <dir>/<kernel>.cc
   std::function<void(const std::string&)> log;  // progress lines (serialized); may be null
+  // Adds variants of other backends to each kernel before it is packed
+  // (`tl-pack compile --target cpu,cuda`); may be null.
+  std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)> extra_variants;
 };
 
 // The bundle's DLPack dtype triple for a Tile IR dtype.
