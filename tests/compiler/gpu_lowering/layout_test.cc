@@ -148,3 +148,95 @@ func @g(A: tensor[64] f32, C: tensor[64] f32) {
 }
 
 }  // namespace
+
+namespace {
+
+tl::ir::Function ParseOne(const std::string& text) {
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m->functions.at(0);
+}
+
+std::string Notes(const tl::gpu::SimtKernel& k) {
+  std::string s;
+  for (const std::string& n : k.notes) s += n + "\n";
+  return s;
+}
+
+TEST(Inference, RowVectorGetsProjectedLayoutAndAwkwardShapeLowers) {
+  // 100 x 7 over 128 threads: default layout, guarded; the row max is the
+  // projection (replicated over the row's lanes).
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+
+func @f(X: tensor[100, 7] f32, Y: tensor[100, 7] f32) {
+  kernel grid(1) threads(128) -> (bx) {
+    alloc x: fragment[100, 7] f32
+    alloc m: fragment[100] f32
+    copy X -> x
+    reduce max x -> m dim=1 clear
+    parallel (i, j) in (100, 7) {
+      x[i, j] = x[i, j] - m[i]
+    }
+    copy x -> Y
+  }
+}
+)"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string notes = Notes(*k);
+  EXPECT_NE(notes.find("fragment m: 100x1 over 64x2 (v=1, 2 slots) replicated"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("fragment x: 100x7 over 64x2 (v=4, 8 slots)"), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("shared memory"), std::string::npos) << notes;
+  EXPECT_EQ(k->shared_bytes, 0);
+}
+
+TEST(Inference, TransposedReadDemotesToSharedWithBarriers) {
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+
+func @f(X: tensor[32, 32] f32, Y: tensor[32, 32] f32) {
+  kernel grid(1) threads(64) -> (bx) {
+    alloc x: fragment[32, 32] f32
+    alloc y: fragment[32, 32] f32
+    copy X -> x
+    parallel (i, j) in (32, 32) {
+      y[i, j] = x[j, i]
+    }
+    copy y -> Y
+  }
+}
+)"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string notes = Notes(*k);
+  EXPECT_NE(notes.find("fragment x kept in shared memory"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("barriers inserted: 1"), std::string::npos) << notes;
+  EXPECT_EQ(k->shared_bytes, 32 * 32 * 4);
+}
+
+TEST(Inference, ClearErrorsForDynamicShapesAndSharedBudget) {
+  tl::StatusOr<tl::gpu::SimtKernel> dyn = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+
+func @f(X: tensor[M] f32) dynamic(M: i32) loc("k.py", 3) {
+  kernel grid(ceildiv(M, 128)) threads(128) -> (bx) {
+    alloc x: fragment[128] f32
+    copy X[bx * 128:128] -> x
+  }
+}
+)"));
+  ASSERT_FALSE(dyn.ok());
+  EXPECT_NE(dyn.status().message().find("dynamic shape symbols"), std::string::npos) << dyn.status().ToString();
+  EXPECT_NE(dyn.status().message().find("k.py:3"), std::string::npos) << dyn.status().ToString();
+
+  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+
+func @f(X: tensor[256, 256] f32) {
+  kernel grid(1) threads(128) -> (bx) {
+    alloc s: shared[256, 256] f32
+    copy X -> s
+  }
+}
+)"), {99 * 1024});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), tl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("262144 bytes of shared memory"), std::string::npos) << big.status().ToString();
+}
+
+}  // namespace
