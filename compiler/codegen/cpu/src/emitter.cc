@@ -736,7 +736,8 @@ void Emitter::EmitGemm(const ir::Gemm& g, const ir::Stmt& s) {
   const bool a_panels = la.order == passes::ElementOrder::kGemmPanelsA;
   const bool b_panels = lb.order == passes::ElementOrder::kGemmPanelsB;
   if (C.dtype == DType::kF32 && kind(A.dtype) >= 0 && kind(B.dtype) >= 0) {
-    const int64_t need = GemmPackFloats(M, N, K) * 4;
+    // Packing scratch only when an operand still needs packing.
+    const int64_t need = a_panels && b_panels ? 0 : GemmPackFloats(M, N, K) * 4;
     scratch_bytes_ = std::max(scratch_bytes_, gemm_scratch_offset_ + static_cast<uint64_t>(need));
     // Operands already in panels (filled by their copies) are not packed again.
     const std::string a_args = a_panels ? Id(A.buffer) + ", 0, 0, 0"
