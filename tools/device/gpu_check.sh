@@ -26,7 +26,7 @@
 #   Runs nvidia-smi, then the cuda.* GoogleTests twice: with the default
 #   loader (cuLibraryLoadData; fresh JIT cache, so PTX timings are cold) and
 #   with TL_CUDA_LOADER=module (cuModuleLoadDataEx; CUDA_CACHE_DISABLE=1).
-#   Then the compiler.gpu run tests (tl_gpu_lowering_tests --gtest_filter=Run.*:
+#   Then the compiler.gpu run tests (tl_gpu_lowering_tests --gtest_filter='Exec/Run.*/Gpu:Timing.*':
 #   generated kernels vs float64 host references, plus a 2048^3 GEMM timing).
 #   Logs and GoogleTest XML go to $OUT; a summary table is printed last.
 #   TL_GPU_BUILD_DIR overrides the build directory (default build-cuda).
@@ -84,11 +84,11 @@ run_cuda_tests() {
   if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
 }
 
-# The generated kernels (compiler.gpu Run.*) on prebuilt bundles.
+# The generated kernels (compiler.gpu Exec/Run.*/Gpu, Timing.*) on prebuilt bundles.
 run_gpu_lowering_tests() {
   local log=${OUT:-/tmp}/gpu_lowering.log
   echo "=== compiler.gpu run tests ==="
-  TL_GPU_TEST_BUNDLES=$stage/bundles "$stage/bin/tl_gpu_lowering_tests" --gtest_filter='Run.*' \
+  TL_GPU_TEST_BUNDLES=$stage/bundles "$stage/bin/tl_gpu_lowering_tests" --gtest_filter='Exec/Run.*/Gpu:Timing.*' \
     --gtest_output="xml:${OUT:-/tmp}/gpu_lowering.xml" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local passed skipped failed

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "kernels.h"
+#include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/runtime.h"
@@ -136,9 +137,13 @@ Tensor Random(std::vector<int64_t> shape, bool f16, std::mt19937& rng, bool zero
   return t;
 }
 
-class Run : public ::testing::Test {
+// Runs kernels on the CUDA device, or (Interp()) through the SIMT IR
+// interpreter, which needs no GPU and so checks the lowering's numbers in CI.
+class Exec : public ::testing::Test {
  protected:
+  virtual bool Interp() const { return false; }
   void SetUp() override {
+    if (Interp()) return;
     tl_runtime_options_t o;
     tl_runtime_options_init(&o);
     o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_CUDA);
@@ -151,6 +156,7 @@ class Run : public ::testing::Test {
     ASSERT_EQ(S(tl_runtime_device_at(rt_, 0, &dev_)), "");
   }
   void TearDown() override {
+    if (Interp()) return;
     tl_device_release(dev_);
     tl_runtime_release(rt_);
   }
@@ -160,6 +166,23 @@ class Run : public ::testing::Test {
   // launches in ms (0 when reps == 0).
   double Launch(const TestKernel& k, std::vector<Tensor*> args, int reps = 0, const char* force = nullptr) {
     const tl::ir::Function f = Parse(k.text);
+    if (Interp()) {
+      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, {227 * 1024});
+      EXPECT_TRUE(simt.ok()) << simt.status().ToString();
+      if (!simt.ok()) return 0;
+      std::map<std::string, std::vector<double>> tensors;
+      size_t next = 0;
+      for (const tl::ir::Param& p : f.params) {
+        if (p.kind == tl::ir::Param::Kind::kTensor && next < args.size()) tensors[p.name] = args[next++]->values;
+      }
+      const tl::Status st = tl::gpu::test::Interpret(*simt, &tensors);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      next = 0;
+      for (const tl::ir::Param& p : f.params) {
+        if (p.kind == tl::ir::Param::Kind::kTensor && next < args.size()) args[next++]->values = tensors[p.name];
+      }
+      return 0;
+    }
     tl::StatusOr<std::vector<uint8_t>> bundle = std::vector<uint8_t>();
     if (const char* dir = std::getenv("TL_GPU_TEST_BUNDLES")) {  // prebuilt (gpu_check.sh)
       std::ifstream in(std::filesystem::path(dir) / (f.name + ".tlb"), std::ios::binary);
@@ -229,6 +252,15 @@ class Run : public ::testing::Test {
   tl_device_t* dev_ = nullptr;
 };
 
+class Run : public Exec, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool Interp() const override { return GetParam(); }
+};
+INSTANTIATE_TEST_SUITE_P(Exec, Run, ::testing::Values(false, true),
+                         [](const auto& tp) { return std::string(tp.param ? "Interp" : "Gpu"); });
+
+class Timing : public Exec {};
+
 const TestKernel& Named(const std::string& n) {
   static const std::vector<TestKernel> all = TestKernels();
   for (const TestKernel& k : all) {
@@ -237,7 +269,7 @@ const TestKernel& Named(const std::string& n) {
   abort();
 }
 
-TEST_F(Run, Elementwise) {
+TEST_P(Run, Elementwise) {
   std::mt19937 rng(1);
   Tensor a = Random({1000, 77}, false, rng), b = Random({1000, 77}, false, rng), c = Random({1000, 77}, false, rng, true);
   std::vector<double> want(a.values.size());
@@ -246,7 +278,7 @@ TEST_F(Run, Elementwise) {
   Expect(c.values, want, 1e-6, "elementwise");
 }
 
-TEST_F(Run, SoftmaxRowsumRmsnorm) {
+TEST_P(Run, SoftmaxRowsumRmsnorm) {
   std::mt19937 rng(2);
   {
     Tensor x = Random({300, 100}, false, rng), y = Random({300, 100}, false, rng, true);
@@ -294,7 +326,7 @@ std::vector<double> RefGemm(const Tensor& a, const Tensor& b, int m, int n, int 
   return c;
 }
 
-TEST_F(Run, Gemms) {
+TEST_P(Run, Gemms) {
   std::mt19937 rng(3);
   {
     Tensor a = Random({200, 150}, false, rng), b = Random({150, 130}, false, rng), c = Random({200, 130}, false, rng, true);
@@ -312,7 +344,7 @@ TEST_F(Run, Gemms) {
   }
 }
 
-TEST_F(Run, CumsumSplitK) {
+TEST_P(Run, CumsumSplitK) {
   std::mt19937 rng(4);
   {
     Tensor x = Random({100, 50}, false, rng), y = Random({100, 50}, false, rng, true);
@@ -331,7 +363,7 @@ TEST_F(Run, CumsumSplitK) {
   }
 }
 
-TEST_F(Run, GemmTiming) {
+TEST_F(Timing, Gemm2048) {
   // 2048^3 f16 -> f32 through the SIMT FMA path; 256 sampled entries checked.
   std::mt19937 rng(5);
   Tensor a = Random({2048, 2048}, true, rng), b = Random({2048, 2048}, true, rng);

@@ -1,0 +1,338 @@
+// Interpret(): see simt_interp.h.
+#include "simt_interp.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <unordered_map>
+
+namespace tl::gpu::test {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+
+double Round(double v, DType t) {
+  switch (t) {
+    case DType::kF64: return v;
+    case DType::kF32: return static_cast<float>(v);
+    case DType::kF16: return static_cast<double>(static_cast<_Float16>(static_cast<float>(v)));
+    case DType::kBF16: {
+      float f = static_cast<float>(v);
+      uint32_t x;
+      std::memcpy(&x, &f, 4);
+      x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
+      std::memcpy(&f, &x, 4);
+      return f;
+    }
+    case DType::kBool: return v != 0;
+    default: {
+      const int bits = ir::BitWidth(t);
+      int64_t i = static_cast<int64_t>(v);
+      if (bits < 64) {
+        const uint64_t mask = (uint64_t{1} << bits) - 1;
+        uint64_t u = static_cast<uint64_t>(i) & mask;
+        if (ir::IsSigned(t) && (u >> (bits - 1))) return static_cast<double>(static_cast<int64_t>(u | ~mask));
+        return static_cast<double>(u);
+      }
+      return static_cast<double>(i);
+    }
+  }
+}
+
+struct Machine {
+  const SimtKernel& k;
+  std::map<std::string, std::vector<double>>* tensors;
+  const std::map<std::string, double>& scalars;
+  std::map<std::string, DType> dtypes;  // buffers and params
+  std::map<std::string, Space> spaces;
+  std::unordered_map<std::string, std::vector<double>> shared;
+  std::vector<std::unordered_map<std::string, std::vector<double>>> regs;  // per thread
+  std::vector<std::unordered_map<std::string, double>> env;                // per thread
+  std::vector<int64_t> block_idx;
+  std::string error;
+
+  std::vector<double>& Buf(const std::string& name, size_t t) {
+    auto sp = spaces.find(name);
+    if (sp != spaces.end() && sp->second == Space::kRegister) return regs[t][name];
+    if (sp != spaces.end() && sp->second == Space::kShared) return shared[name];
+    return (*tensors)[name];
+  }
+
+  double Var(const std::string& n, size_t t) {
+    if (n == "tl_tid") return static_cast<double>(t);
+    auto it = env[t].find(n);
+    if (it != env[t].end()) return it->second;
+    for (size_t i = 0; i < k.block_vars.size(); ++i) {
+      if (k.block_vars[i] == n) return static_cast<double>(block_idx[i]);
+    }
+    auto s = scalars.find(n);
+    if (s != scalars.end()) return s->second;
+    error = "unbound name " + n;
+    return 0;
+  }
+
+  double Eval(const Expr& e, size_t t) {
+    switch (ir::Kind(e)) {
+      case ir::ExprKind::kIntImm: return static_cast<double>(ir::As<ir::IntImm>(e)->value);
+      case ir::ExprKind::kFloatImm: return ir::As<ir::FloatImm>(e)->value;
+      case ir::ExprKind::kVarRef: return Var(ir::As<ir::VarRef>(e)->name, t);
+      case ir::ExprKind::kLoad: {
+        const auto* l = ir::As<ir::Load>(e);
+        const int64_t i = static_cast<int64_t>(Eval(l->indices.at(0), t));
+        std::vector<double>& b = Buf(l->buffer, t);
+        if (i < 0 || i >= static_cast<int64_t>(b.size())) {
+          error = "out-of-bounds load " + l->buffer + "[" + std::to_string(i) + "] (size " + std::to_string(b.size()) + ")";
+          return 0;
+        }
+        return b[static_cast<size_t>(i)];
+      }
+      case ir::ExprKind::kUnary: {
+        const auto* u = ir::As<ir::Unary>(e);
+        const double v = Eval(*u->operand, t);
+        if (u->op == ir::UnaryOp::kNeg) return -v;
+        if (u->op == ir::UnaryOp::kNot) return v == 0;
+        return static_cast<double>(~static_cast<int64_t>(v));
+      }
+      case ir::ExprKind::kBinary: {
+        const auto* b = ir::As<ir::Binary>(e);
+        const DType dt = ir::ExprDType(*b->lhs);
+        if (b->op == ir::BinaryOp::kAnd) return Eval(*b->lhs, t) != 0 && Eval(*b->rhs, t) != 0;
+        if (b->op == ir::BinaryOp::kOr) return Eval(*b->lhs, t) != 0 || Eval(*b->rhs, t) != 0;
+        const double x = Eval(*b->lhs, t), y = Eval(*b->rhs, t);
+        const bool integer = ir::IsInt(dt) || dt == DType::kBool;
+        const int64_t a = static_cast<int64_t>(x), c = static_cast<int64_t>(y);
+        double r = 0;
+        switch (b->op) {
+          case ir::BinaryOp::kAdd: r = x + y; break;
+          case ir::BinaryOp::kSub: r = x - y; break;
+          case ir::BinaryOp::kMul: r = x * y; break;
+          case ir::BinaryOp::kDiv:
+            if (!integer) return x / y;
+            if (c == 0) return 0;
+            r = static_cast<double>(a / c - ((a % c != 0) && ((a < 0) != (c < 0))));
+            break;
+          case ir::BinaryOp::kMod:
+            if (!integer) return std::fmod(x, y);
+            if (c == 0) return 0;
+            r = static_cast<double>(((a % c) + c) % c);
+            break;
+          case ir::BinaryOp::kShl: r = static_cast<double>(a << c); break;
+          case ir::BinaryOp::kShr: r = static_cast<double>(a >> c); break;
+          case ir::BinaryOp::kLt: return x < y;
+          case ir::BinaryOp::kLe: return x <= y;
+          case ir::BinaryOp::kGt: return x > y;
+          case ir::BinaryOp::kGe: return x >= y;
+          case ir::BinaryOp::kEq: return x == y;
+          case ir::BinaryOp::kNe: return x != y;
+          case ir::BinaryOp::kBitAnd: r = static_cast<double>(a & c); break;
+          case ir::BinaryOp::kBitXor: r = static_cast<double>(a ^ c); break;
+          case ir::BinaryOp::kBitOr: r = static_cast<double>(a | c); break;
+          default: break;
+        }
+        // Carried like the printed code: f16/bf16 in f32, others in their own type.
+        return integer ? Round(r, dt) : Round(r, dt == DType::kF64 ? DType::kF64 : DType::kF32);
+      }
+      case ir::ExprKind::kSelect: {
+        const auto* s = ir::As<ir::Select>(e);
+        return Eval(*s->cond, t) != 0 ? Eval(*s->true_value, t) : Eval(*s->false_value, t);
+      }
+      case ir::ExprKind::kCast: {
+        const auto* c = ir::As<ir::Cast>(e);
+        double v = Eval(*c->value, t);
+        if (ir::IsInt(c->dtype)) v = std::trunc(v);
+        return Round(v, c->dtype);
+      }
+      case ir::ExprKind::kCall: {
+        const auto* c = ir::As<ir::Call>(e);
+        const DType dt = ir::ExprDType(c->args.at(0));
+        const double x = Eval(c->args[0], t);
+        const double y = c->args.size() > 1 ? Eval(c->args[1], t) : 0;
+        const int64_t a = static_cast<int64_t>(x), b = static_cast<int64_t>(y);
+        double r = 0;
+        switch (c->op) {
+          case ir::CallOp::kExp: r = std::exp(x); break;
+          case ir::CallOp::kExp2: r = std::exp2(x); break;
+          case ir::CallOp::kLog: r = std::log(x); break;
+          case ir::CallOp::kLog2: r = std::log2(x); break;
+          case ir::CallOp::kSqrt: r = std::sqrt(x); break;
+          case ir::CallOp::kRsqrt: r = 1 / std::sqrt(x); break;
+          case ir::CallOp::kTanh: r = std::tanh(x); break;
+          case ir::CallOp::kSigmoid: r = 1 / (1 + std::exp(-x)); break;
+          case ir::CallOp::kAbs: r = std::fabs(x); break;
+          case ir::CallOp::kFloor: r = std::floor(x); break;
+          case ir::CallOp::kCeil: r = std::ceil(x); break;
+          case ir::CallOp::kRound: r = std::nearbyint(x); break;
+          case ir::CallOp::kSin: r = std::sin(x); break;
+          case ir::CallOp::kCos: r = std::cos(x); break;
+          case ir::CallOp::kPow: r = std::pow(x, y); break;
+          case ir::CallOp::kMax: r = std::fmax(x, y); break;
+          case ir::CallOp::kMin: r = std::fmin(x, y); break;
+          case ir::CallOp::kTruncDiv: return b ? static_cast<double>(a / b) : 0;
+          case ir::CallOp::kTruncMod: return b ? static_cast<double>(a % b) : 0;
+          case ir::CallOp::kCeilDiv: return b ? static_cast<double>(-((-a) / b - (((-a) % b != 0) && ((-a < 0) != (b < 0))))) : 0;
+        }
+        return ir::IsFloat(dt) ? Round(r, dt == DType::kF64 ? DType::kF64 : DType::kF32) : r;
+      }
+    }
+    return 0;
+  }
+
+  void Store(const std::string& name, const Expr& idx, const Expr& val, const std::vector<uint8_t>& mask, bool atomic) {
+    const DType dt = dtypes.count(name) ? dtypes[name] : DType::kF32;
+    const bool reg = spaces.count(name) && spaces[name] == Space::kRegister;
+    // Evaluate for every thread first (a statement reads before it writes).
+    std::vector<std::pair<int64_t, double>> w(mask.size(), {-1, 0});
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (mask[t]) w[t] = {static_cast<int64_t>(Eval(idx, t)), Eval(val, t)};
+    }
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (!mask[t]) continue;
+      std::vector<double>& b = Buf(name, t);
+      if (w[t].first < 0 || w[t].first >= static_cast<int64_t>(b.size())) {
+        error = "out-of-bounds store " + name + "[" + std::to_string(w[t].first) + "] (size " + std::to_string(b.size()) + ")";
+        return;
+      }
+      double& slot = b[static_cast<size_t>(w[t].first)];
+      // Registers of f16/bf16 hold rounded f32 values, like the printed code.
+      slot = Round(atomic ? slot + w[t].second : w[t].second, dt);
+      (void)reg;
+    }
+  }
+
+  void Exec(const SBlock& block, const std::vector<uint8_t>& mask) {
+    for (const SStmt& s : block) {
+      if (!error.empty()) return;
+      bool any = false;
+      for (uint8_t m : mask) any = any || m;
+      if (!any) return;
+      std::visit(
+          [&](const auto& n) {
+            using T = std::decay_t<decltype(n)>;
+            if constexpr (std::is_same_v<T, SLet> || std::is_same_v<T, SVar>) {
+              std::vector<double> v(mask.size());
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (!mask[t]) continue;
+                if constexpr (std::is_same_v<T, SLet>) v[t] = Eval(n.value, t);
+                else v[t] = n.init ? Round(Eval(*n.init, t), n.dtype) : 0;
+              }
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (mask[t]) env[t][n.name] = v[t];
+              }
+              if constexpr (std::is_same_v<T, SVar>) dtypes[n.name] = n.dtype;
+            } else if constexpr (std::is_same_v<T, SAssign>) {
+              const DType dt = dtypes.count(n.name) ? dtypes[n.name] : DType::kF32;
+              std::vector<double> v(mask.size());
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (mask[t]) v[t] = Round(Eval(n.value, t), dt);
+              }
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (mask[t]) env[t][n.name] = v[t];
+              }
+            } else if constexpr (std::is_same_v<T, SStore>) {
+              Store(n.buffer, n.index, n.value, mask, false);
+            } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
+              Store(n.buffer, n.index, n.value, mask, true);
+            } else if constexpr (std::is_same_v<T, SFor>) {
+              const DType dt = ir::ExprDType(n.start);
+              std::vector<uint8_t> live = mask;
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (mask[t]) env[t][n.var] = Eval(n.start, t);
+              }
+              for (;;) {
+                bool any_live = false;
+                for (size_t t = 0; t < mask.size(); ++t) {
+                  if (!live[t]) continue;
+                  const double step = Eval(n.step, t);
+                  const double stop = Eval(n.stop, t);
+                  const double v = env[t][n.var];
+                  live[t] = step < 0 ? v > stop : v < stop;
+                  any_live = any_live || live[t];
+                }
+                if (!any_live || !error.empty()) break;
+                Exec(n.body, live);
+                for (size_t t = 0; t < mask.size(); ++t) {
+                  if (live[t]) env[t][n.var] = Round(env[t][n.var] + Eval(n.step, t), dt);
+                }
+              }
+            } else if constexpr (std::is_same_v<T, SIf>) {
+              std::vector<uint8_t> a(mask.size()), b(mask.size());
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (!mask[t]) continue;
+                const bool c = Eval(n.cond, t) != 0;
+                a[t] = c;
+                b[t] = !c;
+              }
+              Exec(n.then_body, a);
+              Exec(n.else_body, b);
+            } else if constexpr (std::is_same_v<T, SLaneReduce>) {
+              std::vector<double> v(mask.size());
+              for (size_t t = 0; t < mask.size(); ++t) v[t] = mask[t] ? env[t][n.var] : 0;
+              for (int64_t o = n.width / 2; o > 0; o /= 2) {
+                std::vector<double> nv = v;
+                for (size_t t = 0; t < mask.size(); ++t) {
+                  if (!mask[t]) continue;
+                  const size_t p = t ^ static_cast<size_t>(o);
+                  if (p >= mask.size() || !mask[p]) {
+                    error = "lane_reduce partner lane inactive";
+                    return;
+                  }
+                  const double x = v[t], y = v[p];
+                  nv[t] = n.op == ir::ReduceOp::kMax ? std::fmax(x, y) : n.op == ir::ReduceOp::kMin ? std::fmin(x, y) : x + y;
+                  nv[t] = Round(nv[t], n.dtype);
+                }
+                v = nv;
+              }
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (mask[t]) env[t][n.var] = v[t];
+              }
+            }
+            // SBarrier, SComment: nothing (lockstep).
+          },
+          s.node);
+    }
+  }
+};
+
+}  // namespace
+
+tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<double>>* tensors,
+                     const std::map<std::string, double>& scalars) {
+  Machine m{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}};
+  for (const SimtParam& p : k.params) m.dtypes[p.name] = p.dtype;
+  for (const SimtBuffer& b : k.buffers) {
+    m.dtypes[b.name] = b.dtype;
+    m.spaces[b.name] = b.space;
+  }
+  std::vector<int64_t> grid;
+  for (const Expr& g : k.grid) {
+    std::optional<int64_t> v = ir::FoldInt(g);
+    if (!v) return tl::Status(tl::StatusCode::kUnimplemented, "interpreter: grid must be constant");
+    grid.push_back(*v);
+  }
+  while (grid.size() < 3) grid.push_back(1);
+  const size_t T = static_cast<size_t>(k.threads);
+  for (int64_t z = 0; z < grid[2]; ++z) {
+    for (int64_t y = 0; y < grid[1]; ++y) {
+      for (int64_t x = 0; x < grid[0]; ++x) {
+        m.block_idx = {x, y, z};
+        m.shared.clear();
+        m.regs.assign(T, {});
+        m.env.assign(T, {});
+        for (const SimtBuffer& b : k.buffers) {
+          // Uninitialized memory is NaN, so reading it before writing shows.
+          if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
+          else for (size_t t = 0; t < T; ++t) m.regs[t][b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
+        }
+        m.Exec(k.body, std::vector<uint8_t>(T, 1));
+        if (!m.error.empty()) {
+          return tl::Status(tl::StatusCode::kInternal, "interpreter, block (" + std::to_string(x) + ", " +
+                                                           std::to_string(y) + ", " + std::to_string(z) + "): " + m.error);
+        }
+      }
+    }
+  }
+  return tl::Status::Ok();
+}
+
+}  // namespace tl::gpu::test
