@@ -85,6 +85,7 @@ int RunCompile(int argc, char** argv) {
   // CUDA items of --target are split off; the rest goes to the CPU parser.
   codegen::cuda::SplitTargets split = codegen::cuda::SplitCudaTargets(args.Get("--target", "cpu"));
   driver::CpuBuildOptions options;
+  options.targets.clear();  // CUDA-only lists build no CPU variants
   if (!split.any || !split.rest.empty()) {
     StatusOr<std::vector<toolchain::IsaLevel>> targets = toolchain::ParseCpuTargets(split.rest);
     if (!targets.ok()) return UsageError(verb, targets.status().message());
