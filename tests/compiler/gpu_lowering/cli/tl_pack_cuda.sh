@@ -23,4 +23,7 @@ for v in cpu.x86-64-v2 cpu.x86-64-v3 cpu.x86-64-v4 cuda.sm_80 cuda.sm_89 cuda.sm
   grep -q "$v " "$out/both.txt" || { cat "$out/both.txt"; echo "missing $v"; exit 1; }
 done
 "$tlp" verify "$out/both.tlb" >/dev/null
+# Deterministic: the same input gives the same bytes.
+"$tlp" compile "$in" -o "$out/cuda2.tlb" --target cuda -q
+cmp "$out/cuda.tlb" "$out/cuda2.tlb"
 echo "tl-pack compile --target cuda, sm_90a, cpu,cuda: ok"
