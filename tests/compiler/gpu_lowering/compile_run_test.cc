@@ -386,3 +386,86 @@ TEST_F(Timing, Gemm2048) {
 }
 
 }  // namespace
+
+namespace {
+
+// Interpreter-only (CI): thread counts that are not multiples of a warp, a
+// 1-D replicated T.Parallel loop, absmax, a reduction along dim 0 (shared
+// memory path) and a reverse cumsum of a fragment.
+TEST(Interp, AwkwardShapes) {
+  const std::string text = R"(tileir 1
+
+func @awkward(X: tensor[37, 29] f32, M: tensor[37] f32, CS: tensor[8, 29] f32, R: tensor[37, 29] f32, Y: tensor[37, 29] f32) {
+  kernel grid(ceildiv(37, 5)) threads(48) -> (bx) {
+    alloc x: fragment[5, 29] f32
+    alloc m: fragment[5] f32
+    alloc c: fragment[29] f32
+    alloc r: fragment[5, 29] f32
+    copy X[bx * 5:5, 0:29] -> x
+    reduce absmax x -> m dim=1 clear
+    parallel (i) in (5) {
+      if bx * 5 + i < 37 {
+        M[bx * 5 + i] = m[i]
+      }
+    }
+    reduce sum x -> c dim=0 clear
+    copy c -> CS[bx, 0:29]
+    cumsum x -> r dim=1 reverse
+    copy r -> R[bx * 5:5, 0:29]
+    parallel (i2, j2) in (5, 29) {
+      x[i2, j2] = x[i2, j2] / m[i2]
+    }
+    copy x -> Y[bx * 5:5, 0:29]
+  }
+}
+)";
+  // Variant 1 as written: the dim-0 reduction and the cumsum keep x, c, r (and
+  // so m) in shared memory. Variant 2: x stays in registers (48 threads: lane
+  // groups that do not fill a warp), the cumsum works on a shared copy.
+  std::string text2 = text;
+  auto replace = [&](const std::string& a, const std::string& b) { text2.replace(text2.find(a), a.size(), b); };
+  replace("    reduce sum x -> c dim=0 clear\n", "    fill c, 0.0:f32\n");
+  replace("    cumsum x -> r dim=1 reverse\n", "    copy x -> r\n    cumsum r -> r dim=1 reverse\n");
+  for (int vi = 0; vi < 2; ++vi) {
+  const std::string& variant = vi ? text2 : text;
+  const bool second = vi == 1;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(variant), {99 * 1024});
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  std::map<std::string, std::vector<double>> t;
+  t["X"].resize(37 * 29);
+  for (double& v : t["X"]) v = static_cast<float>(dist(rng));
+  t["M"].assign(37, 0);
+  t["CS"].assign(8 * 29, 0);
+  t["R"].assign(37 * 29, 0);
+  t["Y"].assign(37 * 29, 0);
+  const std::vector<double> x = t["X"];
+  ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t).ok());
+  double worst = 0;
+  auto check = [&](double got, double want) { worst = std::max(worst, std::fabs(got - want) / (1 + std::fabs(want))); };
+  for (int r = 0; r < 37; ++r) {
+    double m = 0, s = 0;
+    for (int j = 0; j < 29; ++j) m = std::max(m, std::fabs(x[r * 29 + j]));
+    check(t["M"][r], m);
+    for (int j = 28; j >= 0; --j) check(t["R"][r * 29 + j], s += x[r * 29 + j]);
+    for (int j = 0; j < 29; ++j) check(t["Y"][r * 29 + j], x[r * 29 + j] / m);
+  }
+  for (int b = 0; b < 8; ++b) {
+    for (int j = 0; j < 29; ++j) {
+      double s = 0;
+      for (int r = b * 5; r < std::min(37, b * 5 + 5); ++r) s += x[r * 29 + j];
+      check(t["CS"][b * 29 + j], second ? 0.0 : s);
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  std::string notes;
+  for (const std::string& n : k->notes) notes += n + "\n";
+  std::printf("%s[ interp awkward %d ] worst relative error %.3g\n", notes.c_str(), second ? 2 : 1, worst);
+  if (second) {
+    EXPECT_EQ(notes.find("fragment x kept"), std::string::npos) << notes;
+  }
+  }
+}
+
+}  // namespace
