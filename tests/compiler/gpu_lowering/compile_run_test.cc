@@ -389,6 +389,40 @@ TEST_F(Timing, Gemm2048) {
 
 namespace {
 
+// Interpreter-only (CI): bf16 operands (rounded like the device's
+// cvt.rn.bf16.f32), f32 accumulation, trans_a.
+TEST(Interp, GemmBf16) {
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Named("gemm_bf16_tn").text), {99 * 1024});
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto bf16 = [](float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&f, &x, 4);
+    return static_cast<double>(f);
+  };
+  std::map<std::string, std::vector<double>> t;
+  t["A"].assign(150 * 200, 0);
+  t["B"].assign(150 * 130, 0);
+  for (double& v : t["A"]) v = bf16(dist(rng));
+  for (double& v : t["B"]) v = bf16(dist(rng));
+  t["C"].assign(200 * 130, 0);
+  const std::vector<double> a = t["A"], b = t["B"];
+  ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t).ok());
+  double worst = 0;
+  for (int i = 0; i < 200; ++i) {
+    for (int j = 0; j < 130; ++j) {
+      double s = 0;
+      for (int p = 0; p < 150; ++p) s += a[p * 200 + i] * b[p * 130 + j];
+      worst = std::max(worst, std::fabs(t["C"][i * 130 + j] - s) / (1 + std::fabs(s)));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+  std::printf("[ interp gemm_bf16_tn ] worst relative error %.3g\n", worst);
+}
+
 // Interpreter-only (CI): thread counts that are not multiples of a warp, a
 // 1-D replicated T.Parallel loop, absmax, a reduction along dim 0 (shared
 // memory path) and a reverse cumsum of a fragment.

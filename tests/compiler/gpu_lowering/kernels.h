@@ -9,7 +9,7 @@ struct TestKernel {
   std::string text;
 };
 
-inline std::string GemmF16(bool ta, bool tb) {
+inline std::string GemmF16(bool ta, bool tb, const std::string& dt = "f16") {
   // C[200,130] = op(A) op(B), K = 150, tiles 64x64x32, f16 operands, f32 accumulation.
   const std::string a_shape = ta ? "[150, 200]" : "[200, 150]";
   const std::string b_shape = tb ? "[130, 150]" : "[150, 130]";
@@ -17,11 +17,11 @@ inline std::string GemmF16(bool ta, bool tb) {
   const std::string bs = tb ? "shared[64, 32]" : "shared[32, 64]";
   const std::string ar = ta ? "A[k * 32:32, by * 64:64]" : "A[by * 64:64, k * 32:32]";
   const std::string br = tb ? "B[bx * 64:64, k * 32:32]" : "B[k * 32:32, bx * 64:64]";
-  const std::string name = std::string("gemm_f16_") + (ta ? "t" : "n") + (tb ? "t" : "n");
-  return "tileir 1\n\nfunc @" + name + "(A: tensor" + a_shape + " f16, B: tensor" + b_shape +
-         " f16, C: tensor[200, 130] f32) {\n"
+  const std::string name = "gemm_" + dt + "_" + (ta ? "t" : "n") + (tb ? "t" : "n");
+  return "tileir 1\n\nfunc @" + name + "(A: tensor" + a_shape + " " + dt + ", B: tensor" + b_shape +
+         " " + dt + ", C: tensor[200, 130] f32) {\n"
          "  kernel grid(3, 4) threads(128) -> (bx, by) {\n"
-         "    alloc A_s: " + as + " f16\n    alloc B_s: " + bs + " f16\n"
+         "    alloc A_s: " + as + " " + dt + "\n    alloc B_s: " + bs + " " + dt + "\n"
          "    alloc C_f: fragment[64, 64] f32\n    fill C_f, 0.0:f32\n"
          "    for k in pipelined(0, 5, stages=2) {\n"
          "      copy " + ar + " -> A_s\n      copy " + br + " -> B_s\n"
@@ -115,6 +115,7 @@ func @gemm_f32(A: tensor[200, 150] f32, B: tensor[150, 130] f32, C: tensor[200, 
 }
 )"});
   for (int t = 0; t < 4; ++t) k.push_back({GemmF16(t & 2, t & 1).substr(16, 11), GemmF16(t & 2, t & 1)});
+  k.push_back({"gemm_bf16_tn", GemmF16(true, false, "bf16")});
   k.push_back({"cumsum", R"(tileir 1
 
 func @cumsum(X: tensor[100, 50] f32, Y: tensor[100, 50] f32) {
