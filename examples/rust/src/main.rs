@@ -9,6 +9,16 @@
 //! (kernels gemm_f32_nn and softmax_f32_1024) or the runtime's test bundle
 //! (kernel gemm; no softmax). DEVICE: "cpu", "cuda:0", ... (default: best).
 //! Exit status 0 when every kernel run matched its reference.
+//!
+//! A bundle with CUDA variants too (the CUDA backend needs static shapes):
+//!
+//!   PYTHONPATH=build/python:. python3 -m tilelang.emit_ir --module kernels.gemm \
+//!     --factory matmul --kwargs '{"M": 256, "N": 512, "K": 512}' --name gemm_f32_nn > gemm.tir
+//!   (softmax likewise, with {"M": 64, "N": 1024})
+//!   build/bin/tl-pack compile gemm.tir softmax.tir --target cpu,sm_90a -o gpu.tlb
+//!
+//! On an H200 both kernels ran as `cuda.sm_90a` (host slices staged through
+//! device buffers) and matched the references.
 use std::process::ExitCode;
 use tilelang_runtime::{Arg, Bundle, Code, Device, Kernel, Param, Prepared, Runtime};
 
