@@ -150,9 +150,10 @@ endif()
 if(GO)
   set(ENV{GOFLAGS} "-mod=mod")
   set(ENV{GOPROXY} "off")
-  if("$ENV{HOME}" STREQUAL "")
-    set(ENV{GOCACHE} "${WORK_DIR}/gocache")
-  endif()
+  # A cache of its own: go 1.19 keys cgo packages on the pkg-config package
+  # names, not on the flags, so building against the prefix in the shared
+  # cache would hand the prefix's link flags to later builds of the tree.
+  set(ENV{GOCACHE} "${WORK_DIR}/gocache")
   execute_process(COMMAND ${GO} build -o ${WORK_DIR}/run_bundle_go .
     WORKING_DIRECTORY ${SOURCE_DIR}/examples/go RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
