@@ -1,8 +1,10 @@
 """Conformance suite fixtures: each test runs once per target.
 
-Targets come from $TL_CONFORMANCE_TARGETS (comma-separated; default "cpu").
-A target whose pipeline is not there yet (no `tl-pack compile`, no runtime
-binding, no backend) is skipped with the reason.
+Targets come from $TL_CONFORMANCE_TARGETS (comma-separated; default
+"cpu,cuda"). A target whose pipeline is not there yet (no `tl-pack compile`,
+no runtime binding, no backend, for CUDA no CUDA device: the runtime's CUDA
+backend status message) is skipped with the reason. `-k cuda` selects the
+CUDA cases.
 """
 
 import os
@@ -12,7 +14,7 @@ import pytest
 
 import tlc_util
 
-TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu").split(",") if t]
+TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda").split(",") if t]
 
 
 @pytest.fixture(params=TARGETS)

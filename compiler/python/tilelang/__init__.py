@@ -11,7 +11,7 @@ needs numpy, the `tl-pack` driver and the runtime binding `tilelang_runtime`
 from . import language  # noqa: F401
 from .compiler import compile  # noqa: F401,A004
 from .errors import (TileLangCompileError, TileLangError, TileLangNotImplementedError,  # noqa: F401
-                     TileLangRuntimeError, TileLangSyntaxError)
+                     TileLangRuntimeError, TileLangSyntaxError, TileLangUnimplementedFeature)
 from .function import PrimFunc  # noqa: F401
 from .jit import JITImpl, jit  # noqa: F401
 from .kernel import JITKernel  # noqa: F401

@@ -1,49 +1,123 @@
 """tilelang.compile: Tile IR -> `tl-pack compile` -> bundle -> callable kernel.
 
-Targets: "cpu" works; "cuda", "hip", "vulkan" are part of the language's target
-set but their backends are not built yet, so they raise
-TileLangNotImplementedError naming the target. "auto" picks the best device
-present among the backends that exist (today: the CPU).
+Targets: "cpu" (x86-64, the host's ISA level) and "cuda" (`tl-pack compile
+--target cuda`: cubins sm_80/sm_89/sm_90a + compute_80 PTX; also "sm_90a",
+"sm_80,sm_90a", "cuda -arch=sm_90a" or {"kind": "cuda", "arch": "sm_90a"} for
+chosen archs). "hip" and "vulkan" are part of the language's target set but
+their backends are not built yet, so they raise TileLangNotImplementedError
+naming the target. "auto" picks CUDA when the runtime sees a CUDA device it can
+launch on, else the CPU.
+
+A feature the backend reports as UNIMPLEMENTED (dynamic shape symbols on CUDA,
+several kernels in one function, ...) raises TileLangUnimplementedFeature
+naming the target and carrying the backend's message (file:line).
 """
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 
 from . import toolchain
-from .errors import TileLangCompileError, TileLangError, TileLangNotImplementedError
+from .errors import (TileLangCompileError, TileLangError, TileLangNotImplementedError,
+                     TileLangUnimplementedFeature)
 from .function import PrimFunc
 
 TARGETS = ("auto", "cpu", "cuda", "hip", "vulkan")
-IMPLEMENTED = ("cpu",)   # in order of preference for "auto"
+IMPLEMENTED = ("cuda", "cpu")   # in order of preference for "auto"
+_SM = re.compile(r"^(sm_[0-9]+a?|compute_[0-9]+|ptx)$")
+
+
+def _split_target(target):
+    """(kind, CUDA arch list or None) of a target spec."""
+    arch = None
+    if isinstance(target, dict):
+        arch = target.get("arch")
+        target = target.get("kind")
+    if isinstance(target, str):
+        t = target.strip()
+        m = re.match(r"^cuda\s+.*-arch=(\S+)", t)  # upstream / TVM style "cuda -arch=sm_90a"
+        if m:
+            t, arch = "cuda", m.group(1)
+        items = [x.strip() for x in t.split(",") if x.strip()]
+        if items and all(_SM.match(x) for x in items):
+            t, arch = "cuda", ",".join(items)
+        target = t
+    if arch is not None:
+        items = [x.strip() for x in str(arch).split(",") if x.strip()]
+        if not items or not all(_SM.match(x) for x in items):
+            raise TileLangError(f"bad CUDA arch list {arch!r}; expected items like sm_80, sm_90a, ptx")
+        arch = ",".join(items)
+    return target, arch
+
+
+def cuda_device_status():
+    """None when the runtime sees a CUDA device it can launch on, else why not (str)."""
+    from .kernel import shared_runtime
+    try:
+        rt = shared_runtime()
+    except TileLangError as e:
+        return str(e)
+    status = rt.backend_status("cuda")
+    if status:
+        return status
+    if not any(d.backend == "cuda" and d.can_launch for d in rt.devices()):
+        return "the runtime's CUDA backend is up but reports no CUDA device it can launch on"
+    return None
 
 
 def resolve_target(target):
+    """The target kind ("cpu" / "cuda") `target` names; raises for unknown or unbuilt targets."""
+    return resolve_target_spec(target)[0]
+
+
+def resolve_target_spec(target):
+    """(kind, tl-pack --target string or None for the CPU's host ISA level)."""
     if target is None:
         target = os.environ.get("TILELANG_DEFAULT_TARGET", "auto")
-    if isinstance(target, dict):
-        target = target.get("kind")
-    if target not in TARGETS:
-        raise TileLangError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
-    if target == "auto":
-        return IMPLEMENTED[0]
-    if target not in IMPLEMENTED:
+    kind, arch = _split_target(target)
+    if kind not in TARGETS:
+        raise TileLangError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)} "
+                            "(or CUDA archs such as 'sm_90a')")
+    if kind == "auto":
+        kind = "cuda" if cuda_device_status() is None else "cpu"
+    if kind not in IMPLEMENTED:
         raise TileLangNotImplementedError(
-            f"target {target!r}: its backend is not implemented in this toolchain yet "
+            f"target {kind!r}: its backend is not implemented in this toolchain yet "
             f"(available: {', '.join(IMPLEMENTED)})")
-    return target
+    if kind == "cuda":
+        return kind, arch or "cuda"
+    return kind, None
 
 
-def _run_tl_pack(args, what):
+# Function names a CUDA kernel cannot have (upstream's kernels are all called `main`):
+# the bundle's kernel is then `<name>_kernel`, as upstream names its CUDA kernels.
+_CUDA_RESERVED = frozenset("""main asm auto bool break case catch char class const continue default delete do double
+else enum extern float for friend goto if inline int long new operator private protected public register return
+short signed sizeof static struct switch template this throw try typedef union unsigned virtual void volatile
+while""".split())
+
+
+def kernel_name_for(name, kind):
+    return name + "_kernel" if kind == "cuda" and name in _CUDA_RESERVED else name
+
+
+def _run_tl_pack(args, what, target=None):
     tl_pack = toolchain.tl_pack_path()
     if "compile" not in toolchain.tl_pack_verbs(tl_pack):
         raise TileLangNotImplementedError(f"{tl_pack} has no `compile` verb yet")
     proc = subprocess.run([tl_pack] + args, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise TileLangCompileError(f"tl-pack {what} failed (exit {proc.returncode}):\n"
-                                   f"{proc.stderr.strip() or proc.stdout.strip()}")
+        out = proc.stderr.strip() or proc.stdout.strip()
+        lines = [ln for ln in out.splitlines() if "UNIMPLEMENTED" in ln]
+        if lines:
+            feature = lines[-1].split("UNIMPLEMENTED", 1)[1].lstrip(": ").strip()
+            raise TileLangUnimplementedFeature(
+                f"target {target or '?'}: not implemented by the backend: {feature}\n"
+                f"tl-pack {what} failed (exit {proc.returncode}):\n{out}", target=target, feature=feature)
+        raise TileLangCompileError(f"tl-pack {what} failed (exit {proc.returncode}):\n{out}")
     return proc
 
 
@@ -64,7 +138,7 @@ def compile_ir(text, target, isa, emit_source_dir=None):
         args = ["compile", src, "--target", isa, "-o", out, "--cache-dir", cache, "-q"]
         if emit_source_dir is not None:
             args += ["--emit-source", emit_source_dir]
-        _run_tl_pack(args, "compile")
+        _run_tl_pack(args, "compile", target="cuda" if toolchain.is_cuda_target(isa) else "cpu")
         tmp_bundle = bundle + f".{os.getpid()}.tmp"
         shutil.copyfile(out, tmp_bundle)
         os.replace(tmp_bundle, bundle)  # atomic: concurrent compiles never see half a file
@@ -76,11 +150,12 @@ def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None,
         raise TileLangError(f"tilelang.compile expects a T.prim_func, got {type(func).__name__}")
     if out_idx is None:
         out_idx = func.attrs.get("out_idx")  # eager style: the T.empty outputs
-    target = resolve_target(target)
-    text = func.script()
+    target, pack_target = resolve_target_spec(target)
+    name = kernel_name_for(func.name, target)
+    text = (func.with_name(name) if name != func.name else func).script()
     if verbose:
         print(text)
-    isa = toolchain.host_isa_level()
+    isa = pack_target or toolchain.host_isa_level()  # tl-pack --target
     bundle = compile_ir(text, target, isa)
     from .kernel import JITKernel
-    return JITKernel(func, bundle, out_idx, target, isa, text)
+    return JITKernel(func, bundle, out_idx, target, isa, text, kernel_name=name)

@@ -42,6 +42,16 @@ class TileLangNotImplementedError(TileLangError, NotImplementedError):
     """A feature or target exists in the language but not yet in this toolchain."""
 
 
+class TileLangUnimplementedFeature(TileLangCompileError, TileLangNotImplementedError):
+    """The backend of .target reported a feature as UNIMPLEMENTED (.feature: its message,
+    with the tile program's file and line)."""
+
+    def __init__(self, message, target=None, feature=None):
+        super().__init__(message)
+        self.target = target
+        self.feature = feature
+
+
 def display_path(path):
     """Path as shown in locations: relative to the working directory when inside it."""
     try:

@@ -1,9 +1,15 @@
-"""JITKernel: a compiled kernel callable with numpy arrays.
+"""JITKernel: a compiled kernel callable with numpy arrays or DLPack tensors.
 
 Arguments are the prim_func's parameters minus the outputs named by out_idx;
 outputs are allocated here (shape from the signature, dynamic symbols bound
-from the inputs) and returned. Tensors are passed without copies, so a
-parameter that is not an output may be written in place (split-K's C).
+from the inputs) and returned. On the CPU tensors are passed without copies,
+so a parameter that is not an output may be written in place (split-K's C).
+
+target "cuda": the kernel is prepared on a CUDA device (TL_DEVICE picks one,
+e.g. cuda:1; else cuda:0). numpy arrays are staged through device buffers by
+the binding and copied back after the launch (numpy in -> numpy out); DLPack
+tensors on the device (torch CUDA tensors) are passed as they are, and outputs
+are then allocated with torch on the same device (torch in -> torch out).
 """
 
 import os
@@ -55,6 +61,56 @@ class _BFloat16Tensor:
         return (1, 0)
 
 
+class _StagedBFloat16:
+    """A uint16 numpy array copied into a device buffer and presented as bfloat16
+    through DLPack (the binding stages numpy arrays only under their own dtype,
+    and numpy has no bfloat16); copy_back() brings written data home."""
+
+    def __init__(self, array, device, ffi):
+        import ctypes
+        import tilelang_runtime as tlr
+        self.array = array
+        self._lib, self._check = tlr._lib, tlr._check
+        self._buf = ctypes.c_void_p()
+        self._check(self._lib.tl_buffer_allocate(device._handle, array.nbytes, ctypes.byref(self._buf)))
+        if array.nbytes:
+            self._check(self._lib.tl_buffer_copy_from_host(self._buf, 0, array.ctypes.data, array.nbytes, None))
+        self._shape = (ctypes.c_int64 * max(array.ndim, 1))(*array.shape)
+        self._managed = ffi.DLManagedTensor()
+        t = self._managed.dl_tensor
+        t.data = self._lib.tl_buffer_device_pointer(self._buf)
+        dl_type = {"cuda": ffi.DL_CUDA, "hip": ffi.DL_ROCM}.get(device.backend, ffi.DL_CPU)
+        t.device.device_type, t.device.device_id = dl_type, device.ordinal
+        self._dl_device = (dl_type, device.ordinal)
+        t.ndim = array.ndim
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = 4, 16, 1
+        t.shape = self._shape
+        t.byte_offset = 0
+        deleter_type = dict(ffi.DLManagedTensor._fields_)["deleter"]
+        self._deleter = deleter_type(lambda managed: None)  # the buffer is released in close()
+        self._managed.deleter = self._deleter
+
+    def __dlpack__(self, stream=None):
+        import ctypes
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self._managed), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return self._dl_device
+
+    def copy_back(self):
+        if self.array.nbytes:
+            self._check(self._lib.tl_buffer_copy_to_host(self._buf, 0, self.array.ctypes.data, self.array.nbytes,
+                                                         None))
+
+    def close(self):
+        if self._buf:
+            self._lib.tl_buffer_release(self._buf)
+            self._buf = None
+
+
 def _runtime():
     try:
         import tilelang_runtime
@@ -64,9 +120,35 @@ def _runtime():
     return tilelang_runtime
 
 
+_SHARED_RUNTIME = None
+
+
+def shared_runtime():
+    """One runtime per process (one CUDA context per device, not one per kernel)."""
+    global _SHARED_RUNTIME
+    if _SHARED_RUNTIME is None:
+        rt_mod = _runtime()
+        try:
+            _SHARED_RUNTIME = rt_mod.Runtime()
+        except rt_mod.TLError as e:
+            raise TileLangRuntimeError(f"cannot create the runtime: {e}") from None
+    return _SHARED_RUNTIME
+
+
+def _is_torch(a):
+    return type(a).__module__.startswith("torch")
+
+
+# Tile IR dtype -> torch dtype attribute name.
+TORCH_DTYPE = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+               "u16": "uint16", "u32": "uint32", "u64": "uint64", "f16": "float16", "bf16": "bfloat16",
+               "f32": "float32", "f64": "float64"}
+
+
 class JITKernel:
-    def __init__(self, prim_func, bundle_path, out_idx, target, isa, ir_text):
+    def __init__(self, prim_func, bundle_path, out_idx, target, isa, ir_text, kernel_name=None):
         self.prim_func = prim_func
+        self.kernel_name = kernel_name or prim_func.name  # the bundle's (CUDA: `main` -> `main_kernel`)
         self.bundle_path = bundle_path
         self.target = target
         self.isa = isa
@@ -93,12 +175,24 @@ class JITKernel:
     def _prepare(self):
         if self._prepared is None:
             rt_mod = _runtime()
-            self._rt = rt_mod.Runtime()
-            bundle = self._rt.open_bundle(self.bundle_path)
-            kernel = bundle.kernel(self.prim_func.name)
+            self._rt = shared_runtime()
             # The bundle holds variants for this target only, so ask for its device kind.
-            device = self._rt.device(self.target) if self.target == "cpu" else self._rt.best_device()
-            self._prepared = kernel.prepare(device)
+            if self.target == "cpu":
+                spec = "cpu"
+            else:
+                status = self._rt.backend_status(self.target)
+                if status:
+                    raise TileLangRuntimeError(f"target {self.target}: no device to run on: {status}")
+                env = os.environ.get("TL_DEVICE", "")
+                spec = env if env.split(":")[0] == self.target else self.target
+            try:
+                device = self._rt.device(spec)
+                bundle = self._rt.open_bundle(self.bundle_path)
+                kernel = bundle.kernel(self.kernel_name)
+                self._prepared = kernel.prepare(device)
+            except rt_mod.TLError as e:
+                raise TileLangRuntimeError(f"target {self.target}: cannot prepare {self.kernel_name} "
+                                           f"on {spec}: {e}") from None
         return self._prepared
 
     def explain(self):
@@ -112,6 +206,7 @@ class JITKernel:
             raise TileLangError(f"{self.prim_func.name} takes {len(inputs)} arguments ({names}), got {len(args)}")
         full = [None] * len(self.params)
         env = {}
+        torch_like = next((a for a in args if _is_torch(a)), None)
         for i, a in zip(inputs, args):
             p = self.params[i]
             if isinstance(p, Buffer):
@@ -131,23 +226,44 @@ class JITKernel:
                         raise TileLangError(f"output {p.name}: symbol {d.name} is not bound by any input")
                     n = env[d.name]
                 shape.append(n)
-            arr = np.zeros(shape, dtype=NUMPY_DTYPE[p.dtype.ir])
+            if torch_like is not None:  # torch in -> torch out, on the inputs' device
+                import torch
+                arr = torch.zeros(shape, dtype=getattr(torch, TORCH_DTYPE[p.dtype.ir]), device=torch_like.device)
+            else:
+                arr = np.zeros(shape, dtype=NUMPY_DTYPE[p.dtype.ir])
             full[i] = arr
             outs.append(arr)
-        self._prepare()(*[self._to_runtime(p, a) for p, a in zip(self.params, full)])
+        prepared = self._prepare()
+        staged = []
+        try:
+            prepared(*[self._to_runtime(p, a, prepared.device, staged) for p, a in zip(self.params, full)])
+            for s in staged:
+                s.copy_back()
+        except _runtime().TLError as e:
+            raise TileLangRuntimeError(f"{self.kernel_name} on {self.target}: {e}") from None
+        finally:
+            for s in staged:
+                s.close()
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
 
-    def _to_runtime(self, p, a):
-        if isinstance(p, Buffer) and p.dtype.ir == "bf16":
+    def _to_runtime(self, p, a, device, staged):
+        import numpy as np
+        if isinstance(p, Buffer) and p.dtype.ir == "bf16" and isinstance(a, np.ndarray):
             from tilelang_runtime import _ffi
-            return _BFloat16Tensor(a, _ffi)
+            if device.backend == "cpu":
+                return _BFloat16Tensor(a, _ffi)
+            s = _StagedBFloat16(a, device, _ffi)
+            staged.append(s)
+            return s
         return a
 
     def _check_tensor(self, p, a, env, np):
         if not isinstance(a, np.ndarray):
-            raise TileLangError(f"{p.name}: expected a numpy array, got {type(a).__name__}")
+            if hasattr(a, "__dlpack__") and hasattr(a, "shape"):
+                return self._check_dlpack(p, a, env)
+            raise TileLangError(f"{p.name}: expected a numpy array or a DLPack tensor, got {type(a).__name__}")
         want = np.dtype(NUMPY_DTYPE[p.dtype.ir])
         if a.dtype != want:
             raise TileLangError(f"{p.name}: dtype {a.dtype} does not match {p.dtype} (numpy {want})")
@@ -165,15 +281,40 @@ class JITKernel:
                 env[dim.name] = n
         return a
 
+    def _check_dlpack(self, p, a, env):
+        """A DLPack tensor (torch, ...): rank, static dims and symbols here; dtype, strides
+        and device are checked by the runtime, which names the argument."""
+        shape = tuple(int(n) for n in a.shape)
+        if _is_torch(a):
+            want = TORCH_DTYPE[p.dtype.ir]
+            if str(a.dtype) != "torch." + want:
+                raise TileLangError(f"{p.name}: dtype {a.dtype} does not match {p.dtype} (torch.{want})")
+            if not a.is_contiguous():
+                raise TileLangError(f"{p.name}: tensor must be contiguous (use .contiguous())")
+        if len(shape) != len(p.shape):
+            raise TileLangError(f"{p.name}: rank {len(shape)} does not match {len(p.shape)}")
+        for d, (dim, n) in enumerate(zip(p.shape, shape)):
+            c = E.const_int(dim)
+            if c is not None and c != n:
+                raise TileLangError(f"{p.name}: dimension {d} is {n}, expected {c}")
+            if c is None:
+                if dim.name in env and env[dim.name] != n:
+                    raise TileLangError(f"{p.name}: dimension {d} is {n}, but {dim.name} = {env[dim.name]}")
+                env[dim.name] = n
+        return a
+
     # -- artefacts
     def get_kernel_source(self):
-        """The code the backend generated (tl-pack compile --emit-source)."""
+        """The code the backend generated (tl-pack compile --emit-source): C++ for the CPU,
+        CUDA C++ for CUDA."""
         if self._source is None:
             from .compiler import compile_ir
             with tempfile.TemporaryDirectory(prefix="tilelang-src-") as d:
                 compile_ir(self.ir_text, self.target, self.isa, emit_source_dir=d)
                 parts = []
+                want = (".cu",) if self.target == "cuda" else (".cc", ".cpp", ".c", ".h")
                 for root, _, files in sorted(os.walk(d)):
+                    files = [f for f in files if f.endswith(want)] or files
                     for f in sorted(files):
                         path = os.path.join(root, f)
                         with open(path, errors="replace") as fh:

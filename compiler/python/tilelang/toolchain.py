@@ -102,3 +102,9 @@ def _fingerprint(path, mtime_ns, size):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:16]
+
+
+def is_cuda_target(pack_target):
+    """Whether a tl-pack --target string names CUDA code (cuda, sm_XX, compute_XX, ptx)."""
+    return any(x.strip() == "cuda" or x.strip().startswith(("sm_", "compute_")) or x.strip() == "ptx"
+               for x in str(pack_target).split(","))
