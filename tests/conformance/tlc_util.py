@@ -2,11 +2,17 @@
 dtype (bfloat16 as uint16 bit patterns, since numpy has none), comparisons."""
 
 import importlib
+import os
 
 import numpy as np
 
 import tilelang
 from tilelang import toolchain
+
+
+# TL_CONFORMANCE_COMPILE_ONLY=1: compile every case (filling the compile cache,
+# e.g. for a GPU machine without a CUDA compiler: tools/device/gpu_check.sh), then skip.
+COMPILE_ONLY = os.environ.get("TL_CONFORMANCE_COMPILE_ONLY") == "1"
 
 
 def pipeline_missing(target):
@@ -25,7 +31,7 @@ def pipeline_missing(target):
         importlib.import_module("tilelang_runtime")
     except ImportError as e:
         return f"runtime binding tilelang_runtime not importable: {e}"
-    if target == "cuda":
+    if target == "cuda" and not COMPILE_ONLY:
         status = tilelang.compiler.cuda_device_status()
         if status:
             return f"no CUDA device: {status}"
@@ -78,7 +84,10 @@ def compile(prog, **kwargs):  # noqa: A001 - tilelang.compile, plus the suite's 
     test an expected failure with the backend's message (wrong results still fail)."""
     import pytest
     try:
-        return tilelang.compile(prog, **kwargs)
+        kernel = tilelang.compile(prog, **kwargs)
+        if COMPILE_ONLY:
+            pytest.skip("compiled only (TL_CONFORMANCE_COMPILE_ONLY=1)")
+        return kernel
     except tilelang.TileLangUnimplementedFeature as e:
         pytest.xfail(f"backend ({e.target}): {e.feature}")
     except tilelang.TileLangCompileError as e:

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # GPU-side checks of the project in ONE device call: build here, run there.
 #
+# THE DEVICE CALL (after `tools/device/gpu_check.sh build` here):
+#     run(command="bash tools/device/gpu_check.sh run", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
+#   (.gpu/ is the only ignored path it needs; the working tree -- tests/conformance,
+#   compiler/python, kernels/ -- travels anyway.)
+#
 # The device machine (H200, through the session's device tool) is not Debian
 # and has none of our build dependencies (oneTBB, zstd, flatbuffers,
 # GoogleTest), so everything is built here and the binaries travel with the
@@ -33,6 +38,21 @@
 #   Exit status: 0 when every test passed (skips count as failures there:
 #   on the GPU machine nothing may skip).
 #
+# Python conformance on CUDA (added to both steps):
+#   build also stages .gpu/bin/tl-pack, .gpu/python/tilelang_runtime (with
+#   libtilelang_runtime.so) and fills .gpu/tilelang-cache by compiling every
+#   conformance case for CUDA here (TL_CONFORMANCE_COMPILE_ONLY=1,
+#   TL_CUDA_TARGET=sm_90a: an sm_90a cubin + compute_80 PTX per kernel), so the
+#   GPU machine needs no CUDA compiler (a cache miss there uses its NVRTC/nvcc
+#   if /usr/local/cuda* has one). TL_GPU_PRECOMPILE=0 skips the filling.
+#   The frontend `tilelang` is the carried working tree's compiler/python.
+#   run then runs `python3 -m pytest -q tests/conformance -k cuda` (cap 240 s)
+#   with that PYTHONPATH / TL_PACK / TL_CACHE_DIR; results in
+#   $OUT/conformance_cuda.{log,xml}. Expected failures (backend UNIMPLEMENTED)
+#   are fine; failures and skips are not.
+#   Not packed for CUDA: kernels/manifest.json (its kernels use dynamic M,
+#   which the CUDA backend rejects as UNIMPLEMENTED).
+#
 # Later issues add their GPU steps (benchmarks, Vulkan on the NVIDIA driver)
 # as more build_* / run_* functions below, so that one call still does all.
 set -u -o pipefail
@@ -64,8 +84,60 @@ build() {
   for lib in libstdc++.so.6 libgcc_s.so.1; do
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
   done
+  build_python "$bdir"
   du -sh "$stage"
   echo "staged; now the device call: command 'bash tools/device/gpu_check.sh run', carry ['.gpu']"
+}
+
+# The Python side: tl-pack, the runtime binding, and a CUDA compile cache of the conformance cases.
+build_python() {
+  local bdir=$1
+  ninja -C "$bdir" -j2 tl-pack tl_python_runtime
+  mkdir -p "$stage/python"
+  cp "$bdir/bin/tl-pack" "$stage/bin/"
+  cp -r "$bdir/python/tilelang_runtime" "$stage/python/"
+  rm -rf "$stage/python/tilelang_runtime/__pycache__"
+  strip --strip-debug "$stage/bin/tl-pack" "$stage/python/tilelang_runtime/libtilelang_runtime.so"
+  if [ "${TL_GPU_PRECOMPILE:-1}" = 1 ]; then
+    echo "=== compiling the conformance cases for CUDA (sm_90a + PTX) into .gpu/tilelang-cache ==="
+    (cd "$repo" && conformance_env && TL_CONFORMANCE_COMPILE_ONLY=1 \
+      /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/conformance -k cuda 2>&1 | tail -3)
+  fi
+}
+
+# Environment of the conformance suite on CUDA (here and on the device).
+conformance_env() {
+  export PYTHONPATH=$stage/python:$repo/compiler/python
+  export TL_PACK=$stage/bin/tl-pack TL_CACHE_DIR=$stage/tilelang-cache
+  export TL_CUDA_TARGET=sm_90a TL_CONFORMANCE_TARGETS=cuda
+  export PYTHONDONTWRITEBYTECODE=1
+}
+
+# tests/conformance -k cuda through tilelang.compile + the Python binding.
+run_conformance() {
+  local log=${OUT:-/tmp}/conformance_cuda.log
+  echo "=== conformance (python, -k cuda) ==="
+  local d py=python3
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    if [ -e "$d/libnvrtc.so.13" ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; break; fi
+  done
+  for d in /usr/local/cuda/bin /usr/local/cuda-13*/bin; do
+    if [ -x "$d/nvcc" ]; then export PATH=$PATH:$d; break; fi
+  done
+  if ! $py -c 'import numpy, pytest' 2>/dev/null; then py=/usr/bin/python3; fi
+  (cd "$repo" && conformance_env && timeout 240 $py -m pytest -q -p no:cacheprovider -rsx tests/conformance -k cuda \
+    --junitxml="${OUT:-/tmp}/conformance_cuda.xml") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local last passed skipped failed xfailed
+  last=$(grep -E '[0-9]+ (passed|failed|skipped|error)' "$log" | tail -1)
+  passed=$(echo "$last" | grep -o '[0-9]* passed' | cut -d' ' -f1)
+  skipped=$(echo "$last" | grep -o '[0-9]* skipped' | cut -d' ' -f1)
+  failed=0
+  for n in $(echo "$last" | grep -oE '[0-9]+ (failed|errors?)' | cut -d' ' -f1); do failed=$((failed + n)); done
+  xfailed=$(echo "$last" | grep -o '[0-9]* xfailed' | cut -d' ' -f1)
+  summary+=("$(printf '%-22s rc=%-3s passed=%-3s skipped=%-3s failed=%-3s xfailed=%s' "conformance.cuda" "$rc" \
+    "${passed:-0}" "${skipped:-0}" "${failed:-0}" "${xfailed:-0}")")
+  if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
 }
 
 # One pass of the CUDA tests; $1 name, then environment assignments.
@@ -116,6 +188,7 @@ run() {
   run_cuda_tests module TL_CUDA_LOADER=module CUDA_CACHE_DISABLE=1
   rm -rf "$cache"
   run_gpu_lowering_tests
+  run_conformance
   echo
   echo "=== summary ==="
   grep -h '^\[ gemm \].*TFLOP' "${OUT:-/tmp}"/cuda_*.log

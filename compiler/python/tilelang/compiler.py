@@ -88,6 +88,10 @@ def resolve_target_spec(target):
             f"target {kind!r}: its backend is not implemented in this toolchain yet "
             f"(available: {', '.join(IMPLEMENTED)})")
     if kind == "cuda":
+        # $TL_CUDA_TARGET (e.g. "sm_90a") narrows a plain "cuda" to the archs one machine needs.
+        env = os.environ.get("TL_CUDA_TARGET")
+        if arch is None and env:
+            arch = _split_target({"kind": "cuda", "arch": env})[1]
         return kind, arch or "cuda"
     return kind, None
 

@@ -3,6 +3,8 @@
 tl-pack: $TL_PACK if set, else `<package dir>/../../bin/tl-pack` (the build
 tree: build/python/tilelang -> build/bin), else $TL_BUILD_DIR/bin/tl-pack,
 else `tl-pack` on PATH.
+$TL_CUDA_TARGET narrows target "cuda" to an arch list (e.g. "sm_90a": that
+cubin + the compute_80 PTX) for `tl-pack compile --target`.
 Cache: $TL_CACHE_DIR if set, else `<package dir>/../tilelang-cache`
 (build/python/tilelang-cache in the build tree).
 """
