@@ -58,7 +58,7 @@
 set -u -o pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-stage=$repo/.gpu
+stage=${TL_GPU_STAGE:-$repo/.gpu}  # TL_GPU_STAGE: stage elsewhere (testing the script without touching .gpu/)
 
 build() {
   local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
@@ -201,9 +201,17 @@ run() {
 case "${1:-}" in
   build) build ;;
   run) run ;;
+  build-python)  # only the Python conformance part (stage must exist: bin/, lib/)
+    mkdir -p "$stage/bin" "$stage/lib"
+    set -e; build_python "${TL_GPU_BUILD_DIR:-$repo/build-cuda}"; set +e; du -sh "$stage" ;;
+  run-python)
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    run_conformance; printf '%s\n' "${summary[@]}"; exit $status ;;
   *)
     echo "usage: $0 build   (here: build and stage into .gpu/)" >&2
     echo "       $0 run     (on the device machine, with .gpu carried)" >&2
+    echo "       $0 build-python | run-python   (only the Python conformance part of each)" >&2
     exit 2
     ;;
 esac

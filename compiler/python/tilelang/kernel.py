@@ -235,6 +235,10 @@ class JITKernel:
             outs.append(arr)
         prepared = self._prepare()
         staged = []
+        on_torch_cuda = torch_like is not None and getattr(torch_like, "is_cuda", False)
+        if on_torch_cuda:  # torch's queued work (the outputs' zeros, the inputs) before our launch
+            import torch
+            torch.cuda.synchronize(torch_like.device)
         try:
             prepared(*[self._to_runtime(p, a, prepared.device, staged) for p, a in zip(self.params, full)])
             for s in staged:
