@@ -18,10 +18,16 @@ TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda").split
 
 
 @pytest.fixture(params=TARGETS)
-def target(request):
+def target(request, monkeypatch):
     reason = tlc_util.pipeline_missing(request.param)
     if reason:
         pytest.skip(reason)
+    if tlc_util.COMPILE_ONLY:  # compile (through any style), never run
+        import tilelang
+
+        def compiled_only(self, *args, **kwargs):
+            pytest.skip("compiled only (TL_CONFORMANCE_COMPILE_ONLY=1)")
+        monkeypatch.setattr(tilelang.JITKernel, "__call__", compiled_only)
     return request.param
 
 

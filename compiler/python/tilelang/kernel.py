@@ -240,11 +240,10 @@ class JITKernel:
             import torch
             torch.cuda.synchronize(torch_like.device)
         try:
-            prepared(*[self._to_runtime(p, a, prepared.device, staged) for p, a in zip(self.params, full)])
+            device = getattr(prepared, "device", None)
+            prepared(*[self._to_runtime(p, a, device, staged) for p, a in zip(self.params, full)])
             for s in staged:
                 s.copy_back()
-        except _runtime().TLError as e:
-            raise TileLangRuntimeError(f"{self.kernel_name} on {self.target}: {e}") from None
         finally:
             for s in staged:
                 s.close()
@@ -256,7 +255,7 @@ class JITKernel:
         import numpy as np
         if isinstance(p, Buffer) and p.dtype.ir == "bf16" and isinstance(a, np.ndarray):
             from tilelang_runtime import _ffi
-            if device.backend == "cpu":
+            if device is None or device.backend == "cpu":
                 return _BFloat16Tensor(a, _ffi)
             s = _StagedBFloat16(a, device, _ffi)
             staged.append(s)
