@@ -150,6 +150,7 @@ def test_cuda_arch_list_target(tmp_path):
     assert (k.target, k.kernel_name) == ("cuda", "scale2")
     ids = set(_variant_ids(k.export_bundle(str(tmp_path / "s.tlb")), "scale2"))
     assert "cuda.sm_90a" in ids and "cuda.sm_80" not in ids, ids
+    assert not any(i.startswith("cpu.") for i in ids), ids  # --target sm_90a builds no CPU variants
 
 
 @needs_toolkit
