@@ -49,13 +49,25 @@ def main(path):
     print("devices:")
     for d in rt.devices():
         print("  ", d)
-    device = rt.best_device()
+    best = rt.best_device()
+    # Best device first; a kernel the bundle has no variant for there falls back to the next one,
+    # and the rejection is printed (e.g. a CPU-only bundle on a GPU machine).
+    candidates = [best] + [d for d in rt.devices() if (d.backend, d.ordinal) != (best.backend, best.ordinal)]
     bundle = rt.open_bundle(path)
     failures = 0
     for make in (case_gemm_nn, case_gemm_nt, case_softmax, case_rmsnorm):
         name, args, out, ref, flops = make()
-        prepared = bundle.kernel(name).prepare(device)
         print(f"-- {name}")
+        prepared = None
+        for device in candidates:
+            try:
+                prepared = bundle.kernel(name).prepare(device)
+                break
+            except tlrt.TLError as e:
+                print(f"   not on {device}: {e}")
+        if prepared is None:
+            failures += 1
+            continue
         print(prepared.explain())
         prepared(*args)
         t0 = time.perf_counter()
