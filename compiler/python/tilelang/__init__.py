@@ -16,6 +16,9 @@ from .function import PrimFunc  # noqa: F401
 from .jit import JITImpl, jit  # noqa: F401
 from .kernel import JITKernel  # noqa: F401
 from .pass_config import PassConfigKey  # noqa: F401
+from .utils.tensor import TensorSupplyType  # noqa: F401
+from .language.math import cdiv  # noqa: F401
+from .autotuner import autotune  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -149,9 +149,21 @@ def compile_ir(text, target, isa, emit_source_dir=None):
     return bundle
 
 
-def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None):  # noqa: A001
+EXECUTION_BACKENDS = ("auto", "tvm_ffi", "cython", "nvrtc", "ctypes", "dlpack", "torch")
+
+
+def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None,  # noqa: A001
+            execution_backend=None, target_host=None):
+    """Upstream's signature. execution_backend (any of EXECUTION_BACKENDS) and target_host are
+    accepted: every kernel runs through this project's runtime. pass_configs: see
+    pass_config.check_pass_configs; compile_flags (str or list) are recorded on the kernel."""
     if not isinstance(func, PrimFunc):
         raise TileLangError(f"tilelang.compile expects a T.prim_func, got {type(func).__name__}")
+    if execution_backend is not None and execution_backend not in EXECUTION_BACKENDS:
+        raise TileLangError(f"unknown execution_backend {execution_backend!r}; expected one of "
+                            f"{', '.join(EXECUTION_BACKENDS)}")
+    from .pass_config import check_pass_configs
+    pass_configs = check_pass_configs(pass_configs)
     if out_idx is None:
         out_idx = func.attrs.get("out_idx")  # eager style: the T.empty outputs
     target, pack_target = resolve_target_spec(target)

@@ -23,14 +23,15 @@ def _key(args, kwargs):
 
 class JITImpl:
     def __init__(self, factory, out_idx=None, target="auto", verbose=False, pass_configs=None,
-                 compile_flags=None):
+                 compile_flags=None, execution_backend=None, target_host=None):
         if isinstance(factory, PrimFunc):
             raise TileLangError("@tilelang.jit decorates a factory that returns a T.prim_func; "
                                 "to compile a prim_func directly use tilelang.compile(func, out_idx=...)")
         self.factory = factory
         self.out_idx = out_idx
         self.target = target
-        self.options = dict(verbose=verbose, pass_configs=pass_configs, compile_flags=compile_flags)
+        self.options = dict(verbose=verbose, pass_configs=pass_configs, compile_flags=compile_flags,
+                            execution_backend=execution_backend, target_host=target_host)
         self._cache = {}
         functools.update_wrapper(self, factory)
 
@@ -59,13 +60,17 @@ class JITImpl:
         return self.compile(*args, **kwargs).get_kernel_source()
 
 
-def jit(func=None, *, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None):
+def jit(func=None, *, out_idx=None, target="auto", verbose=False, pass_configs=None, compile_flags=None,
+        execution_backend=None, target_host=None, debug_root_path=None):
+    """Upstream's decorator; execution_backend / target_host as in tilelang.compile,
+    debug_root_path accepted and unused."""
+    options = dict(verbose=verbose, pass_configs=pass_configs, compile_flags=compile_flags,
+                   execution_backend=execution_backend, target_host=target_host)
+
     def wrap(f):
         from .ast_transform import eager_style
         if not isinstance(f, PrimFunc) and eager_style(f):
             from .eager import EagerJIT
-            return EagerJIT(f, target=target, options=dict(verbose=verbose, pass_configs=pass_configs,
-                                                           compile_flags=compile_flags))
-        return JITImpl(f, out_idx=out_idx, target=target, verbose=verbose, pass_configs=pass_configs,
-                       compile_flags=compile_flags)
+            return EagerJIT(f, target=target, options=options)
+        return JITImpl(f, out_idx=out_idx, target=target, **options)
     return wrap if func is None else wrap(func)

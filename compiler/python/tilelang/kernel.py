@@ -326,6 +326,13 @@ class JITKernel:
                 self._source = "\n".join(parts)
         return self._source
 
+    def get_profiler(self, tensor_supply_type=None):
+        """A tilelang.profiler.Profiler over this kernel (inputs, reference checks, timing)."""
+        from .profiler import Profiler, TensorSupplyType
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
+    kernel_source = property(lambda self: self.get_kernel_source())
+
     def get_tile_ir(self):
         return self.ir_text
 

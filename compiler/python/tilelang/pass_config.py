@@ -5,6 +5,7 @@ compiler decides its own passes, so the values are not interpreted yet.
 """
 
 import enum
+import warnings
 
 
 class PassConfigKey(str, enum.Enum):
@@ -64,3 +65,22 @@ class PassConfigKey(str, enum.Enum):
     TL_DUMP_IR_DIR = "tl.dump_ir_path"
     TL_PASS_PROFILE = "tl.pass_profile"
     TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
+
+
+_KNOWN = frozenset(k.value for k in PassConfigKey)
+_WARNED = set()
+
+
+def check_pass_configs(pass_configs):
+    """Accept upstream's pass_configs: keys are strings or PassConfigKey members. Keys this
+    project does not know are accepted with one warning per process naming them all."""
+    if not pass_configs:
+        return {}
+    if not isinstance(pass_configs, dict):
+        raise TypeError(f"pass_configs must be a dict of key -> value, got {type(pass_configs).__name__}")
+    configs = {(k.value if isinstance(k, enum.Enum) else str(k)): v for k, v in pass_configs.items()}
+    unknown = sorted(k for k in configs if k not in _KNOWN and k not in _WARNED)
+    if unknown:
+        _WARNED.update(unknown)
+        warnings.warn(f"pass_configs: unknown key(s) {', '.join(unknown)} accepted and ignored", stacklevel=3)
+    return configs
