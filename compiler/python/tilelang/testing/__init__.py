@@ -46,6 +46,10 @@ def cuda_compute_version():
     return (0, 0)
 
 
+def _short(reason):
+    return str(reason).split(" (")[0].split(": tried")[0][:120]
+
+
 def _skipif(func, condition, reason):
     import pytest
     return pytest.mark.skipif(condition, reason=reason)(func)
@@ -53,7 +57,7 @@ def _skipif(func, condition, reason):
 
 def requires_cuda(func):
     reason = cuda_skip_reason()
-    return _skipif(func, reason is not None, f"Requires CUDA ({reason})")
+    return _skipif(func, reason is not None, f"Requires CUDA ({_short(reason)})")
 
 
 def _compare(have, want, mode):
@@ -101,7 +105,7 @@ def requires_metal(func):
 
 def requires_cuda_or_cdna(func):
     reason = cuda_skip_reason()
-    return _skipif(func, reason is not None, f"Requires CUDA or CDNA ({reason})")
+    return _skipif(func, reason is not None, f"Requires CUDA or CDNA ({_short(reason)})")
 
 
 def requires_llvm(func):
