@@ -143,6 +143,12 @@ class AutoTuneImpl:
     def compile(self, *args, **kwargs):
         return self(*args, **kwargs)
 
+    def __getattr__(self, name):  # get_tir, get_kernel_source, ... of the jit function underneath
+        fn = self.__dict__.get("fn")
+        if fn is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(fn, name)
+
 
 def autotune(func=None, *, configs=None, warmup=25, rep=100, timeout=100, supply_type=TensorSupplyType.Auto,
              ref_prog=None, supply_prog=None, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,

@@ -24,6 +24,11 @@ class Buffer:
         self.scope_name = scope
 
     @property
+    def data(self):
+        raise error(f"unsupported feature: {self.name}.data (buffer views: T.Tensor(shape, dtype, buf.data) "
+                    "aliasing another buffer)")
+
+    @property
     def ndim(self):
         return len(self.shape)
 

@@ -52,6 +52,12 @@ class TileLangUnimplementedFeature(TileLangCompileError, TileLangNotImplementedE
         self.feature = feature
 
 
+class TileLangUnsupportedAPI(TileLangNotImplementedError, AttributeError):
+    """An upstream TileLang API this project does not provide (T.alloc_tmem, fp8 dtypes, ...);
+    the message starts with "unsupported feature:" and names it. An AttributeError too, so
+    hasattr() probes of upstream code keep working."""
+
+
 def display_path(path):
     """Path as shown in locations: relative to the working directory when inside it."""
     try:

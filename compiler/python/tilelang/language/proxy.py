@@ -40,7 +40,7 @@ class _SpecMeta(type):
 class Tensor(TensorSpec, metaclass=_SpecMeta):
     def __init__(self, shape, dtype="float32", data=None, scope=None):
         if data is not None:
-            raise error("T.Tensor(data=...) aliasing is not supported")
+            raise error("unsupported feature: T.Tensor(data=...) aliasing (buffer views)")
         super().__init__(shape, dtype, "global")
 
 
@@ -48,7 +48,7 @@ class Buffer(TensorSpec, metaclass=_SpecMeta):
     def __init__(self, shape, dtype="float32", data=None, strides=None, elem_offset=None,
                  scope="global", **kwargs):
         if strides is not None or data is not None:
-            raise error("T.Buffer: strides and data are not supported; use T.Tensor")
+            raise error("unsupported feature: T.Buffer strides= and data= (strided or aliased buffers); use T.Tensor")
         super().__init__(shape, dtype, "global")
 
 
