@@ -49,7 +49,7 @@ def reason_of(exc, text=""):
                 mod = "T" if m.group(1) == "tilelang.language" else m.group(1)
                 return f"missing API {mod}.{m.group(2)}"
         if name.startswith("TileLang"):
-            return f"{name}: {_first(msg)}"
+            return _feature_line(msg) or f"{name}: {_first(msg)}"
         if isinstance(exc, AssertionError):
             return f"numerical mismatch: {_first(msg)}" if "mismatch" in msg or "close" in msg.lower() \
                 else f"AssertionError: {_first(msg)}"
