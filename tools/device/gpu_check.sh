@@ -53,6 +53,16 @@
 #   Not packed for CUDA: kernels/manifest.json (its kernels use dynamic M,
 #   which the CUDA backend rejects as UNIMPLEMENTED).
 #
+# Upstream TileLang's examples on CUDA (issue #12; tools/compat/README.md):
+#   build also extracts upstream's examples/ (the directories run_upstream.py runs) and
+#   testing/python/kernel from the fetched mirror ($TL_COMPAT_UPSTREAM_GIT, default
+#   /work/.mirror/tile-ai+tilelang/repo; skipped with a note when absent) into
+#   .gpu/upstream, and precompiles the kernels tools/compat/cpu_probe.py knows for CUDA
+#   (sm_90a + PTX) into .gpu/tilelang-cache.
+#   THE DEVICE CALL for it (torch must be importable by python3 there):
+#     run(command="bash tools/device/gpu_check.sh run-compat", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
+#   writes $OUT/compat_cuda.md (the table), compat_cuda.json and compat_logs/ (pytest output per directory).
+#
 # Later issues add their GPU steps (benchmarks, Vulkan on the NVIDIA driver)
 # as more build_* / run_* functions below, so that one call still does all.
 set -u -o pipefail
@@ -85,6 +95,7 @@ build() {
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
   done
   build_python "$bdir"
+  build_compat
   du -sh "$stage"
   echo "staged; now the device call: command 'bash tools/device/gpu_check.sh run', carry ['.gpu']"
 }
@@ -171,6 +182,52 @@ run_gpu_lowering_tests() {
   if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
 }
 
+# Upstream's examples for run-compat (see the header).
+build_compat() {
+  local git=${TL_COMPAT_UPSTREAM_GIT:-/work/.mirror/tile-ai+tilelang/repo}
+  if ! git --git-dir="$git" rev-parse -q --verify HEAD >/dev/null 2>&1; then
+    echo "no upstream TileLang mirror at $git (set TL_COMPAT_UPSTREAM_GIT); run-compat will have nothing to run"
+    return 0
+  fi
+  rm -rf "$stage/upstream"
+  mkdir -p "$stage/upstream"
+  local dirs d paths=()
+  dirs=$(cd "$repo" && /usr/bin/python3 -c 'import sys; sys.path.insert(0, "tools/compat"); import run_upstream; print(" ".join(run_upstream.DEFAULT_DIRS))')
+  for d in $dirs; do paths+=("examples/$d"); done
+  git --git-dir="$git" archive HEAD "${paths[@]}" testing/python/kernel | tar -x -C "$stage/upstream"
+  git --git-dir="$git" rev-parse HEAD >"$stage/upstream/UPSTREAM_COMMIT"
+  echo "upstream $(cat "$stage/upstream/UPSTREAM_COMMIT"): $(du -sh "$stage/upstream" | cut -f1) in .gpu/upstream"
+  if [ "${TL_GPU_PRECOMPILE:-1}" = 1 ]; then
+    echo "=== compiling upstream's example kernels for CUDA (sm_90a + PTX) into .gpu/tilelang-cache ==="
+    (cd "$repo" && conformance_env && /usr/bin/python3 tools/compat/cpu_probe.py "$stage/upstream" --target cuda 2>&1 | tail -25) || true
+  fi
+}
+
+# tools/compat/run_upstream.py over .gpu/upstream with target cuda; table in $OUT/compat_cuda.md.
+run_compat() {
+  local out=${OUT:-/tmp} d py=
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    if [ -e "$d/libnvrtc.so.13" ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; break; fi
+  done
+  for d in /usr/local/cuda/bin /usr/local/cuda-13*/bin; do
+    if [ -x "$d/nvcc" ]; then export PATH=$PATH:$d; break; fi
+  done
+  for d in python3 /usr/bin/python3 /usr/local/bin/python3; do
+    if "$d" -c 'import torch, numpy, pytest' 2>/dev/null; then py=$(command -v "$d"); break; fi
+  done
+  if [ -z "$py" ]; then
+    echo "no python3 with torch, numpy and pytest on this machine"; status=1; return
+  fi
+  echo "=== upstream examples (tools/compat/run_upstream.py, target cuda, $py) ==="
+  (cd "$repo" && conformance_env && timeout 570 "$py" tools/compat/run_upstream.py "$stage/upstream" --target cuda \
+    --pythonpath "$PYTHONPATH" --python "$py" --out "$out/compat_cuda.md" --json "$out/compat_cuda.json" \
+    --log-dir "$out/compat_logs" --test-timeout 120 --dir-timeout 240) 2>&1 | tee "$out/compat_cuda.log"
+  local rc=${PIPESTATUS[0]}
+  [ -f "$out/compat_cuda.md" ] && sed -n '1,30p' "$out/compat_cuda.md"
+  summary+=("$(printf '%-22s rc=%-3s %s' "compat.cuda" "$rc" "$(grep -o 'passed [0-9]*, failed [0-9]*, skipped [0-9]*' "$out/compat_cuda.log" | tail -1)")")
+  if [ "$rc" -ne 0 ]; then status=1; fi
+}
+
 run() {
   status=0
   summary=()
@@ -204,6 +261,12 @@ case "${1:-}" in
   build-python)  # only the Python conformance part (stage must exist: bin/, lib/)
     mkdir -p "$stage/bin" "$stage/lib"
     set -e; build_python "${TL_GPU_BUILD_DIR:-$repo/build-cuda}"; set +e; du -sh "$stage" ;;
+  build-compat)  # only the upstream-examples part (after build or build-python)
+    set -e; build_compat; set +e; du -sh "$stage" ;;
+  run-compat)
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    run_compat; printf '%s\n' "${summary[@]}"; exit $status ;;
   run-python)
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -212,6 +275,7 @@ case "${1:-}" in
     echo "usage: $0 build   (here: build and stage into .gpu/)" >&2
     echo "       $0 run     (on the device machine, with .gpu carried)" >&2
     echo "       $0 build-python | run-python   (only the Python conformance part of each)" >&2
+    echo "       $0 build-compat | run-compat   (upstream TileLang's examples, tools/compat)" >&2
     exit 2
     ;;
 esac

@@ -75,8 +75,8 @@ def resolve_target(target):
 
 def resolve_target_spec(target):
     """(kind, tl-pack --target string or None for the CPU's host ISA level)."""
-    if target is None:
-        target = os.environ.get("TILELANG_DEFAULT_TARGET", "auto")
+    if target is None or target == "auto":  # $TILELANG_DEFAULT_TARGET picks what "auto" means, as upstream
+        target = os.environ.get("TILELANG_DEFAULT_TARGET") or "auto"
     kind, arch = _split_target(target)
     if kind not in TARGETS:
         raise TileLangError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)} "
