@@ -1,0 +1,264 @@
+// compiler.hip.*: every GPU test kernel (tests/compiler/gpu_lowering/kernels.h)
+// lowered, printed as header-free HIP and compiled by clang-19 for gfx90a,
+// gfx942 and gfx1100; then checked statically, since no AMD GPU exists here:
+//   * our code-object reader (formats/hsaco.h) against llvm-readelf's own
+//     decoding of the same notes (kernarg size, LDS, scratch, VGPR/SGPR
+//     counts, wavefront size) and e_flags (processor, xnack/sramecc any);
+//   * LDS within 64 KiB and equal to what the lowering allocated, no scratch
+//     (private_segment_fixed_size 0) and no spills, wavefront 64 on CDNA and
+//     32 on RDNA, the kernarg layout equal to the printed signature;
+//   * llvm-objdump: s_barrier present exactly when the SIMT IR has barriers,
+//     ds_bpermute when it has lane reductions.
+// Skips (with the reason) where clang-19 is not installed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+
+#include "../gpu_lowering/kernels.h"
+#include "tilelang/codegen/hip/hip_bundle.h"
+#include "tilelang/formats/hsaco.h"
+#include "tilelang/formats/reader.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/toolchain/host_compiler.h"
+
+namespace {
+
+namespace hip = tl::codegen::hip;
+namespace fs = std::filesystem;
+
+tl::ir::Function Parse(const std::string& text) {
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
+  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
+  return m->functions.at(0);
+}
+
+std::string FindLlvmTool(const char* name) {
+  for (const std::string& p : {std::string("/usr/lib/llvm-19/bin/") + name, std::string("/usr/bin/") + name + "-19"}) {
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p;
+  }
+  return "";
+}
+
+// Counts statements of a kind in a SIMT block, recursively.
+template <typename T>
+int Count(const tl::gpu::SBlock& b) {
+  int n = 0;
+  for (const tl::gpu::SStmt& s : b) {
+    if (std::holds_alternative<T>(s.node)) ++n;
+    if (const auto* f = std::get_if<tl::gpu::SFor>(&s.node)) n += Count<T>(f->body);
+    if (const auto* i = std::get_if<tl::gpu::SIf>(&s.node)) n += Count<T>(i->then_body) + Count<T>(i->else_body);
+  }
+  return n;
+}
+
+// The integer after "  <key>:" in llvm-readelf's YAML dump of the notes.
+int64_t YamlInt(const std::string& yaml, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(yaml, m, std::regex("\\n\\s*" + key + ":\\s+(\\d+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+class HipCompile : public ::testing::TestWithParam<TestKernel> {};
+
+TEST_P(HipCompile, ThreeTargetsStaticChecks) {
+  tl::StatusOr<hip::HipToolchain> tc = hip::HipToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << tc.status().ToString();
+  const tl::ir::Function f = Parse(GetParam().text);
+  tl::gpu::GpuLowerOptions lo;
+  lo.shared_budget_bytes = 64 * 1024;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, lo);
+  if (!k.ok() && k.status().code() == tl::StatusCode::kUnimplemented) {
+    // The same rejection the CUDA path gives (e.g. dynamic shapes).
+    GTEST_SKIP() << "the GPU lowering rejects this kernel: " << k.status().ToString();
+  }
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string readelf = FindLlvmTool("llvm-readelf"), objdump = FindLlvmTool("llvm-objdump");
+  const fs::path dir = fs::temp_directory_path() / ("tl_hip_test_" + f.name + "_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const char* targets[] = {"gfx90a", "gfx942", "gfx1100"};
+  std::vector<std::future<tl::StatusOr<hip::CompiledHsaco>>> jobs;
+  std::vector<hip::HipSource> sources;
+  for (const char* t : targets) {
+    tl::StatusOr<hip::HipSource> src = hip::PrintHip(*k, hip::DefaultWavefront(t));
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    sources.push_back(*src);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    jobs.push_back(std::async(std::launch::async, [&, i] { return tc->Compile(sources[i].source, f.name, targets[i]); }));
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string target = targets[i];
+    const int wave = target == "gfx1100" ? 32 : 64;
+    tl::StatusOr<hip::CompiledHsaco> c = jobs[i].get();
+    ASSERT_TRUE(c.ok()) << target << ": " << c.status().ToString() << "\n" << sources[i].source;
+    const tl::formats::HsacoInfo& info = c->info;
+    EXPECT_EQ(info.code_object_version, 5);
+    EXPECT_EQ(info.processor, target);
+    EXPECT_EQ(info.TargetId(), target);  // xnack/sramecc "any": not pinned
+    const tl::formats::HsacoKernel* hk = info.Find(f.name);
+    ASSERT_NE(hk, nullptr);
+    EXPECT_EQ(hk->wavefront_size, wave) << target;
+    EXPECT_EQ(hk->group_segment_fixed_size, k->shared_bytes) << target;
+    EXPECT_LE(hk->group_segment_fixed_size, 64 * 1024) << target;
+    EXPECT_EQ(hk->private_segment_fixed_size, 0) << target << ": scratch used";
+    EXPECT_EQ(hk->vgpr_spill_count, 0) << target;
+    EXPECT_EQ(hk->sgpr_spill_count, 0) << target;
+    EXPECT_FALSE(hk->uses_dynamic_stack) << target;
+    EXPECT_GE(hk->max_flat_workgroup_size, k->threads);
+    EXPECT_EQ(hk->ExplicitBytes(), sources[i].param_buffer_bytes);
+    std::printf("[ %s %s ] %zu bytes, %lld VGPR, %lld AGPR, %lld SGPR, LDS %lld, kernarg %lld, wave%lld\n",
+                f.name.c_str(), target.c_str(), c->bytes.size(), static_cast<long long>(hk->vgpr_count),
+                static_cast<long long>(hk->agpr_count), static_cast<long long>(hk->sgpr_count),
+                static_cast<long long>(hk->group_segment_fixed_size), static_cast<long long>(hk->kernarg_segment_size),
+                static_cast<long long>(hk->wavefront_size));
+    if (readelf.empty() || objdump.empty()) continue;
+    const fs::path obj = dir / (target + ".hsaco");
+    {
+      std::ofstream out(obj, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(c->bytes.data()), static_cast<std::streamsize>(c->bytes.size()));
+    }
+    tl::toolchain::ProcessResult notes = tl::toolchain::RunProcess({readelf, "--notes", obj.string()});
+    ASSERT_EQ(notes.exit_code, 0) << notes.err;
+    EXPECT_EQ(YamlInt(notes.out, "\\.kernarg_segment_size"), hk->kernarg_segment_size) << notes.out;
+    EXPECT_EQ(YamlInt(notes.out, "\\.group_segment_fixed_size"), hk->group_segment_fixed_size);
+    EXPECT_EQ(YamlInt(notes.out, "\\.private_segment_fixed_size"), hk->private_segment_fixed_size);
+    EXPECT_EQ(YamlInt(notes.out, "\\.vgpr_count"), hk->vgpr_count);
+    EXPECT_EQ(YamlInt(notes.out, "\\.sgpr_count"), hk->sgpr_count);
+    EXPECT_EQ(YamlInt(notes.out, "\\.wavefront_size"), wave);
+    tl::toolchain::ProcessResult header = tl::toolchain::RunProcess({readelf, "-h", obj.string()});
+    ASSERT_EQ(header.exit_code, 0) << header.err;
+    EXPECT_NE(header.out.find("AMDGPU - HSA"), std::string::npos) << header.out;
+    EXPECT_NE(header.out.find(", " + target), std::string::npos) << header.out;
+    if (target != "gfx1100") {  // CDNA: both modes "any" (no '+' or '-' after the names)
+      EXPECT_NE(header.out.find(target + ", xnack, sramecc"), std::string::npos) << header.out;
+    }
+    tl::toolchain::ProcessResult dis = tl::toolchain::RunProcess({objdump, "-d", "--mcpu=" + target, obj.string()});
+    ASSERT_EQ(dis.exit_code, 0) << dis.err;
+    EXPECT_NE(dis.out.find("s_endpgm"), std::string::npos);
+    // LLVM drops barriers of a workgroup that fits in one wavefront.
+    const bool barriers = Count<tl::gpu::SBarrier>(k->body) > 0 && k->threads > wave;
+    EXPECT_EQ(dis.out.find("s_barrier") != std::string::npos, barriers) << target << " barriers expected: " << barriers;
+    if (Count<tl::gpu::SLaneReduce>(k->body) > 0) {
+      EXPECT_NE(dis.out.find("ds_bpermute_b32"), std::string::npos) << target;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, HipCompile, ::testing::ValuesIn(TestKernels()),
+                         [](const auto& tp) { return tp.param.name; });
+
+// The bundle: three variants per kernel with the code object's facts.
+TEST(HipBundle, VariantsCarryCodeObjectFacts) {
+  tl::StatusOr<hip::HipToolchain> tc = hip::HipToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << tc.status().ToString();
+  const tl::ir::Function f = Parse(TestKernels().at(1).text);  // softmax: LDS + lane reductions
+  tl::StatusOr<std::vector<uint8_t>> bundle = hip::BuildHipBundle({f}, {});
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  tl::StatusOr<tl::formats::BundleView> view = tl::formats::BundleView::Open(*bundle);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  const auto* kernel = view->manifest()->kernels()->Get(0);
+  ASSERT_EQ(kernel->variants()->size(), 3u);
+  const char* ids[] = {"hip.gfx90a", "hip.gfx942", "hip.gfx1100"};
+  for (uint32_t i = 0; i < 3; ++i) {
+    const auto* v = kernel->variants()->Get(i);
+    EXPECT_EQ(v->id()->str(), ids[i]);
+    EXPECT_EQ(v->backend(), tl::bundle::Backend::HIP);
+    EXPECT_EQ(v->code_kind(), tl::bundle::CodeKind::HSACO);
+    EXPECT_EQ(v->requires_()->arch()->str(), std::string(ids[i]).substr(4));
+    EXPECT_EQ(v->requires_()->isa_version(), 5u);
+    EXPECT_EQ(v->requires_()->subgroup_size(), i == 2 ? 32u : 64u);
+    EXPECT_EQ(v->launch()->warp_size(), i == 2 ? 32u : 64u);
+    EXPECT_EQ(v->launch()->dynamic_shared_bytes(), 0u);
+    EXPECT_EQ(v->launch()->static_shared_bytes(), v->requires_()->shared_bytes());
+    ASSERT_EQ(v->launch()->param_slots()->size(), 2u);
+    EXPECT_EQ(v->launch()->param_slots()->Get(1)->offset(), 8u);
+    EXPECT_EQ(v->launch()->param_buffer_bytes(), 16u);
+    const auto* attrs = v->build_attrs();
+    ASSERT_NE(attrs->LookupByKey("hsaco.vgpr_count"), nullptr);
+    EXPECT_EQ(attrs->LookupByKey("hsaco.code_object_version")->value()->str(), "5");
+    EXPECT_EQ(attrs->LookupByKey("hsaco.wavefront_size")->value()->str(), i == 2 ? "32" : "64");
+    EXPECT_EQ(attrs->LookupByKey("hsaco.private_segment_fixed_size")->value()->str(), "0");
+    EXPECT_EQ(std::stoll(attrs->LookupByKey("hsaco.kernarg_segment_size")->value()->str()) >= 16, true);
+  }
+  // Deterministic: the same input gives the same bytes.
+  tl::StatusOr<std::vector<uint8_t>> again = hip::BuildHipBundle({f}, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*bundle, *again);
+}
+
+TEST(HipBundle, PinnedTargetIdsAndCov4) {
+  tl::StatusOr<hip::HipToolchain> tc = hip::HipToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << tc.status().ToString();
+  tl::StatusOr<hip::SplitHipTargetsResult> split = hip::SplitHipTargets("gfx942:sramecc+:xnack-,gfx90a:xnack+,hip-cov4,x86-64-v3");
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  EXPECT_TRUE(split->any);
+  EXPECT_EQ(split->rest, "x86-64-v3");
+  ASSERT_EQ(split->hip.targets.size(), 2u);
+  const tl::ir::Function f = Parse(TestKernels().at(0).text);
+  tl::StatusOr<std::vector<uint8_t>> bundle = hip::BuildHipBundle({f}, split->hip);
+  ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
+  tl::StatusOr<tl::formats::BundleView> view = tl::formats::BundleView::Open(*bundle);
+  ASSERT_TRUE(view.ok());
+  const auto* vs = view->manifest()->kernels()->Get(0)->variants();
+  ASSERT_EQ(vs->size(), 2u);
+  EXPECT_EQ(vs->Get(0)->id()->str(), "hip.gfx942.sramecc+.xnack-");
+  EXPECT_EQ(vs->Get(0)->requires_()->arch()->str(), "gfx942:sramecc+:xnack-");
+  EXPECT_EQ(vs->Get(1)->requires_()->arch()->str(), "gfx90a:xnack+");
+  EXPECT_EQ(vs->Get(0)->requires_()->isa_version(), 4u);
+}
+
+TEST(HipTargets, BadTargetIdsAreErrors) {
+  for (const char* bad : {"gfx", "gfx90a:xnack", "gfx90a:xnack+:xnack-", "gfx942:foo+", "gfx9$0"}) {
+    tl::StatusOr<hip::SplitHipTargetsResult> s = hip::SplitHipTargets(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.status().code(), tl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(bad), std::string::npos) << s.status().message();
+  }
+  tl::StatusOr<hip::SplitHipTargetsResult> d = hip::SplitHipTargets("hip");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->hip.targets, (std::vector<std::string>{"gfx90a", "gfx942", "gfx1100"}));
+}
+
+TEST(HipPrinter, F64TranscendentalsAreRejectedByName) {
+  const tl::ir::Function f = Parse(R"(tileir 1
+
+func @exp64(X: tensor[256] f64, Y: tensor[256] f64) {
+  kernel grid(1) threads(128) -> (bx) {
+    alloc x: fragment[256] f64
+    copy X[0:256] -> x
+    parallel (i) in (256) {
+      x[i] = exp(x[i])
+    }
+    copy x -> Y[0:256]
+  }
+}
+)");
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, {});
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  tl::StatusOr<hip::HipSource> src = hip::PrintHip(*k, 64);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), tl::StatusCode::kUnimplemented);
+  EXPECT_NE(src.status().message().find("f64 exp"), std::string::npos) << src.status().message();
+  EXPECT_NE(src.status().message().find("exp64"), std::string::npos) << src.status().message();
+  EXPECT_FALSE(hip::PrintHip(*k, 48).ok());  // no such wavefront
+}
+
+TEST(HipPrinter, LaneReduceWiderThanTheWavefrontIsRejected) {
+  tl::gpu::SimtKernel k;
+  k.name = "wide";
+  k.threads = 128;
+  k.block = {128, 1, 1};
+  k.body.push_back({tl::gpu::SVar{"acc", tl::ir::DType::kF32, tl::ir::MakeFloat(0.0, tl::ir::DType::kF32)}});
+  k.body.push_back({tl::gpu::SLaneReduce{"acc", tl::ir::ReduceOp::kSum, 64, tl::ir::DType::kF32}});
+  EXPECT_TRUE(hip::PrintHip(k, 64).ok());
+  tl::StatusOr<hip::HipSource> s = hip::PrintHip(k, 32);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("64 lanes; the wavefront has 32"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
