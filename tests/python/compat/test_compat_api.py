@@ -1,0 +1,302 @@
+"""The upstream-compatibility API on the CPU: profiler, tilelang.testing, autotune,
+pass_configs, unsupported-feature errors and the upstream runner (tools/compat).
+
+Everything here runs with numpy on the CPU (torch is not installed on CI);
+the torch/CUDA paths run on the GPU machine (tools/device/gpu_check.sh run-compat).
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import tilelang
+import tilelang.language as T
+import tilelang.testing
+from tilelang.profiler import do_bench
+from tilelang.utils.tensor import TensorSupplyType, torch_assert_close
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "tools" / "compat"))
+import compat_reason  # noqa: E402
+
+
+def matmul(M, N, K, bm, bn, bk, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+    return main
+
+
+def ref_matmul(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def gemm_kernel():
+    return tilelang.compile(matmul(96, 80, 72, 32, 32, 32), out_idx=[2], target="cpu")
+
+
+def test_profiler_assert_allclose_passes_and_fails(gemm_kernel):
+    prof = gemm_kernel.get_profiler(tensor_supply_type=tilelang.TensorSupplyType.Normal)
+    prof.assert_allclose(ref_matmul, atol=1e-2, rtol=1e-2)
+    with pytest.raises(AssertionError, match="Too many mismatched elements"):
+        prof.assert_allclose(lambda a, b: ref_matmul(a, b) * 1.1 + 1.0, atol=1e-2, rtol=1e-2)
+
+
+def test_profiler_inputs_follow_supply_type(gemm_kernel):
+    ins = gemm_kernel.get_profiler(TensorSupplyType.Integer)._get_inputs()
+    assert [a.shape for a in ins] == [(96, 72), (72, 80)] and all(a.dtype == np.float16 for a in ins)
+    assert set(np.unique(ins[0])) <= {-2, -1, 0, 1, 2} and len(np.unique(ins[0])) > 1
+    ones = gemm_kernel.get_profiler(TensorSupplyType.One)._get_inputs()
+    assert all((a == 1).all() for a in ones)
+
+
+def test_profiler_run_once_and_do_bench(gemm_kernel):
+    prof = gemm_kernel.get_profiler()
+    out = prof.run_once()
+    assert out.shape == (96, 80) and out.dtype == np.float32 and np.abs(out).sum() > 0
+    ms = prof.do_bench(warmup=1, rep=5)
+    assert isinstance(ms, float) and 0 < ms < 5000
+    lo, hi = prof.do_bench(ref_matmul, n_warmup=1, n_repeat=5, quantiles=[0.1, 0.9])
+    assert 0 < lo <= hi
+    with pytest.raises(tilelang.TileLangError, match="return_mode"):
+        prof.do_bench(n_warmup=1, n_repeat=1, return_mode="average")
+
+
+def test_standalone_do_bench_on_the_host_clock():
+    calls = []
+    ms = do_bench(lambda: calls.append(1), _n_warmup=3, _n_repeat=7, cuda=False)
+    assert ms >= 0 and len(calls) == 1 + 5 + 3 + 7  # first call, estimate, warm-up, timed
+
+
+def test_profiler_needs_constraints_for_dynamic_dims():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def scale(A: T.Tensor((m, 64), "float32"), B: T.Tensor((m, 64), "float32")):
+        with T.Kernel(T.ceildiv(m, 32), threads=32) as bx:
+            for i, j in T.Parallel(32, 64):
+                B[bx * 32 + i, j] = A[bx * 32 + i, j] * 2.0
+    kernel = tilelang.compile(scale, out_idx=[1], target="cpu")
+    prof = kernel.get_profiler()
+    with pytest.raises(tilelang.TileLangError, match=r"dimension m is dynamic.*dynamic_symbolic_constraints"):
+        prof.run_once()
+    assert prof.do_bench(n_warmup=1, n_repeat=2, dynamic_symbolic_constraints={"m": 96}) > 0
+    a = prof._get_inputs(dynamic_symbolic_constraints={"m": 64})[0]
+    np.testing.assert_allclose(kernel(a), a.astype(np.float64) * 2.0)
+
+
+def test_torch_assert_close_ratio_on_numpy():
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(1000).astype(np.float32)
+    b = a.copy()
+    b[:10] += 1.0  # 10 of 1000 mismatch
+    assert torch_assert_close(a, b, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01)
+    with pytest.raises(AssertionError, match=r"Too many mismatched elements: 10 > 9"):
+        torch_assert_close(a, b, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.009)
+    with pytest.raises(AssertionError, match="dtype"):
+        torch_assert_close(a, b.astype(np.float64))
+    with pytest.raises(AssertionError, match="shape"):
+        torch_assert_close(a, b[:-1])
+    assert tilelang.testing.torch_assert_close is torch_assert_close
+
+
+def test_unknown_pass_configs_warn_once_naming_them():
+    prim = matmul(32, 32, 32, 32, 32, 32)
+    cfg = {tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True, "tl.compat_test_unknown_b": 1,
+           "tl.compat_test_unknown_a": 2}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tilelang.compile(prim, out_idx=[2], target="cpu", pass_configs=cfg, execution_backend="tvm_ffi",
+                         compile_flags=["-O3"], target_host="llvm")
+        tilelang.compile(prim, out_idx=[2], target="cpu", pass_configs=cfg)
+    msgs = [str(x.message) for x in w if "pass_configs" in str(x.message)]
+    assert msgs == ["pass_configs: unknown key(s) tl.compat_test_unknown_a, tl.compat_test_unknown_b "
+                    "accepted and ignored"]
+    with pytest.raises(tilelang.TileLangError, match="execution_backend 'pybind'"):
+        tilelang.compile(prim, target="cpu", execution_backend="pybind")
+
+
+def test_jit_accepts_upstream_options_and_caches_per_arguments():
+    @tilelang.jit(out_idx=[2], target="cpu", execution_backend="cython", pass_configs={"tl.disable_tma_lower": True})
+    def factory(M, N, K):
+        return matmul(M, N, K, 32, 32, 32)
+    k1 = factory(64, 32, 32)
+    assert factory(64, 32, 32) is k1 and factory(32, 32, 32) is not k1
+    a = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float16)
+    b = np.random.default_rng(2).standard_normal((32, 32)).astype(np.float16)
+    np.testing.assert_allclose(k1(a, b), ref_matmul(a, b), rtol=1e-3, atol=1e-3)
+
+
+def test_autotune_picks_a_config_and_skips_tuning_when_given():
+    configs = [{"bm": 32, "bn": 32}, {"bm": 64, "bn": 32}]
+
+    @tilelang.autotune(configs=configs, warmup=1, rep=3, ref_prog=ref_matmul)
+    @tilelang.jit(out_idx=[2], target="cpu")
+    def tuned(M, N, K, bm=16, bn=16):
+        return matmul(M, N, K, bm, bn, 32)
+    kernel = tuned(64, 64, 64)
+    assert kernel.config in configs and kernel.latency > 0 and kernel.ref_latency > 0
+    assert tuned(64, 64, 64) is kernel  # cached per argument tuple
+    direct = tuned(64, 64, 64, bm=16, bn=16)  # every tuned parameter given: compiled as asked, no tuning
+    assert not hasattr(direct, "config") and direct is not kernel
+    assert isinstance(tuned.get_tir(64, 64, 64, bm=32, bn=32), tilelang.PrimFunc)
+
+
+def test_autotune_reports_every_failing_config():
+    @tilelang.autotune(configs=[{"bm": 32}], warmup=1, rep=1, ref_prog=lambda a, b: ref_matmul(a, b) + 5.0)
+    @tilelang.jit(out_idx=[2], target="cpu")
+    def bad(M, bm=16):
+        return matmul(M, M, M, bm, 32, 32)
+    with pytest.raises(tilelang.TileLangError, match=r"every configuration failed:\n  \{'bm': 32\}: AssertionError"):
+        bad(32)
+
+
+def test_testing_gates_and_seed():
+    reason = tilelang.testing.cuda_skip_reason()
+
+    @tilelang.testing.requires_cuda
+    def f():
+        pass
+
+    @tilelang.testing.requires_cuda_compute_version_ge(8, 0)
+    def g():
+        pass
+
+    @tilelang.testing.requires_rocm
+    def h():
+        pass
+    marks = {m.name: m for m in f.pytestmark}
+    assert marks["skipif"].args == (reason is not None,)
+    if reason is not None:  # no CUDA device here: the version gate skips too, naming the version
+        assert any(m.args == (True,) and "compute version ge 8.0, have 0.0" in m.kwargs["reason"]
+                   for m in g.pytestmark)
+    assert h.pytestmark[0].args == (True,) and "ROCm" in h.pytestmark[0].kwargs["reason"]
+    tilelang.testing.set_random_seed(5)
+    x = np.random.rand(3)
+    tilelang.testing.set_random_seed(5)
+    assert (np.random.rand(3) == x).all()
+
+
+def test_unsupported_upstream_names_say_which_feature():
+    with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: T.alloc_tmem"):
+        T.alloc_tmem  # noqa: B018
+    with pytest.raises(AttributeError, match="unsupported feature: dtype float8_e4m3fn"):
+        T.float8_e4m3fn  # noqa: B018
+    assert not hasattr(T, "tcgen05_gemm")
+    from tilelang import tvm
+    with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: TVM API tvm.tir"):
+        tvm.tir  # noqa: B018
+
+
+def test_reasons_name_the_feature():
+    try:
+        T.alloc_barrier  # noqa: B018
+    except AttributeError as e:
+        assert compat_reason.reason_of(e) == ("unsupported feature: T.alloc_barrier is not part of this "
+                                              "project's tile language")
+    assert compat_reason.reason_of(ModuleNotFoundError("No module named 'fla'", name="fla")) == "missing module fla"
+    assert compat_reason.reason_of(AssertionError("Too many mismatched elements: 3 > 1")).startswith(
+        "numerical mismatch: Too many mismatched")
+    err = tilelang.TileLangUnimplementedFeature("target cuda: not implemented by the backend: dynamic shapes\nmore")
+    assert compat_reason.reason_of(err) == "backend UNIMPLEMENTED: dynamic shapes"
+    assert compat_reason.reason_of(None, "E   ModuleNotFoundError: No module named 'torch'") == "missing module torch"
+
+
+UPSTREAM_STYLE_TEST = '''
+import numpy as np
+import tilelang
+import tilelang.testing
+import tilelang.language as T
+import example_add
+
+
+def test_example_add():
+    example_add.main()
+
+
+def test_tmem():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.alloc_tmem([16, 16], "float32")
+
+
+@tilelang.testing.requires_cuda_compute_version_eq(7, 5)
+def test_sm75_only():
+    pass
+
+
+if __name__ == "__main__":
+    tilelang.testing.main()
+'''
+
+UPSTREAM_STYLE_EXAMPLE = '''
+import numpy as np
+import tilelang
+import tilelang.language as T
+
+
+@tilelang.jit
+def add(A, B, block=32):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float32)
+    B: T.Tensor((M, N), T.float32)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), threads=128) as (bx, by):
+        for i, j in T.Parallel(block, block):
+            C[by * block + i, bx * block + j] = A[by * block + i, bx * block + j] + B[by * block + i, bx * block + j]
+    return C
+
+
+def main():
+    a = np.random.randn(64, 96).astype(np.float32)
+    b = np.random.randn(64, 96).astype(np.float32)
+    tilelang.testing.torch_assert_close(add(a, b), a + b, rtol=1e-6, atol=1e-6)
+'''
+
+
+def test_runner_on_an_upstream_style_checkout(tmp_path):
+    ex = tmp_path / "up" / "examples" / "elementwise"
+    ex.mkdir(parents=True)
+    (ex / "test_example_add.py").write_text(textwrap.dedent(UPSTREAM_STYLE_TEST))
+    (ex / "example_add.py").write_text(textwrap.dedent(UPSTREAM_STYLE_EXAMPLE))
+    (ex / "conftest.py").write_text("raise RuntimeError('upstream conftest must not be loaded')\n")
+    shim = tmp_path / "up" / "examples" / "online_softmax"
+    shim.mkdir()
+    (shim / "online_softmax.py").write_text("import tilelang.language as T\nx = T.float8_e5m2\n")
+    pythonpath = os.pathsep.join(p for p in sys.path if (pathlib.Path(p) / "tilelang").is_dir()
+                                 or (pathlib.Path(p) / "tilelang_runtime").is_dir())
+    out, js = tmp_path / "table.md", tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "compat" / "run_upstream.py"), str(tmp_path / "up"),
+                           "--dirs", "elementwise,online_softmax,missing_dir", "--target", "cpu", "--python",
+                           sys.executable, "--pythonpath", pythonpath, "--out", str(out), "--json", str(js)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["test"].split("::")[-1]: r for r in json.loads(js.read_text())}
+    assert rows["test_example_add"]["result"] == "passed", rows
+    assert rows["test_tmem"]["result"] == "failed"
+    assert "unsupported feature: T.alloc_tmem" in rows["test_tmem"]["reason"]
+    assert rows["test_sm75_only"]["result"] == "skipped"
+    assert rows["test_online_softmax"]["result"] == "failed"
+    assert "unsupported feature: dtype float8_e5m2" in rows["test_online_softmax"]["reason"]
+    assert rows["-"]["reason"] == "examples/missing_dir not in the checkout"
+    table = out.read_text()
+    assert "| elementwise | 1 | 1 | 1 |" in table
+    assert "| online_softmax | 0 | 1 | 0 |" in table
