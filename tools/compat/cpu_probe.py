@@ -185,6 +185,9 @@ def main(argv=None):
             prim = build(spec, os.path.abspath(args.upstream))
             stage = "compile"
             kernel = prim if hasattr(prim, "get_profiler") else tilelang.compile(prim, target=args.target)
+            if args.target != "cpu":  # CUDA: the source too, so that tl-pack's cache holds what it needs
+                stage = "source"
+                kernel.get_kernel_source()
             if args.run:
                 stage = "run"
                 run_once(kernel)

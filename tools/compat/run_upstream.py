@@ -183,7 +183,12 @@ def _short(nodeid):
 
 def write_table(args, rows, upstream):
     rev = subprocess.run(["git", "-C", upstream, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    rev = rev.stdout.strip() or "(not a git checkout)"
+    rev = rev.stdout.strip()
+    stamp = os.path.join(upstream, "UPSTREAM_COMMIT")  # written by gpu_check.sh when it extracts a checkout
+    if not rev and os.path.exists(stamp):
+        with open(stamp) as f:
+            rev = f.read().strip()[:12]
+    rev = rev or "(not a git checkout)"
     counts = {}
     for d, _, res, _ in rows:
         c = counts.setdefault(d, {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "none": 0})
