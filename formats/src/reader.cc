@@ -230,6 +230,21 @@ Status CheckVariant(const Kernel* kernel, const Variant* variant, uint32_t num_p
     const auto* slot = launch->param_slots()->Get(s);
     const std::string slot_at = at + " param_slots[" + std::to_string(s) + "]";
     TL_RETURN_IF_ERROR(CheckParamIndex(slot->param(), true, num_params, slot_at));
+    if (slot->symbol() != -1) {
+      const uint32_t num_symbols = Count(kernel->symbols());
+      if (slot->symbol() < 0 || static_cast<uint32_t>(slot->symbol()) >= num_symbols) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: symbol index %d out of range (kernel has %u symbols)",
+                          slot_at.c_str(), slot->symbol(), num_symbols);
+      }
+      if (slot->param() != -1) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: names both param %d and symbol %d (at most one)",
+                          slot_at.c_str(), slot->param(), slot->symbol());
+      }
+      if (slot->size() != 4 && slot->size() != 8) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: symbol slot of %u bytes, expected 4 or 8",
+                          slot_at.c_str(), slot->size());
+      }
+    }
     const uint64_t end = uint64_t{slot->offset()} + slot->size();  // u32 + u32 cannot overflow u64
     if (end > launch->param_buffer_bytes()) {
       return MakeStatus(StatusCode::kInvalidArgument, "%s: [%u, %" PRIu64 ") exceeds param_buffer_bytes %u",

@@ -79,7 +79,8 @@ struct LoadRequest {
   // (param_slots, param_buffer_bytes), cross-checked with the driver at load,
   // and the shared memory the launch needs.
   struct ParamSlot {
-    int param = -1;  // -1: a slot no parameter fills (zeroed)
+    int param = -1;  // -1: a slot no parameter fills (zeroed, unless `symbol`)
+    int symbol = -1;  // >= 0: holds this shape symbol's value (size 4: int32, 8: int64)
     uint32_t offset = 0;
     uint32_t size = 0;
     uint32_t align = 0;
@@ -89,6 +90,30 @@ struct LoadRequest {
   uint32_t static_shared_bytes = 0;
   uint32_t dynamic_shared_bytes = 0;
   uint32_t block[3] = {1, 1, 1};
+  // Names for messages ("kernel 'k' argument 1 'x': ...").
+  std::vector<std::string> param_names;   // per parameter
+  std::vector<std::string> symbol_names;  // per shape symbol
+  // Vulkan (runtime/VULKAN_CONTRACT.md): the variant's requirements, checked
+  // again against the device before pipeline creation, and the Launch's
+  // descriptor bindings and push-constant layout.
+  std::vector<std::string> features;
+  uint32_t required_shared_bytes = 0;
+  uint32_t required_subgroup_size = 0;
+  uint32_t required_push_constant_bytes = 0;
+  struct VkBindingSlot {
+    int param = -1;
+    uint32_t set = 0;
+    uint32_t binding = 0;
+    uint32_t descriptor_type = 0;
+  };
+  std::vector<VkBindingSlot> vk_bindings;
+  struct VkPushSlot {
+    int param = -1;  // -1: the shape symbols, int32 each, in Kernel.symbols order
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  std::vector<VkPushSlot> vk_push;
+  uint32_t vk_push_bytes = 0;
 };
 
 // A validated launch, self-contained so that it can be queued: it owns
@@ -102,6 +127,7 @@ struct LaunchRequest {
   std::vector<uint64_t> scalar_slots;  // per param; the scalar's bytes (little endian)
   std::vector<uint8_t> is_scalar;      // per param
   std::vector<int64_t> symbols;
+  std::vector<uint64_t> tensor_bytes;  // per param: bytes a tensor spans from its pointer (0 for scalars)
 };
 
 class Stream {
@@ -125,6 +151,13 @@ class Device {
   virtual Status CopyToHost(void* host_dst, const void* device_src, size_t size, Stream* stream) = 0;
   virtual StatusOr<std::unique_ptr<Stream>> CreateStream() = 0;
   virtual StatusOr<std::unique_ptr<Stream>> WrapStream(void* native) = 0;
+  // Whether tl_buffer_import may wrap [pointer, pointer + size) (Vulkan: only
+  // ranges of this device's own buffers). Default: anything.
+  virtual Status CheckImport(void* pointer, size_t size) {
+    (void)pointer;
+    (void)size;
+    return Status::Ok();
+  }
 
  protected:
   DeviceDesc desc_;

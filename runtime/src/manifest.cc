@@ -99,9 +99,18 @@ Status KernelFromManifest(const tl::bundle::Kernel& k, KernelInfo* out) {
       vl.static_shared_bytes = l->static_shared_bytes();
       vl.dynamic_shared_bytes = l->dynamic_shared_bytes();
       vl.param_buffer_bytes = l->param_buffer_bytes();
+      for (size_t b = 0; b < Len(l->vk_bindings()); ++b) {
+        const tl::bundle::VkBinding* vb = l->vk_bindings()->Get(b);
+        vl.vk_bindings.push_back(LoadRequest::VkBindingSlot{vb->param(), vb->set(), vb->binding(), vb->descriptor_type()});
+      }
+      for (size_t r = 0; r < Len(l->vk_push()); ++r) {
+        const tl::bundle::VkPushRange* vr = l->vk_push()->Get(r);
+        vl.vk_push.push_back(LoadRequest::VkPushSlot{vr->param(), vr->offset(), vr->size()});
+      }
+      vl.vk_push_bytes = l->vk_push_bytes();
       for (size_t s = 0; s < Len(l->param_slots()); ++s) {
         const tl::bundle::ParamSlot* ps = l->param_slots()->Get(s);
-        vl.param_slots.push_back(LoadRequest::ParamSlot{ps->param(), ps->offset(), ps->size(), ps->align()});
+        vl.param_slots.push_back(LoadRequest::ParamSlot{ps->param(), ps->symbol(), ps->offset(), ps->size(), ps->align()});
       }
     }
     out->variants.push_back(std::move(vd));

@@ -175,6 +175,50 @@ TEST(BundleWriter, SelfCheckRejectsWhatTheReaderWould) {
   EXPECT_NE(out.status().message().find("duplicate variant id"), std::string::npos) << out.status().message();
 }
 
+// ParamSlot.symbol (a shape symbol's value in a CUDA/HIP parameter buffer):
+// the writer names the must_understand token, the reader checks the index.
+TEST(BundleWriter, SymbolSlotsAddTheirToken) {
+  testing::Parts parts = testing::Split(BuildSample(Sample::kMinimal));
+  for (int bad = 0; bad < 4; ++bad) {
+    BundleWriter w;
+    w.AddPayload({1, 2, 3});
+    auto k = std::make_unique<tl::bundle::KernelT>(*parts.manifest.kernels[0]);
+    k->symbols = {"M"};
+    k->variants[0]->payload = 0;
+    auto& l = *k->variants[0]->launch;
+    l.param_slots.clear();
+    auto slot = std::make_unique<tl::bundle::ParamSlotT>();
+    slot->param = bad == 2 ? 0 : -1;
+    slot->symbol = bad == 1 ? 1 : 0;
+    slot->size = bad == 3 ? 2 : 4;
+    slot->align = bad == 3 ? 2 : 4;
+    l.param_slots.push_back(std::move(slot));
+    l.param_buffer_bytes = 4;
+    ASSERT_TRUE(w.AddKernel(std::move(k)).ok());
+    StatusOr<std::vector<uint8_t>> out = w.Finish();
+    if (bad == 0) {
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      StatusOr<BundleView> view = BundleView::Open(*out);
+      ASSERT_TRUE(view.ok()) << view.status().ToString();
+      const auto* mu = view->manifest()->must_understand();
+      ASSERT_EQ(mu->size(), 2u);
+      EXPECT_EQ(Str(mu->Get(1)), "launch.symbol_slots");
+      EXPECT_EQ(view->manifest()->kernels()->Get(0)->variants()->Get(0)->launch()->param_slots()->Get(0)->symbol(), 0);
+      continue;
+    }
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    const char* want[] = {"", "symbol index 1 out of range (kernel has 1 symbols)", "names both param 0 and symbol 0",
+                          "symbol slot of 2 bytes, expected 4 or 8"};
+    EXPECT_NE(out.status().message().find(want[bad]), std::string::npos) << out.status().message();
+  }
+  // Without symbol slots only core.v1 is named (older readers keep loading).
+  const std::vector<uint8_t> main_sample = BuildSample(Sample::kMain);
+  StatusOr<BundleView> plain = BundleView::Open(main_sample);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->manifest()->must_understand()->size(), 1u);
+}
+
 TEST(BundleWriter, ReportsMissingRequiredTables) {
   testing::Parts parts = testing::Split(BuildSample(Sample::kMinimal));
   for (int which = 0; which < 3; ++which) {

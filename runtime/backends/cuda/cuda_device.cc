@@ -619,7 +619,7 @@ Status CudaDevice::CheckParams(const LoadRequest& request, CudaExecutable* exec,
                                        : "cannot report one"));
     }
     for (uint32_t i = 0; i < request.param_count; ++i) {
-      slots.push_back({static_cast<int>(i), static_cast<uint32_t>(driver[i].offset),
+      slots.push_back({static_cast<int>(i), -1, static_cast<uint32_t>(driver[i].offset),
                        static_cast<uint32_t>(driver[i].size), 0});
       buffer_bytes = std::max<uint32_t>(buffer_bytes, static_cast<uint32_t>(driver[i].offset + driver[i].size));
     }
@@ -686,6 +686,30 @@ Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream*
   if (!storage.empty()) memset(buffer, 0, storage.size() * sizeof(Chunk));
   for (size_t i = 0; i < exec->slots.size(); ++i) {
     const auto& sl = exec->slots[i];
+    if (sl.param < 0 && sl.symbol >= 0) {
+      // A shape symbol's value (bound from the arguments' shapes at validation).
+      const size_t s = static_cast<size_t>(sl.symbol);
+      if (s >= request.symbols.size()) {
+        return Status(StatusCode::kInternal, Format("%s: slot %zu names shape symbol %zu of %zu bound", where.c_str(),
+                                                    i, s, request.symbols.size()));
+      }
+      const int64_t value = request.symbols[s];
+      if (sl.size == 4) {
+        if (value < INT32_MIN || value > INT32_MAX) {
+          return Status(StatusCode::kOutOfRange,
+                        Format("%s: shape symbol %zu is %lld, which does not fit the kernel's 32-bit parameter",
+                               where.c_str(), s, static_cast<long long>(value)));
+        }
+        const int32_t v32 = static_cast<int32_t>(value);
+        memcpy(buffer + sl.offset, &v32, 4);
+      } else if (sl.size == 8) {
+        memcpy(buffer + sl.offset, &value, 8);
+      } else {
+        return Status(StatusCode::kInvalidArgument,
+                      Format("%s: shape symbol slot %zu holds %u bytes (4 or 8)", where.c_str(), i, sl.size));
+      }
+      continue;
+    }
     if (sl.param < 0) continue;  // zero-filled
     const size_t p = static_cast<size_t>(sl.param);
     if (p >= request.is_scalar.size()) {

@@ -4,7 +4,9 @@
 // C ABI on random inputs and are compared with a float64 host reference.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -37,7 +39,7 @@ TEST_P(Compile, AllArchsAndPtxas) {
   tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
   const tl::ir::Function f = Parse(GetParam().text);
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, {99 * 1024});
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, {99 * 1024, true});
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
@@ -164,10 +166,11 @@ class Exec : public ::testing::Test {
   // Builds a bundle for the kernel (all archs + PTX), launches it once on
   // `args` (tensors copied in and back), returns the time of `reps` more
   // launches in ms (0 when reps == 0).
-  double Launch(const TestKernel& k, std::vector<Tensor*> args, int reps = 0, const char* force = nullptr) {
+  double Launch(const TestKernel& k, std::vector<Tensor*> args, int reps = 0, const char* force = nullptr,
+                const std::map<std::string, double>& symbols = {}) {
     const tl::ir::Function f = Parse(k.text);
     if (Interp()) {
-      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, {227 * 1024});
+      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, {227 * 1024, true});
       EXPECT_TRUE(simt.ok()) << simt.status().ToString();
       if (!simt.ok()) return 0;
       std::map<std::string, std::vector<double>> tensors;
@@ -175,7 +178,7 @@ class Exec : public ::testing::Test {
       for (const tl::ir::Param& p : f.params) {
         if (p.kind == tl::ir::Param::Kind::kTensor && next < args.size()) tensors[p.name] = args[next++]->values;
       }
-      const tl::Status st = tl::gpu::test::Interpret(*simt, &tensors);
+      const tl::Status st = tl::gpu::test::Interpret(*simt, &tensors, symbols);
       EXPECT_TRUE(st.ok()) << st.ToString();
       next = 0;
       for (const tl::ir::Param& p : f.params) {
@@ -341,6 +344,19 @@ TEST_P(Run, Gemms) {
     const std::string name = std::string("gemm_f16_") + (ta ? "t" : "n") + (tb ? "t" : "n");
     Launch(Named(name), {&a, &b, &c});
     Expect(c.values, RefGemm(a, b, 200, 130, 150, ta, tb), 1e-5, name.c_str());
+  }
+}
+
+TEST_P(Run, DynamicShapes) {
+  // One bundle, three problem sizes: M, N, K reach the kernel as parameters
+  // (the epilogue adds K, so a wrong K shows even where the product is right).
+  std::mt19937 rng(9);
+  for (const auto& [m, n, kk] : std::vector<std::array<int, 3>>{{200, 130, 150}, {77, 190, 40}, {64, 64, 32}}) {
+    Tensor a = Random({m, kk}, true, rng), b = Random({kk, n}, true, rng), c = Random({m, n}, false, rng, true);
+    Launch(Named("gemm_dyn"), {&a, &b, &c}, 0, nullptr, {{"M", m}, {"N", n}, {"K", kk}});
+    std::vector<double> want = RefGemm(a, b, m, n, kk, false, false);
+    for (double& w : want) w = w * 0.5 + kk;
+    Expect(c.values, want, 1e-5, ("gemm_dyn " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(kk)).c_str());
   }
 }
 

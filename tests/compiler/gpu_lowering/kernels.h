@@ -144,6 +144,27 @@ func @splitk(A: tensor[96, 512] f32, B: tensor[512, 80] f32, C: tensor[96, 80] f
   }
 }
 )"});
+  // Dynamic M, N, K (shape symbols passed as kernel parameters by the runtime).
+  k.push_back({"gemm_dyn", R"(tileir 1
+
+func @gemm_dyn(A: tensor[M, K] f16, B: tensor[K, N] f16, C: tensor[M, N] f32) dynamic(M: i32, N: i32, K: i32) {
+  kernel grid(ceildiv(N, 64), ceildiv(M, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] f16
+    alloc B_s: shared[32, 64] f16
+    alloc C_f: fragment[64, 64] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, ceildiv(K, 32), stages=2) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    parallel (i, j) in (64, 64) {
+      C_f[i, j] = C_f[i, j] * 0.5:f32 + cast<f32>(K)
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
   // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
   k.push_back({"gemm_big", R"(tileir 1
 

@@ -224,6 +224,23 @@ func @f(X: tensor[M] f32) dynamic(M: i32) loc("k.py", 3) {
   ASSERT_FALSE(dyn.ok());
   EXPECT_NE(dyn.status().message().find("dynamic shape symbols"), std::string::npos) << dyn.status().ToString();
   EXPECT_NE(dyn.status().message().find("k.py:3"), std::string::npos) << dyn.status().ToString();
+  // With symbol_params (CUDA), the symbol becomes a trailing i32 param.
+  tl::StatusOr<tl::gpu::SimtKernel> dyn2 = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+
+func @f(X: tensor[M] f32, s: f32) dynamic(M: i32) {
+  kernel grid(ceildiv(M, 128)) threads(128) -> (bx) {
+    alloc x: fragment[128] f32
+    copy X[bx * 128:128] -> x
+  }
+}
+)"), {48 * 1024, true});
+  ASSERT_TRUE(dyn2.ok()) << dyn2.status().ToString();
+  ASSERT_EQ(dyn2->params.size(), 3u);
+  EXPECT_EQ(dyn2->params[0].symbol, -1);
+  EXPECT_EQ(dyn2->params[1].symbol, -1);
+  EXPECT_EQ(dyn2->params[2].name, "M");
+  EXPECT_EQ(dyn2->params[2].symbol, 0);
+  EXPECT_FALSE(dyn2->params[2].pointer);
 
   tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
 

@@ -306,7 +306,15 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
   }
   std::vector<int64_t> grid;
   for (const Expr& g : k.grid) {
-    std::optional<int64_t> v = ir::FoldInt(g);
+    // Shape symbols (scalar params with SimtParam::symbol) come from `scalars`.
+    const Expr bound = ir::RewriteExpr(g, [&](const Expr& x) -> std::optional<Expr> {
+      const auto* v = ir::As<ir::VarRef>(x);
+      if (!v) return std::nullopt;
+      auto it = scalars.find(v->name);
+      if (it == scalars.end()) return std::nullopt;
+      return ir::MakeInt(static_cast<int64_t>(it->second), v->dtype);
+    });
+    std::optional<int64_t> v = ir::FoldInt(ir::FoldConstants(bound));
     if (!v) return tl::Status(tl::StatusCode::kUnimplemented, "interpreter: grid must be constant");
     grid.push_back(*v);
   }

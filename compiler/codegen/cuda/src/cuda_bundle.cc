@@ -66,6 +66,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   for (const std::string& a : archs) budget = std::min(budget, SharedBudget(a));
   gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = budget;
+  lo.symbol_params = true;  // the CUDA runtime fills ParamSlot.symbol slots
   StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
   if (!k.ok()) return k.status();
   StatusOr<CudaSource> src = PrintCuda(*k);
@@ -117,6 +118,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       ps->offset = s.offset;
       ps->size = s.size;
       ps->align = s.align;
+      ps->symbol = static_cast<int16_t>(s.symbol);
       v->launch->param_slots.push_back(std::move(ps));
     }
     v->launch->param_buffer_bytes = src->param_buffer_bytes;

@@ -88,7 +88,11 @@ class Printer {
         size = p.dtype == DType::kBool ? 1 : static_cast<uint32_t>(ir::BitWidth(p.dtype) / 8);
       }
       offset = (offset + size - 1) / size * size;
-      out.slots.push_back({static_cast<int>(i), offset, size, size});
+      if (p.symbol >= 0) {
+        out.slots.push_back({-1, offset, size, size, p.symbol});
+      } else {
+        out.slots.push_back({static_cast<int>(i), offset, size, size, -1});
+      }
       offset += size;
     }
     out.param_buffer_bytes = offset;

@@ -64,7 +64,7 @@ enum class Where { kGlobal, kShared, kRegisterFrag, kLocal };
 struct Buf {
   Where where = Where::kGlobal;
   DType dtype = DType::kF32;
-  std::vector<Expr> shape;          // IntImm (symbols rejected up front)
+  std::vector<Expr> shape;          // IntImm, or a symbol VarRef for global tensors
   const FragmentLayout* layout = nullptr;  // kRegisterFrag
 };
 
@@ -82,7 +82,10 @@ class Lowerer {
   Status Run(const ir::Kernel& k) {
     for (const ir::Param& p : f_.params) {
       bufs_[p.name] = {Where::kGlobal, p.dtype, p.shape, nullptr};
-      out_->params.push_back({p.name, p.dtype, p.kind == ir::Param::Kind::kTensor});
+      out_->params.push_back({p.name, p.dtype, p.kind == ir::Param::Kind::kTensor, -1});
+    }
+    for (size_t i = 0; i < f_.symbols.size(); ++i) {
+      out_->params.push_back({f_.symbols[i].name, f_.symbols[i].dtype, false, static_cast<int>(i)});
     }
     SBlock body;
     Status s = LowerBlock(k.body, &body);
@@ -818,11 +821,11 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   ir::Function f = input;
   s = passes::CheckSingleKernel(f);
   if (!s.ok()) return s;
-  if (!f.symbols.empty()) {
+  if (!f.symbols.empty() && !options.symbol_params) {
     return Status(StatusCode::kUnimplemented,
                   passes::Where(f, f.loc,
-                                "dynamic shape symbols are not supported by the CUDA backend yet (the runtime passes "
-                                "no symbol values to CUDA kernels; give static shapes)"));
+                                "dynamic shape symbols are not supported for this GPU target (its runtime passes no "
+                                "symbol values to kernels; give static shapes)"));
   }
   s = passes::MakeRegionsExplicit(f);
   if (!s.ok()) return s;

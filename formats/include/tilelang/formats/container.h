@@ -48,7 +48,9 @@ struct HeaderFields {
 
 // Tokens of Bundle.must_understand that this library knows. A bundle naming
 // any other token is rejected with kIncompatible, naming the token.
-inline constexpr const char* kKnownMustUnderstand[] = {"core.v1"};
+// "launch.symbol_slots": Launch.param_slots may hold shape symbol values
+// (ParamSlot.symbol); the writer adds it when any slot does.
+inline constexpr const char* kKnownMustUnderstand[] = {"core.v1", "launch.symbol_slots"};
 
 // Flatbuffers file identifier of the manifest (bundle.fbs file_identifier).
 inline constexpr char kManifestIdentifier[] = "TLBM";

@@ -19,9 +19,11 @@ namespace tl::codegen::cuda {
 
 // One kernel parameter's place in the launch parameter buffer (matches what
 // cuFuncGetParamInfo reports for the printed signature).
+// `param` -1 with `symbol` >= 0: the slot holds that shape symbol's value.
 struct ParamSlot {
   int param = 0;
   uint32_t offset = 0, size = 0, align = 0;
+  int symbol = -1;
 };
 
 struct CudaSource {

@@ -73,6 +73,10 @@ int InsertBarriers(ir::Function& f, const std::set<std::string>& shared);
 // LowerToSimt: the whole pipeline above.
 struct GpuLowerOptions {
   int64_t shared_budget_bytes = 48 * 1024;  // smallest budget of the requested targets
+  // Dynamic shape symbols become trailing scalar params (SimtParam::symbol);
+  // a target whose printer and runtime cannot fill them leaves this false and
+  // such functions are rejected with kUnimplemented.
+  bool symbol_params = false;
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
 

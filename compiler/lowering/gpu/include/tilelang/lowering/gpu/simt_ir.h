@@ -44,11 +44,16 @@ struct SimtBuffer {
 };
 
 // A kernel parameter, in signature order: a pointer to global memory (tensor)
-// or a scalar passed by value.
+// or a scalar passed by value. After the function's parameters come its shape
+// symbols (only with GpuLowerOptions::symbol_params): scalars with `symbol` =
+// the index into ir::Function::symbols, whose values the runtime fills from
+// the arguments' shapes (bundle ParamSlot.symbol). Every other param has
+// symbol -1 and its index is the function's parameter index.
 struct SimtParam {
   std::string name;
   ir::DType dtype = ir::DType::kF32;
   bool pointer = false;
+  int symbol = -1;
 };
 
 struct SStmt;
