@@ -423,11 +423,17 @@ TL_API tl_status_t tl_runtime_default_device(tl_runtime_t* runtime, const char* 
     if (!d.ok()) return ToC(d.status().Annotate(spec ? "device" : "TL_DEVICE"));
     found = *d;
   } else {
-    // A GPU this runtime can launch on, then the CPU.
-    for (int kind : {kBackendCuda, kBackendHip, kBackendVulkan, kBackendCpu}) {
-      for (const auto& d : runtime->devices) {
-        const DeviceDesc& desc = d->impl->desc();
-        if (!found && desc.backend == kind && (desc.flags & TL_DEVICE_FLAG_CAN_LAUNCH)) found = d.get();
+    // A GPU this runtime can launch on, then the CPU, then software GPU
+    // implementations (lavapipe runs slower than the native CPU backend).
+    for (bool software : {false, true}) {
+      for (int kind : {kBackendCuda, kBackendHip, kBackendVulkan, kBackendCpu}) {
+        for (const auto& d : runtime->devices) {
+          const DeviceDesc& desc = d->impl->desc();
+          if (!found && desc.backend == kind && (desc.flags & TL_DEVICE_FLAG_CAN_LAUNCH) &&
+              ((desc.flags & TL_DEVICE_FLAG_SOFTWARE) != 0) == software) {
+            found = d.get();
+          }
+        }
       }
     }
     if (!found) return Err(StatusCode::kNotFound, "no device this runtime can launch on (%s)", DeviceList(runtime).c_str());
@@ -788,6 +794,15 @@ StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
     req.static_shared_bytes = l.static_shared_bytes;
     req.dynamic_shared_bytes = l.dynamic_shared_bytes;
     for (int a = 0; a < 3; ++a) req.block[a] = l.block[a];
+    for (const ParamSig& ps : k->sig.params) req.param_names.push_back(ps.name);
+    req.symbol_names = k->sig.symbols;
+    req.features = v.features;
+    req.required_shared_bytes = v.shared_bytes;
+    req.required_subgroup_size = v.subgroup_size;
+    req.required_push_constant_bytes = v.push_constant_bytes;
+    req.vk_bindings = l.vk_bindings;
+    req.vk_push = l.vk_push;
+    req.vk_push_bytes = l.vk_push_bytes;
     auto exec = dev->impl->Load(req);
     if (!exec.ok()) return exec.status();
     if (std::string note = (*exec)->LoadNote(); !note.empty()) p->explain += "  loaded " + v.id + ": " + note + "\n";
@@ -900,6 +915,9 @@ TL_API tl_status_t tl_buffer_import(tl_device_t* device, void* device_pointer, s
   TL_CHECK_ARG(device, "tl_buffer_import: device is NULL");
   TL_CHECK_ARG(device_pointer || size == 0, "tl_buffer_import: pointer is NULL with size %zu", size);
   TL_TRY
+  if (device_pointer) {
+    if (Status s = device->impl->CheckImport(device_pointer, size); !s.ok()) return ToC(s);
+  }
   auto* b = new tl_buffer_s;
   tl_device_retain(device);
   b->device = device;
@@ -1100,12 +1118,20 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   req.tensor_pointers.resize(arg_count, nullptr);
   req.scalar_slots.resize(arg_count, 0);
   req.is_scalar.resize(arg_count, 0);
+  req.tensor_bytes.resize(arg_count, 0);
   for (size_t i = 0; i < arg_count; ++i) {
     if (args[i].kind == TL_ARG_SCALAR) {
       req.is_scalar[i] = 1;
       memcpy(&req.scalar_slots[i], args[i].value.bytes, args[i].scalar_size);
     } else {
       req.tensor_pointers[i] = args[i].tensor.data;
+      // Dense row-major (validated): elements x element bytes, saturating.
+      uint64_t bytes = (uint64_t{args[i].dtype.bits} * std::max<uint16_t>(args[i].dtype.lanes, 1) + 7) / 8;
+      for (int32_t d = 0; d < args[i].tensor.rank; ++d) {
+        const uint64_t extent = static_cast<uint64_t>(std::max<int64_t>(args[i].tensor.shape[d], 0));
+        bytes = (extent != 0 && bytes > UINT64_MAX / extent) ? UINT64_MAX : bytes * extent;
+      }
+      req.tensor_bytes[i] = bytes;
     }
   }
   req.symbols = bound.symbols;

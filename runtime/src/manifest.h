@@ -29,6 +29,10 @@ struct VariantLaunch {
   uint32_t param_buffer_bytes = 0;
   uint32_t static_shared_bytes = 0;
   uint32_t dynamic_shared_bytes = 0;
+  // Vulkan descriptor bindings and push-constant layout (LoadRequest).
+  std::vector<LoadRequest::VkBindingSlot> vk_bindings;
+  std::vector<LoadRequest::VkPushSlot> vk_push;
+  uint32_t vk_push_bytes = 0;
 };
 
 struct KernelInfo {
