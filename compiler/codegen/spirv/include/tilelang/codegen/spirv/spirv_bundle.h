@@ -1,0 +1,49 @@
+// Vulkan (SPIR-V) variants for the bundle, as VULKAN_CONTRACT.md fixes them:
+// per kernel a plain SPIR-V 1.3 variant (lane reductions through workgroup
+// memory: any device, any subgroup size) and, when the kernel has lane
+// reductions, a "subgroup" variant that requires "vk.subgroup.shuffle" and
+// ranks above it (one more feature token).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bundle_generated.h"
+#include "tilelang/formats/status.h"
+#include "tilelang/formats/writer.h"
+#include "tilelang/ir/tile_ir.h"
+
+namespace tl::codegen::spirv {
+
+struct SpirvBuildOptions {
+  bool subgroup_variant = true;            // add the vk.subgroup.shuffle variant where it differs
+  int64_t shared_budget_bytes = 48 * 1024; // NVIDIA's Vulkan limit; lavapipe has 32 KiB (the runtime checks)
+  std::string emit_source_dir;             // writes <dir>/<kernel>.spvasm (the plain variant, disassembled)
+  std::function<void(const std::string&)> log;
+};
+
+// Splits a --target list: "vulkan", "spirv" and "spirv1.3" name the SPIR-V
+// backend; everything else is returned in `rest` (comma-joined).
+struct SplitSpirv {
+  SpirvBuildOptions spirv;
+  bool any = false;
+  std::string rest;
+};
+SplitSpirv SplitSpirvTargets(const std::string& list);
+
+// Lowers `f` (shape symbols become push constants), emits, validates and
+// optimizes; adds payloads to `writer`; returns the variants
+// ("vulkan.spirv1.3", "vulkan.spirv1.3.subgroup").
+StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(const ir::Function& f,
+                                                                                const SpirvBuildOptions& options,
+                                                                                formats::BundleWriter& writer);
+
+// A bundle with SPIR-V variants, plus whatever `extra` adds to each kernel
+// (e.g. CUDA variants); `extra` may be null.
+StatusOr<std::vector<uint8_t>> BuildSpirvBundle(
+    const std::vector<ir::Function>& functions, const SpirvBuildOptions& options,
+    const std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)>& extra = nullptr);
+
+}  // namespace tl::codegen::spirv

@@ -1,0 +1,1158 @@
+// EmitSpirv: SimtKernel -> SPIR-V 1.3 compute module (see spirv_codegen.h).
+//
+// Values: every Tile IR dtype has one SSA representation: bool -> OpTypeBool,
+// integers -> OpTypeInt of their width and signedness, f16/bf16/f32 -> 32-bit
+// float (f16/bf16 rounded wherever they are stored, assigned or cast, as the
+// SIMT IR specifies), f64 -> 64-bit float. Memory keeps the dtype's own bits:
+// f16 as OpTypeFloat 16, bf16 as a 16-bit integer, bool tensors as bytes; f32
+// buffers that atomic_add touches are held as 32-bit integers (the add is a
+// compare-exchange loop, which needs no float-atomics extension).
+//
+// Control flow is structured: SIf -> OpSelectionMerge; SFor -> a loop whose
+// header holds OpLoopMerge (Unroll when the SIMT IR says so), with the loop
+// variable in a Function variable; selects and && / || whose other side loads
+// memory become branches, so a guard keeps an out-of-bounds load from running.
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <set>
+#include <typeinfo>
+
+#include "tilelang/codegen/spirv/spirv_builder.h"
+#include "tilelang/codegen/spirv/spirv_codegen.h"
+#include "tilelang/codegen/spirv/spirv_tools.h"
+
+#include <spirv/unified1/GLSL.std.450.h>
+
+namespace tl::codegen::spirv {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using SC = spv::StorageClass;
+
+constexpr uint32_t kScopeDevice = 1, kScopeWorkgroup = 2, kScopeSubgroup = 3;
+// AcquireRelease | UniformMemory | WorkgroupMemory.
+constexpr uint32_t kBarrierSemantics = 0x8 | 0x40 | 0x100;
+
+bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : name;
+  std::free(d);
+  return out;
+}
+
+struct Val {
+  uint32_t id = 0;
+  DType t = DType::kI32;
+};
+
+struct BufInfo {
+  gpu::Space space = gpu::Space::kRegister;
+  DType dtype = DType::kF32;
+  uint32_t var = 0;
+  uint32_t elem = 0;      // element type in memory
+  uint32_t elem_ptr = 0;  // pointer to one element
+  bool as_u32 = false;    // f32 held as u32 bits (atomics)
+};
+
+struct Binding {
+  bool is_var = false;  // id is a Function-variable pointer (else an SSA value)
+  uint32_t id = 0;
+  DType t = DType::kI32;
+};
+
+bool HasLoad(const Expr& e) {
+  bool found = false;
+  ir::WalkExpr(e, [&](const Expr& x) {
+    if (ir::Kind(x) == ir::ExprKind::kLoad) found = true;
+  });
+  return found;
+}
+
+class Emitter {
+ public:
+  Emitter(const gpu::SimtKernel& k, const SpirvOptions& o) : k_(k), o_(o) {}
+
+  StatusOr<SpirvModule> Run() {
+    SpirvModule out;
+    out.entry_point = k_.name;
+    out.block = k_.block;
+    out.threads = k_.threads;
+    b_.Capability(spv::Capability::Shader);
+    Scan(k_.body);
+    if (!err_.empty()) return Fail();
+
+    // Tensors: storage buffers, binding k in parameter order.
+    std::set<std::string> symbols(o_.symbols.begin(), o_.symbols.end());
+    uint32_t binding = 0;
+    for (size_t i = 0; i < k_.params.size(); ++i) {
+      const gpu::SimtParam& p = k_.params[i];
+      if (!p.pointer) continue;
+      DeclareGlobal(p, binding++);
+      out.buffer_params.push_back(static_cast<int>(i));
+    }
+    DeclarePushConstants(symbols, &out);
+    for (const gpu::SimtBuffer& sb : k_.buffers) {
+      if (sb.space == gpu::Space::kShared) DeclareShared(sb);
+    }
+    // Builtins.
+    const uint32_t u32 = U32();
+    const uint32_t v3 = b_.TypeVector(u32, 3);
+    wg_id_ = b_.GlobalVariable(b_.TypePointer(SC::Input, v3), SC::Input);
+    b_.Decorate(wg_id_, spv::Decoration::BuiltIn, {static_cast<uint32_t>(spv::BuiltIn::WorkgroupId)});
+    local_index_ = b_.GlobalVariable(b_.TypePointer(SC::Input, u32), SC::Input);
+    b_.Decorate(local_index_, spv::Decoration::BuiltIn, {static_cast<uint32_t>(spv::BuiltIn::LocalInvocationIndex)});
+    interface_ = {wg_id_, local_index_};
+    if (o_.subgroup_shuffle && shuffle_reduces_ > 0) {
+      subgroup_size_ = b_.GlobalVariable(b_.TypePointer(SC::Input, u32), SC::Input);
+      b_.Decorate(subgroup_size_, spv::Decoration::BuiltIn, {static_cast<uint32_t>(spv::BuiltIn::SubgroupSize)});
+      interface_.push_back(subgroup_size_);
+    }
+
+    const uint32_t void_t = b_.TypeVoid();
+    fn_ = b_.BeginFunction(void_t, b_.TypeFunction(void_t));
+    cur_label_ = b_.entry_label();
+    scopes_.emplace_back();
+    Prologue();
+    for (const gpu::SimtBuffer& sb : k_.buffers) {
+      if (sb.space == gpu::Space::kRegister) DeclareRegisters(sb);
+    }
+    if (o_.subgroup_shuffle && shuffle_reduces_ > 0) SubgroupCheck();
+    Block(k_.body);
+    b_.EndFunction();
+    if (!err_.empty()) return Fail();
+    b_.EntryPoint(fn_, k_.name, interface_);
+    b_.LocalSize(fn_, static_cast<uint32_t>(k_.block[0]), static_cast<uint32_t>(k_.block[1]),
+                 static_cast<uint32_t>(k_.block[2]));
+    b_.Name(fn_, k_.name);
+
+    out.words = b_.Finish(kSpirv13);
+    out.version_word = kSpirv13;
+    if (o_.subgroup_shuffle && shuffle_reduces_ > 0) features_.insert("vk.subgroup.shuffle");
+    out.features.assign(features_.begin(), features_.end());
+    out.shared_bytes = shared_bytes_;
+    out.lane_reduces = lane_reduces_;
+    if (lane_reduces_ > 0) {
+      out.notes.push_back(std::to_string(lane_reduces_) + " lane reduction(s) (widest " + std::to_string(max_width_) +
+                          " lanes) through " +
+                          (o_.subgroup_shuffle && shuffle_reduces_ > 0
+                               ? "subgroup shuffles when the subgroup layout allows, else workgroup memory"
+                               : "workgroup memory"));
+    }
+    return out;
+  }
+
+ private:
+  Status Fail() const {
+    return Status(StatusCode::kUnimplemented, "SPIR-V backend, kernel " + k_.name + ": " + err_);
+  }
+  void Error(const std::string& what) {
+    if (err_.empty()) err_ = what;
+  }
+
+  // ---- types ----------------------------------------------------------------
+  void Feature(const std::string& token) { features_.insert("vk.feature." + token); }
+  uint32_t U32() { return b_.TypeInt(32, false); }
+  uint32_t I32() { return b_.TypeInt(32, true); }
+  uint32_t F32() { return b_.TypeFloat(32); }
+  uint32_t Bool() { return b_.TypeBool(); }
+  uint32_t IntT(uint32_t width, bool is_signed) {
+    if (width == 8) {
+      b_.Capability(spv::Capability::Int8);
+      Feature("shaderInt8");
+    } else if (width == 16) {
+      b_.Capability(spv::Capability::Int16);
+      Feature("shaderInt16");
+    } else if (width == 64) {
+      b_.Capability(spv::Capability::Int64);
+      Feature("shaderInt64");
+    }
+    return b_.TypeInt(width, is_signed);
+  }
+  uint32_t FloatT(uint32_t width) {
+    if (width == 16) {
+      b_.Capability(spv::Capability::Float16);
+      Feature("shaderFloat16");
+    } else if (width == 64) {
+      b_.Capability(spv::Capability::Float64);
+      Feature("shaderFloat64");
+    }
+    return b_.TypeFloat(width);
+  }
+  uint32_t Rep(DType t) {
+    switch (t) {
+      case DType::kBool: return Bool();
+      case DType::kI8: return IntT(8, true);
+      case DType::kI16: return IntT(16, true);
+      case DType::kI32: return I32();
+      case DType::kI64: return IntT(64, true);
+      case DType::kU8: return IntT(8, false);
+      case DType::kU16: return IntT(16, false);
+      case DType::kU32: return U32();
+      case DType::kU64: return IntT(64, false);
+      case DType::kF16:
+      case DType::kBF16:
+      case DType::kF32: return F32();
+      case DType::kF64: return FloatT(64);
+    }
+    return I32();
+  }
+  // Element type in memory of `space`; `bytes` gets its size.
+  uint32_t Storage(DType t, gpu::Space space, uint32_t* bytes) {
+    uint32_t ty = 0;
+    uint32_t size = 0;
+    switch (t) {
+      case DType::kBool:
+        if (space == gpu::Space::kGlobal) {
+          ty = IntT(8, false);
+          size = 1;
+        } else {
+          ty = Bool();
+          size = 4;
+        }
+        break;
+      case DType::kF16:
+        ty = space == gpu::Space::kRegister ? F32() : FloatT(16);
+        size = space == gpu::Space::kRegister ? 4 : 2;
+        break;
+      case DType::kBF16:
+        ty = space == gpu::Space::kRegister ? F32() : IntT(16, false);
+        size = space == gpu::Space::kRegister ? 4 : 2;
+        break;
+      default:
+        ty = Rep(t);
+        size = static_cast<uint32_t>(ir::BitWidth(t) / 8);
+        break;
+    }
+    if (space == gpu::Space::kGlobal && size == 1) {
+      b_.Capability(spv::Capability::StorageBuffer8BitAccess);
+      b_.Extension("SPV_KHR_8bit_storage");
+      Feature("storageBuffer8BitAccess");
+    } else if (space == gpu::Space::kGlobal && size == 2) {
+      b_.Capability(spv::Capability::StorageBuffer16BitAccess);
+      b_.Extension("SPV_KHR_16bit_storage");
+      Feature("storageBuffer16BitAccess");
+    }
+    if (bytes) *bytes = size;
+    return ty;
+  }
+
+  // ---- constants -------------------------------------------------------------
+  uint32_t CInt(DType t, int64_t v) { return b_.ConstInt(Rep(t), static_cast<uint64_t>(v)); }
+  uint32_t CU32(uint32_t v) { return b_.ConstU32(v); }
+  uint32_t CI32(int32_t v) { return b_.ConstI32(v); }
+  uint32_t CF32(double v) { return b_.ConstFloat(F32(), v); }
+  Val Const(DType t, double v) {
+    if (t == DType::kBool) return {b_.ConstBool(v != 0), t};
+    if (ir::IsFloat(t)) return {b_.ConstFloat(Rep(t), v), t};
+    return {CInt(t, static_cast<int64_t>(v)), t};
+  }
+
+  // ---- pre-scan: atomics on f32, lane reductions -----------------------------
+  void Scan(const gpu::SBlock& body) {
+    for (const gpu::SStmt& s : body) {
+      std::visit(
+          [&](const auto& n) {
+            using T = std::decay_t<decltype(n)>;
+            if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
+              atomic_bufs_.insert(n.buffer);
+            } else if constexpr (std::is_same_v<T, gpu::SFor>) {
+              Scan(n.body);
+            } else if constexpr (std::is_same_v<T, gpu::SIf>) {
+              Scan(n.then_body);
+              Scan(n.else_body);
+            } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
+              if (n.width < 1 || n.width > 64 || (n.width & (n.width - 1)) != 0) {
+                Error("LaneReduce of " + n.var + " has width " + std::to_string(n.width) +
+                      "; expected a power of two <= 64");
+              }
+              max_width_ = std::max<int64_t>(max_width_, n.width);
+              if (ShuffleType(n.dtype)) ++shuffle_reduces_;
+            }
+          },
+          s.node);
+    }
+  }
+  static bool ShuffleType(DType t) {
+    return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kI32 || t == DType::kU32;
+  }
+
+  // ---- declarations ------------------------------------------------------------
+  void DeclareGlobal(const gpu::SimtParam& p, uint32_t binding) {
+    BufInfo bi;
+    bi.space = gpu::Space::kGlobal;
+    bi.dtype = p.dtype;
+    uint32_t bytes = 0;
+    if (atomic_bufs_.count(p.name) && p.dtype == DType::kF32) {
+      bi.as_u32 = true;
+      bi.elem = U32();
+      bytes = 4;
+    } else {
+      bi.elem = Storage(p.dtype, gpu::Space::kGlobal, &bytes);
+    }
+    const uint32_t rta = b_.TypeRuntimeArray(bi.elem);
+    b_.Decorate(rta, spv::Decoration::ArrayStride, {bytes});
+    const uint32_t st = b_.TypeStruct({rta});
+    b_.Decorate(st, spv::Decoration::Block);
+    b_.MemberDecorate(st, 0, spv::Decoration::Offset, {0});
+    bi.var = b_.GlobalVariable(b_.TypePointer(SC::StorageBuffer, st), SC::StorageBuffer);
+    b_.Decorate(bi.var, spv::Decoration::DescriptorSet, {0});
+    b_.Decorate(bi.var, spv::Decoration::Binding, {binding});
+    b_.Name(bi.var, p.name);
+    bi.elem_ptr = b_.TypePointer(SC::StorageBuffer, bi.elem);
+    bufs_[p.name] = bi;
+  }
+
+  void DeclareShared(const gpu::SimtBuffer& sb) {
+    BufInfo bi;
+    bi.space = gpu::Space::kShared;
+    bi.dtype = sb.dtype;
+    uint32_t bytes = 0;
+    if (atomic_bufs_.count(sb.name) && sb.dtype == DType::kF32) {
+      bi.as_u32 = true;
+      bi.elem = U32();
+      bytes = 4;
+    } else {
+      bi.elem = Storage(sb.dtype, gpu::Space::kShared, &bytes);
+    }
+    const int64_t n = std::max<int64_t>(sb.elements, 1);
+    bi.var = b_.GlobalVariable(b_.TypePointer(SC::Workgroup, b_.TypeArray(bi.elem, static_cast<uint32_t>(n))),
+                               SC::Workgroup);
+    b_.Name(bi.var, sb.name);
+    bi.elem_ptr = b_.TypePointer(SC::Workgroup, bi.elem);
+    shared_bytes_ = (shared_bytes_ + 15) / 16 * 16 + n * bytes;
+    bufs_[sb.name] = bi;
+  }
+
+  void DeclareRegisters(const gpu::SimtBuffer& sb) {
+    BufInfo bi;
+    bi.space = gpu::Space::kRegister;
+    bi.dtype = sb.dtype;
+    bi.elem = Storage(sb.dtype, gpu::Space::kRegister, nullptr);
+    const int64_t n = std::max<int64_t>(sb.elements, 1);
+    bi.var = b_.FunctionVariable(b_.TypePointer(SC::Function, b_.TypeArray(bi.elem, static_cast<uint32_t>(n))));
+    b_.Name(bi.var, sb.name);
+    bi.elem_ptr = b_.TypePointer(SC::Function, bi.elem);
+    bufs_[sb.name] = bi;
+  }
+
+  struct PushMember {
+    std::string name;  // param name or symbol name
+    DType dtype;
+    uint32_t type;     // member type
+    uint32_t index;    // member index
+    bool symbol = false;
+  };
+
+  void DeclarePushConstants(const std::set<std::string>& symbols, SpirvModule* out) {
+    std::vector<uint32_t> types;
+    std::vector<uint32_t> offsets;
+    uint32_t offset = 0;
+    for (size_t i = 0; i < k_.params.size(); ++i) {
+      const gpu::SimtParam& p = k_.params[i];
+      if (p.pointer || symbols.count(p.name)) continue;
+      const bool wide = ir::BitWidth(p.dtype) == 64;
+      const uint32_t size = wide ? 8 : 4;
+      offset = (offset + size - 1) / size * size;
+      uint32_t mt = 0;
+      switch (p.dtype) {
+        case DType::kF32: mt = F32(); break;
+        case DType::kI32: mt = I32(); break;
+        case DType::kF64:
+        case DType::kI64:
+        case DType::kU64: mt = Rep(p.dtype); break;
+        default: mt = U32(); break;  // narrow scalars widened to 4 bytes (VULKAN_CONTRACT.md)
+      }
+      push_members_.push_back({p.name, p.dtype, mt, static_cast<uint32_t>(types.size()), false});
+      types.push_back(mt);
+      offsets.push_back(offset);
+      out->push.push_back({static_cast<int>(i), offset, size});
+      offset += size;
+    }
+    if (!o_.symbols.empty()) {
+      offset = (offset + 3) / 4 * 4;
+      out->push.push_back({-1, offset, static_cast<uint32_t>(4 * o_.symbols.size())});
+      for (const std::string& s : o_.symbols) {
+        // Pushed as int32; bound with the symbol's own dtype (its SimtParam's).
+        DType st = DType::kI32;
+        for (const gpu::SimtParam& p : k_.params) {
+          if (p.name == s && !p.pointer) st = p.dtype;
+        }
+        push_members_.push_back({s, st, I32(), static_cast<uint32_t>(types.size()), true});
+        types.push_back(I32());
+        offsets.push_back(offset);
+        offset += 4;
+      }
+    }
+    out->push_bytes = offset;
+    if (types.empty()) return;
+    if (offset > 128) {
+      Error("push constants need " + std::to_string(offset) +
+            " bytes (scalars and shape symbols); Vulkan guarantees 128");
+    }
+    push_struct_ = b_.TypeStruct(types);
+    b_.Decorate(push_struct_, spv::Decoration::Block);
+    for (size_t m = 0; m < types.size(); ++m) {
+      b_.MemberDecorate(push_struct_, static_cast<uint32_t>(m), spv::Decoration::Offset, {offsets[m]});
+    }
+    push_var_ = b_.GlobalVariable(b_.TypePointer(SC::PushConstant, push_struct_), SC::PushConstant);
+    b_.Name(push_var_, "tl_push");
+  }
+
+  // tl_tid, block indices, scalar parameters and symbols.
+  void Prologue() {
+    const uint32_t u32 = U32();
+    const uint32_t tid_u = b_.OpR(spv::Op::OpLoad, u32, {local_index_});
+    tid_ = b_.OpR(spv::Op::OpBitcast, I32(), {tid_u});
+    Bind("tl_tid", {false, tid_, DType::kI32});
+    const uint32_t wg = b_.OpR(spv::Op::OpLoad, b_.TypeVector(u32, 3), {wg_id_});
+    for (size_t i = 0; i < k_.block_vars.size() && i < 3; ++i) {
+      const uint32_t c = b_.OpR(spv::Op::OpCompositeExtract, u32, {wg, static_cast<uint32_t>(i)});
+      Bind(k_.block_vars[i], {false, b_.OpR(spv::Op::OpBitcast, I32(), {c}), DType::kI32});
+    }
+    for (const PushMember& m : push_members_) {
+      const uint32_t ptr =
+          b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::PushConstant, m.type), {push_var_, CU32(m.index)});
+      const uint32_t raw = b_.OpR(spv::Op::OpLoad, m.type, {ptr});
+      Val v;
+      if (m.symbol) {
+        Bind(m.name, {false, Convert({raw, DType::kI32}, m.dtype).id, m.dtype});
+        continue;
+      }
+      switch (m.dtype) {
+        case DType::kF32:
+        case DType::kI32:
+        case DType::kF64:
+        case DType::kI64:
+        case DType::kU64:
+        case DType::kU32: v = {raw, m.dtype}; break;
+        case DType::kBool: v = {b_.OpR(spv::Op::OpINotEqual, Bool(), {raw, CU32(0)}), m.dtype}; break;
+        case DType::kF16: {
+          const uint32_t v2 = b_.Ext(b_.TypeVector(F32(), 2), GLSLstd450UnpackHalf2x16, {raw});
+          v = {b_.OpR(spv::Op::OpCompositeExtract, F32(), {v2, 0}), m.dtype};
+          break;
+        }
+        case DType::kBF16: {
+          const uint32_t sh = b_.OpR(spv::Op::OpShiftLeftLogical, u32, {raw, CU32(16)});
+          v = {b_.OpR(spv::Op::OpBitcast, F32(), {sh}), m.dtype};
+          break;
+        }
+        default:  // i8 i16 u8 u16: truncate the widened word
+          v = {b_.OpR(spv::Op::OpUConvert, Rep(m.dtype), {raw}), m.dtype};
+          break;
+      }
+      Bind(m.name, {false, v.id, m.dtype});
+    }
+  }
+
+  // sg_ok_: whether OpGroupNonUniformShuffleXor(x, o) returns the value of
+  // thread tid ^ o for every o < the widest LaneReduce, in every invocation of
+  // the workgroup (made workgroup-uniform through a Workgroup flag).
+  void SubgroupCheck() {
+    b_.Capability(spv::Capability::GroupNonUniform);
+    b_.Capability(spv::Capability::GroupNonUniformShuffle);
+    const uint32_t u32 = U32();
+    const uint32_t tid_u = b_.OpR(spv::Op::OpBitcast, u32, {tid_});
+    const uint32_t ssz = b_.OpR(spv::Op::OpLoad, u32, {subgroup_size_});
+    uint32_t ok = b_.OpR(spv::Op::OpUGreaterThanEqual, Bool(), {ssz, CU32(static_cast<uint32_t>(max_width_))});
+    for (int64_t off = 1; off < max_width_; off *= 2) {
+      const uint32_t o = CU32(static_cast<uint32_t>(off));
+      const uint32_t p = b_.OpR(spv::Op::OpGroupNonUniformShuffleXor, u32, {CU32(kScopeSubgroup), tid_u, o});
+      const uint32_t want = b_.OpR(spv::Op::OpBitwiseXor, u32, {tid_u, o});
+      ok = b_.OpR(spv::Op::OpLogicalAnd, Bool(), {ok, b_.OpR(spv::Op::OpIEqual, Bool(), {p, want})});
+    }
+    const uint32_t flag =
+        b_.GlobalVariable(b_.TypePointer(SC::Workgroup, u32), SC::Workgroup);
+    b_.Name(flag, "tl_subgroup_ok");
+    shared_bytes_ = (shared_bytes_ + 15) / 16 * 16 + 4;
+    const uint32_t is0 = b_.OpR(spv::Op::OpIEqual, Bool(), {tid_, CI32(0)});
+    IfThen(is0, [&] { b_.Op(spv::Op::OpStore, {flag, CU32(1)}); });
+    Barrier();
+    const uint32_t bad = b_.OpR(spv::Op::OpLogicalNot, Bool(), {ok});
+    IfThen(bad, [&] { b_.Op(spv::Op::OpStore, {flag, CU32(0)}); });
+    Barrier();
+    sg_ok_ = b_.OpR(spv::Op::OpINotEqual, Bool(), {b_.OpR(spv::Op::OpLoad, u32, {flag}), CU32(0)});
+  }
+
+  // ---- scopes ------------------------------------------------------------------
+  void Bind(const std::string& name, Binding bnd) { scopes_.back()[name] = bnd; }
+  const Binding* Lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  // ---- control flow helpers ------------------------------------------------
+  void L(uint32_t label) {
+    b_.Label(label);
+    cur_label_ = label;
+  }
+  void IfThen(uint32_t cond, const std::function<void()>& then_fn) {
+    const uint32_t then_l = b_.NewId(), merge = b_.NewId();
+    b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
+    b_.BranchConditional(cond, then_l, merge);
+    L(then_l);
+    then_fn();
+    if (b_.open()) b_.Branch(merge);
+    L(merge);
+  }
+  void Barrier() { b_.Op(spv::Op::OpControlBarrier, {CU32(kScopeWorkgroup), CU32(kScopeWorkgroup), CU32(kBarrierSemantics)}); }
+
+  // ---- memory ------------------------------------------------------------------
+  const BufInfo* Buf(const std::string& name) {
+    auto it = bufs_.find(name);
+    if (it == bufs_.end()) {
+      Error("unknown buffer " + name);
+      return nullptr;
+    }
+    return &it->second;
+  }
+  uint32_t Chain(const BufInfo& bi, uint32_t index) {
+    if (bi.space == gpu::Space::kGlobal) {
+      return b_.OpR(spv::Op::OpAccessChain, bi.elem_ptr, {bi.var, CU32(0), index});
+    }
+    return b_.OpR(spv::Op::OpAccessChain, bi.elem_ptr, {bi.var, index});
+  }
+  Val LoadElem(const std::string& name, const Expr& index) {
+    const BufInfo* bi = Buf(name);
+    if (!bi) return {};
+    const Val i = E(index);
+    if (!err_.empty()) return {};
+    const uint32_t raw = b_.OpR(spv::Op::OpLoad, bi->elem, {Chain(*bi, i.id)});
+    return FromMemory(raw, *bi);
+  }
+  Val FromMemory(uint32_t raw, const BufInfo& bi) {
+    const DType t = bi.dtype;
+    if (bi.as_u32) return {b_.OpR(spv::Op::OpBitcast, F32(), {raw}), t};
+    if (bi.space == gpu::Space::kRegister) return {raw, t};
+    if (t == DType::kF16) return {b_.OpR(spv::Op::OpFConvert, F32(), {raw}), t};
+    if (t == DType::kBF16) {
+      const uint32_t w = b_.OpR(spv::Op::OpUConvert, U32(), {raw});
+      return {b_.OpR(spv::Op::OpBitcast, F32(), {b_.OpR(spv::Op::OpShiftLeftLogical, U32(), {w, CU32(16)})}), t};
+    }
+    if (t == DType::kBool && bi.space == gpu::Space::kGlobal) {
+      return {b_.OpR(spv::Op::OpINotEqual, Bool(), {raw, b_.ConstInt(IntT(8, false), 0)}), t};
+    }
+    return {raw, t};
+  }
+  // `v` converted to the buffer's dtype, in the buffer's memory type.
+  uint32_t ToMemory(Val v, const BufInfo& bi) {
+    v = Convert(v, bi.dtype);
+    const DType t = bi.dtype;
+    if (bi.as_u32) return b_.OpR(spv::Op::OpBitcast, U32(), {v.id});
+    if (bi.space == gpu::Space::kRegister) return Is16F(t) ? Round(v).id : v.id;
+    if (t == DType::kF16) return b_.OpR(spv::Op::OpFConvert, FloatT(16), {v.id});
+    if (t == DType::kBF16) {
+      const uint32_t bits = Bf16Bits(v.id);
+      return b_.OpR(spv::Op::OpUConvert, IntT(16, false), {b_.OpR(spv::Op::OpShiftRightLogical, U32(), {bits, CU32(16)})});
+    }
+    if (t == DType::kBool && bi.space == gpu::Space::kGlobal) {
+      const uint32_t u8 = IntT(8, false);
+      return b_.OpR(spv::Op::OpSelect, u8, {v.id, b_.ConstInt(u8, 1), b_.ConstInt(u8, 0)});
+    }
+    return v.id;
+  }
+
+  // ---- rounding and conversion ---------------------------------------------
+  // f32 bits rounded to bf16 (round to nearest even; NaN stays a quiet NaN),
+  // as a u32 whose low 16 bits are zero.
+  uint32_t Bf16Bits(uint32_t f) {
+    const uint32_t u32 = U32();
+    const uint32_t bits = b_.OpR(spv::Op::OpBitcast, u32, {f});
+    const uint32_t lsb = b_.OpR(spv::Op::OpBitwiseAnd, u32,
+                                {b_.OpR(spv::Op::OpShiftRightLogical, u32, {bits, CU32(16)}), CU32(1)});
+    const uint32_t sum = b_.OpR(spv::Op::OpIAdd, u32, {b_.OpR(spv::Op::OpIAdd, u32, {bits, CU32(0x7FFF)}), lsb});
+    const uint32_t rounded = b_.OpR(spv::Op::OpBitwiseAnd, u32, {sum, CU32(0xFFFF0000u)});
+    const uint32_t quiet = b_.OpR(spv::Op::OpBitwiseAnd, u32,
+                                  {b_.OpR(spv::Op::OpBitwiseOr, u32, {bits, CU32(0x00400000u)}), CU32(0xFFFF0000u)});
+    const uint32_t nan = b_.OpR(spv::Op::OpIsNan, Bool(), {f});
+    return b_.OpR(spv::Op::OpSelect, u32, {nan, quiet, rounded});
+  }
+  // A value of dtype f16/bf16 (held in f32) rounded to its dtype.
+  Val Round(Val v) {
+    if (v.t == DType::kF16) {
+      const uint32_t h = b_.OpR(spv::Op::OpFConvert, FloatT(16), {v.id});
+      return {b_.OpR(spv::Op::OpFConvert, F32(), {h}), v.t};
+    }
+    if (v.t == DType::kBF16) return {b_.OpR(spv::Op::OpBitcast, F32(), {Bf16Bits(v.id)}), v.t};
+    return v;
+  }
+  Val Convert(Val v, DType to) {
+    const DType from = v.t;
+    if (from == to || v.id == 0) return {v.id, to};
+    const uint32_t rt = Rep(to);
+    if (to == DType::kBool) {
+      if (ir::IsFloat(from)) return {b_.OpR(spv::Op::OpFUnordNotEqual, Bool(), {v.id, Const(from, 0).id}), to};
+      return {b_.OpR(spv::Op::OpINotEqual, Bool(), {v.id, Const(from, 0).id}), to};
+    }
+    if (from == DType::kBool) {
+      Val one = Const(to, 1), zero = Const(to, 0);
+      return {b_.OpR(spv::Op::OpSelect, rt, {v.id, one.id, zero.id}), to};
+    }
+    const bool ff = ir::IsFloat(from), tf = ir::IsFloat(to);
+    if (!ff && !tf) {
+      const int wf = ir::BitWidth(from), wt = ir::BitWidth(to);
+      if (wf == wt) return {b_.OpR(spv::Op::OpBitcast, rt, {v.id}), to};
+      if (wt > wf) {
+        // Extend by the source's signedness, into an integer of the target's.
+        const uint32_t ext = IntT(static_cast<uint32_t>(wt), ir::IsSigned(from));
+        const uint32_t x = b_.OpR(ir::IsSigned(from) ? spv::Op::OpSConvert : spv::Op::OpUConvert, ext, {v.id});
+        return {ext == rt ? x : b_.OpR(spv::Op::OpBitcast, rt, {x}), to};
+      }
+      const uint32_t narrow = IntT(static_cast<uint32_t>(wt), ir::IsSigned(from));
+      const uint32_t x = b_.OpR(ir::IsSigned(from) ? spv::Op::OpSConvert : spv::Op::OpUConvert, narrow, {v.id});
+      return {narrow == rt ? x : b_.OpR(spv::Op::OpBitcast, rt, {x}), to};
+    }
+    if (!ff && tf) {
+      const uint32_t x = b_.OpR(ir::IsSigned(from) ? spv::Op::OpConvertSToF : spv::Op::OpConvertUToF, rt, {v.id});
+      return Round({x, to});
+    }
+    if (ff && !tf) {
+      return {b_.OpR(ir::IsSigned(to) ? spv::Op::OpConvertFToS : spv::Op::OpConvertFToU, rt, {v.id}), to};
+    }
+    // float -> float
+    uint32_t x = v.id;
+    if (Rep(from) != rt) x = b_.OpR(spv::Op::OpFConvert, rt, {v.id});
+    return Round({x, to});
+  }
+
+  // ---- expressions -------------------------------------------------------------
+  Val E(const Expr& e) {
+    if (!err_.empty()) return {};
+    switch (ir::Kind(e)) {
+      case ir::ExprKind::kIntImm: {
+        const auto* i = ir::As<ir::IntImm>(e);
+        if (i->dtype == DType::kBool) return {b_.ConstBool(i->value != 0), DType::kBool};
+        return {CInt(i->dtype, i->value), i->dtype};
+      }
+      case ir::ExprKind::kFloatImm: {
+        const auto* f = ir::As<ir::FloatImm>(e);
+        return {b_.ConstFloat(Rep(f->dtype), f->value), f->dtype};
+      }
+      case ir::ExprKind::kVarRef: {
+        const auto* v = ir::As<ir::VarRef>(e);
+        const Binding* bnd = Lookup(v->name);
+        if (!bnd) {
+          Error("unknown name " + v->name);
+          return {};
+        }
+        if (bnd->is_var) return {b_.OpR(spv::Op::OpLoad, Rep(bnd->t), {bnd->id}), bnd->t};
+        return {bnd->id, bnd->t};
+      }
+      case ir::ExprKind::kLoad: {
+        const auto* l = ir::As<ir::Load>(e);
+        if (l->indices.size() != 1) {
+          Error("load of " + l->buffer + " with " + std::to_string(l->indices.size()) + " indices (SIMT IR has one)");
+          return {};
+        }
+        return LoadElem(l->buffer, l->indices[0]);
+      }
+      case ir::ExprKind::kUnary: return UnaryE(*ir::As<ir::Unary>(e));
+      case ir::ExprKind::kBinary: return BinaryE(*ir::As<ir::Binary>(e));
+      case ir::ExprKind::kSelect: return SelectE(*ir::As<ir::Select>(e));
+      case ir::ExprKind::kCast: {
+        const auto* c = ir::As<ir::Cast>(e);
+        return Convert(E(*c->value), c->dtype);
+      }
+      case ir::ExprKind::kCall: return CallE(*ir::As<ir::Call>(e));
+    }
+    Error("unknown expression kind");
+    return {};
+  }
+
+  Val UnaryE(const ir::Unary& u) {
+    Val a = E(*u.operand);
+    if (!err_.empty()) return {};
+    const uint32_t rt = Rep(a.t);
+    switch (u.op) {
+      case ir::UnaryOp::kNeg:
+        return {b_.OpR(ir::IsFloat(a.t) ? spv::Op::OpFNegate : spv::Op::OpSNegate, rt, {a.id}), a.t};
+      case ir::UnaryOp::kNot: {
+        const Val c = Convert(a, DType::kBool);
+        return {b_.OpR(spv::Op::OpLogicalNot, Bool(), {c.id}), DType::kBool};
+      }
+      case ir::UnaryOp::kBitNot:
+        if (a.t == DType::kBool) return {b_.OpR(spv::Op::OpLogicalNot, Bool(), {a.id}), a.t};
+        return {b_.OpR(spv::Op::OpNot, rt, {a.id}), a.t};
+    }
+    return {};
+  }
+
+  // Short-circuit && / || when the right side loads memory.
+  Val ShortCircuit(const ir::Binary& bn) {
+    const bool is_and = bn.op == ir::BinaryOp::kAnd;
+    const Val a = Convert(E(*bn.lhs), DType::kBool);
+    if (!err_.empty()) return {};
+    const uint32_t pre = cur_label_;
+    const uint32_t rhs_l = b_.NewId(), merge = b_.NewId();
+    b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
+    if (is_and) {
+      b_.BranchConditional(a.id, rhs_l, merge);
+    } else {
+      b_.BranchConditional(a.id, merge, rhs_l);
+    }
+    L(rhs_l);
+    const Val r = Convert(E(*bn.rhs), DType::kBool);
+    const uint32_t rhs_end = cur_label_;
+    b_.Branch(merge);
+    L(merge);
+    return {b_.OpR(spv::Op::OpPhi, Bool(), {b_.ConstBool(!is_and), pre, r.id, rhs_end}), DType::kBool};
+  }
+
+  Val FloorDivS(uint32_t rt, DType t, uint32_t a, uint32_t b) {
+    const uint32_t q = b_.OpR(spv::Op::OpSDiv, rt, {a, b});
+    const uint32_t zero = CInt(t, 0);
+    const uint32_t inexact = b_.OpR(spv::Op::OpINotEqual, Bool(), {b_.OpR(spv::Op::OpIMul, rt, {q, b}), a});
+    const uint32_t sa = b_.OpR(spv::Op::OpSLessThan, Bool(), {a, zero});
+    const uint32_t sb = b_.OpR(spv::Op::OpSLessThan, Bool(), {b, zero});
+    const uint32_t neg = b_.OpR(spv::Op::OpLogicalNotEqual, Bool(), {sa, sb});
+    const uint32_t fix = b_.OpR(spv::Op::OpLogicalAnd, Bool(), {inexact, neg});
+    const uint32_t q1 = b_.OpR(spv::Op::OpISub, rt, {q, CInt(t, 1)});
+    return {b_.OpR(spv::Op::OpSelect, rt, {fix, q1, q}), t};
+  }
+
+  Val BinaryE(const ir::Binary& bn) {
+    using B = ir::BinaryOp;
+    if ((bn.op == B::kAnd || bn.op == B::kOr) && HasLoad(*bn.rhs)) return ShortCircuit(bn);
+    Val a = E(*bn.lhs);
+    Val b = E(*bn.rhs);
+    if (!err_.empty()) return {};
+    if (bn.op == B::kAnd || bn.op == B::kOr) {
+      a = Convert(a, DType::kBool);
+      b = Convert(b, DType::kBool);
+      return {b_.OpR(bn.op == B::kAnd ? spv::Op::OpLogicalAnd : spv::Op::OpLogicalOr, Bool(), {a.id, b.id}),
+              DType::kBool};
+    }
+    const DType t = a.t;
+    if (b.t != t) b = Convert(b, t);
+    const uint32_t rt = Rep(t);
+    const bool fl = ir::IsFloat(t), sg = ir::IsSigned(t), bl = t == DType::kBool;
+    auto R = [&](spv::Op op) { return Val{b_.OpR(op, rt, {a.id, b.id}), t}; };
+    auto C = [&](spv::Op op) { return Val{b_.OpR(op, Bool(), {a.id, b.id}), DType::kBool}; };
+    switch (bn.op) {
+      case B::kAdd: return R(fl ? spv::Op::OpFAdd : spv::Op::OpIAdd);
+      case B::kSub: return R(fl ? spv::Op::OpFSub : spv::Op::OpISub);
+      case B::kMul: return R(fl ? spv::Op::OpFMul : spv::Op::OpIMul);
+      case B::kDiv:
+        if (fl) return R(spv::Op::OpFDiv);
+        if (!sg) return R(spv::Op::OpUDiv);
+        return FloorDivS(rt, t, a.id, b.id);
+      case B::kMod:
+        if (fl) return R(spv::Op::OpFMod);
+        return R(sg ? spv::Op::OpSMod : spv::Op::OpUMod);  // OpSMod takes the divisor's sign: floor modulo
+      case B::kShl: return R(spv::Op::OpShiftLeftLogical);
+      case B::kShr: return R(sg ? spv::Op::OpShiftRightArithmetic : spv::Op::OpShiftRightLogical);
+      case B::kLt: return C(fl ? spv::Op::OpFOrdLessThan : sg ? spv::Op::OpSLessThan : spv::Op::OpULessThan);
+      case B::kLe: return C(fl ? spv::Op::OpFOrdLessThanEqual : sg ? spv::Op::OpSLessThanEqual : spv::Op::OpULessThanEqual);
+      case B::kGt: return C(fl ? spv::Op::OpFOrdGreaterThan : sg ? spv::Op::OpSGreaterThan : spv::Op::OpUGreaterThan);
+      case B::kGe:
+        return C(fl ? spv::Op::OpFOrdGreaterThanEqual : sg ? spv::Op::OpSGreaterThanEqual : spv::Op::OpUGreaterThanEqual);
+      case B::kEq: return C(fl ? spv::Op::OpFOrdEqual : bl ? spv::Op::OpLogicalEqual : spv::Op::OpIEqual);
+      case B::kNe: return C(fl ? spv::Op::OpFUnordNotEqual : bl ? spv::Op::OpLogicalNotEqual : spv::Op::OpINotEqual);
+      case B::kBitAnd: return R(bl ? spv::Op::OpLogicalAnd : spv::Op::OpBitwiseAnd);
+      case B::kBitXor: return R(bl ? spv::Op::OpLogicalNotEqual : spv::Op::OpBitwiseXor);
+      case B::kBitOr: return R(bl ? spv::Op::OpLogicalOr : spv::Op::OpBitwiseOr);
+      case B::kAnd:
+      case B::kOr: break;
+    }
+    Error(std::string("binary operator ") + ir::BinaryOpSpelling(bn.op) + " on " + ir::DTypeName(t));
+    return {};
+  }
+
+  Val SelectE(const ir::Select& s) {
+    const Val c = Convert(E(*s.cond), DType::kBool);
+    if (!err_.empty()) return {};
+    const DType rt_d = ir::ExprDType(*s.true_value);
+    if (!HasLoad(*s.true_value) && !HasLoad(*s.false_value)) {
+      const Val x = Convert(E(*s.true_value), rt_d);
+      const Val y = Convert(E(*s.false_value), rt_d);
+      if (!err_.empty()) return {};
+      return {b_.OpR(spv::Op::OpSelect, Rep(rt_d), {c.id, x.id, y.id}), rt_d};
+    }
+    // Only the chosen side runs (it may load out of bounds otherwise).
+    const uint32_t tl = b_.NewId(), fl = b_.NewId(), merge = b_.NewId();
+    b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
+    b_.BranchConditional(c.id, tl, fl);
+    L(tl);
+    const Val x = Convert(E(*s.true_value), rt_d);
+    const uint32_t tend = cur_label_;
+    b_.Branch(merge);
+    L(fl);
+    const Val y = Convert(E(*s.false_value), rt_d);
+    const uint32_t fend = cur_label_;
+    b_.Branch(merge);
+    L(merge);
+    if (!err_.empty()) return {};
+    return {b_.OpR(spv::Op::OpPhi, Rep(rt_d), {x.id, tend, y.id, fend}), rt_d};
+  }
+
+  Val CallE(const ir::Call& c) {
+    std::vector<Val> a;
+    for (const Expr& x : c.args) a.push_back(E(x));
+    if (!err_.empty() || a.empty()) return {};
+    const DType t = a[0].t;
+    for (size_t i = 1; i < a.size(); ++i) a[i] = Convert(a[i], t);
+    const uint32_t rt = Rep(t);
+    const bool fl = ir::IsFloat(t), sg = ir::IsSigned(t);
+    const bool f64 = t == DType::kF64;
+    auto glsl = [&](uint32_t op) {
+      std::vector<uint32_t> ids;
+      for (const Val& v : a) ids.push_back(v.id);
+      return Val{b_.Ext(rt, op, ids), t};
+    };
+    auto f32_only = [&](const char* name) {
+      if (f64) Error(std::string(name) + " on f64 is not supported by the SPIR-V backend (GLSL.std.450 has it for 32-bit floats only)");
+      return !f64;
+    };
+    switch (c.op) {
+      case ir::CallOp::kExp: return f32_only("exp") ? glsl(GLSLstd450Exp) : Val{};
+      case ir::CallOp::kExp2: return f32_only("exp2") ? glsl(GLSLstd450Exp2) : Val{};
+      case ir::CallOp::kLog: return f32_only("log") ? glsl(GLSLstd450Log) : Val{};
+      case ir::CallOp::kLog2: return f32_only("log2") ? glsl(GLSLstd450Log2) : Val{};
+      case ir::CallOp::kSqrt: return glsl(GLSLstd450Sqrt);
+      case ir::CallOp::kRsqrt: return glsl(GLSLstd450InverseSqrt);
+      case ir::CallOp::kSin: return f32_only("sin") ? glsl(GLSLstd450Sin) : Val{};
+      case ir::CallOp::kCos: return f32_only("cos") ? glsl(GLSLstd450Cos) : Val{};
+      case ir::CallOp::kPow: return f32_only("pow") ? glsl(GLSLstd450Pow) : Val{};
+      case ir::CallOp::kFloor: return glsl(GLSLstd450Floor);
+      case ir::CallOp::kCeil: return glsl(GLSLstd450Ceil);
+      case ir::CallOp::kRound: return glsl(GLSLstd450RoundEven);
+      case ir::CallOp::kTanh: {
+        // (1 - e^-2|x|) / (1 + e^-2|x|) with x's sign: no inf/inf for large |x|.
+        if (!f32_only("tanh")) return {};
+        const uint32_t ax = b_.Ext(rt, GLSLstd450FAbs, {a[0].id});
+        const uint32_t e2 = b_.Ext(rt, GLSLstd450Exp, {b_.OpR(spv::Op::OpFMul, rt, {ax, CF32(-2.0)})});
+        const uint32_t r = b_.OpR(spv::Op::OpFDiv, rt, {b_.OpR(spv::Op::OpFSub, rt, {CF32(1.0), e2}),
+                                                        b_.OpR(spv::Op::OpFAdd, rt, {CF32(1.0), e2})});
+        const uint32_t neg = b_.OpR(spv::Op::OpFOrdLessThan, Bool(), {a[0].id, CF32(0.0)});
+        return {b_.OpR(spv::Op::OpSelect, rt, {neg, b_.OpR(spv::Op::OpFNegate, rt, {r}), r}), t};
+      }
+      case ir::CallOp::kSigmoid: {
+        if (!f32_only("sigmoid")) return {};
+        const uint32_t e = b_.Ext(rt, GLSLstd450Exp, {b_.OpR(spv::Op::OpFNegate, rt, {a[0].id})});
+        return {b_.OpR(spv::Op::OpFDiv, rt, {CF32(1.0), b_.OpR(spv::Op::OpFAdd, rt, {CF32(1.0), e})}), t};
+      }
+      case ir::CallOp::kAbs:
+        if (fl) return glsl(GLSLstd450FAbs);
+        if (!sg) return a[0];
+        return glsl(GLSLstd450SAbs);
+      case ir::CallOp::kMax:
+        return glsl(fl ? GLSLstd450NMax : sg ? GLSLstd450SMax : GLSLstd450UMax);
+      case ir::CallOp::kMin:
+        return glsl(fl ? GLSLstd450NMin : sg ? GLSLstd450SMin : GLSLstd450UMin);
+      case ir::CallOp::kTruncDiv:
+        return {b_.OpR(sg ? spv::Op::OpSDiv : spv::Op::OpUDiv, rt, {a[0].id, a[1].id}), t};
+      case ir::CallOp::kTruncMod:
+        return {b_.OpR(sg ? spv::Op::OpSRem : spv::Op::OpUMod, rt, {a[0].id, a[1].id}), t};
+      case ir::CallOp::kCeilDiv: {
+        if (!sg) {
+          const uint32_t s = b_.OpR(spv::Op::OpIAdd, rt, {a[0].id, b_.OpR(spv::Op::OpISub, rt, {a[1].id, CInt(t, 1)})});
+          return {b_.OpR(spv::Op::OpUDiv, rt, {s, a[1].id}), t};
+        }
+        const uint32_t na = b_.OpR(spv::Op::OpSNegate, rt, {a[0].id});
+        const Val q = FloorDivS(rt, t, na, a[1].id);
+        return {b_.OpR(spv::Op::OpSNegate, rt, {q.id}), t};
+      }
+    }
+    Error(std::string("call ") + ir::CallOpName(c.op));
+    return {};
+  }
+
+  uint32_t Combine(ir::ReduceOp op, DType t, uint32_t x, uint32_t y) {
+    const uint32_t rt = Rep(t);
+    const bool fl = ir::IsFloat(t), sg = ir::IsSigned(t);
+    switch (op) {
+      case ir::ReduceOp::kMax:
+      case ir::ReduceOp::kAbsMax:
+        return b_.Ext(rt, fl ? GLSLstd450NMax : sg ? GLSLstd450SMax : GLSLstd450UMax, {x, y});
+      case ir::ReduceOp::kMin: return b_.Ext(rt, fl ? GLSLstd450NMin : sg ? GLSLstd450SMin : GLSLstd450UMin, {x, y});
+      case ir::ReduceOp::kSum:
+      case ir::ReduceOp::kAbsSum: return b_.OpR(fl ? spv::Op::OpFAdd : spv::Op::OpIAdd, rt, {x, y});
+    }
+    return x;
+  }
+
+  // ---- statements --------------------------------------------------------------
+  void Block(const gpu::SBlock& body) {
+    scopes_.emplace_back();
+    for (const gpu::SStmt& s : body) {
+      if (!err_.empty()) break;
+      Stmt(s);
+    }
+    scopes_.pop_back();
+  }
+
+  void Stmt(const gpu::SStmt& s) {
+    std::visit(
+        [&](const auto& n) {
+          using T = std::decay_t<decltype(n)>;
+          if constexpr (std::is_same_v<T, gpu::SLet>) {
+            const Val v = Convert(E(n.value), n.dtype);
+            Bind(n.name, {false, v.id, n.dtype});
+          } else if constexpr (std::is_same_v<T, gpu::SVar>) {
+            const uint32_t ptr = b_.FunctionVariable(b_.TypePointer(SC::Function, Rep(n.dtype)));
+            b_.Name(ptr, n.name);
+            Val init = n.init ? Convert(E(*n.init), n.dtype) : Const(n.dtype, 0);
+            if (n.init && Is16F(n.dtype)) init = Round(init);
+            b_.Op(spv::Op::OpStore, {ptr, init.id});
+            Bind(n.name, {true, ptr, n.dtype});
+          } else if constexpr (std::is_same_v<T, gpu::SAssign>) {
+            const Binding* bnd = Lookup(n.name);
+            if (!bnd || !bnd->is_var) {
+              Error("assignment to " + n.name + ", which is not a variable");
+              return;
+            }
+            const Binding target = *bnd;
+            Val v = Convert(E(n.value), target.t);
+            if (Is16F(target.t)) v = Round(v);
+            b_.Op(spv::Op::OpStore, {target.id, v.id});
+          } else if constexpr (std::is_same_v<T, gpu::SStore>) {
+            const BufInfo* bi = Buf(n.buffer);
+            if (!bi) return;
+            const BufInfo info = *bi;
+            const Val idx = E(n.index);
+            const Val v = E(n.value);
+            if (!err_.empty()) return;
+            const uint32_t m = ToMemory(v, info);
+            b_.Op(spv::Op::OpStore, {Chain(info, idx.id), m});
+          } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
+            AtomicAdd(n);
+          } else if constexpr (std::is_same_v<T, gpu::SFor>) {
+            For(n);
+          } else if constexpr (std::is_same_v<T, gpu::SIf>) {
+            If(n);
+          } else if constexpr (std::is_same_v<T, gpu::SBarrier>) {
+            Barrier();
+          } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
+            LaneReduce(n);
+          } else if constexpr (std::is_same_v<T, gpu::SComment>) {
+            // nothing: SPIR-V carries no comments
+          } else {
+            Error("SIMT construct " + Demangle(typeid(T).name()) +
+                  " is not supported by the SPIR-V backend (only let/var/assign/store/atomic_add/for/if/barrier/"
+                  "lane_reduce)");
+          }
+        },
+        s.node);
+  }
+
+  void AtomicAdd(const gpu::SAtomicAdd& n) {
+    const BufInfo* bi = Buf(n.buffer);
+    if (!bi) return;
+    const BufInfo info = *bi;
+    const DType t = info.dtype;
+    if (info.space == gpu::Space::kRegister) {
+      Error("atomic_add on register buffer " + n.buffer);
+      return;
+    }
+    if (!(t == DType::kF32 || t == DType::kI32 || t == DType::kU32)) {
+      Error(std::string("atomic_add on ") + ir::DTypeName(t) + " (" + n.buffer +
+            ") is not supported by the SPIR-V backend (f32, i32, u32)");
+      return;
+    }
+    const Val idx = E(n.index);
+    const Val v = Convert(E(n.value), t);
+    if (!err_.empty()) return;
+    const uint32_t ptr = Chain(info, idx.id);
+    const uint32_t scope = CU32(info.space == gpu::Space::kGlobal ? kScopeDevice : kScopeWorkgroup);
+    const uint32_t relaxed = CU32(0);
+    if (t != DType::kF32) {
+      b_.OpR(spv::Op::OpAtomicIAdd, Rep(t), {ptr, scope, relaxed, v.id});
+      return;
+    }
+    // f32: compare-exchange on the u32 bits until no other thread intervened.
+    const uint32_t u32 = U32();
+    const uint32_t expected = b_.FunctionVariable(b_.TypePointer(SC::Function, u32));
+    b_.Op(spv::Op::OpStore, {expected, b_.OpR(spv::Op::OpLoad, u32, {ptr})});
+    const uint32_t header = b_.NewId(), body = b_.NewId(), cont = b_.NewId(), merge = b_.NewId();
+    b_.Branch(header);
+    L(header);
+    b_.Op(spv::Op::OpLoopMerge, {merge, cont, 0});
+    b_.Branch(body);
+    L(body);
+    const uint32_t old = b_.OpR(spv::Op::OpLoad, u32, {expected});
+    const uint32_t sum = b_.OpR(spv::Op::OpFAdd, F32(), {b_.OpR(spv::Op::OpBitcast, F32(), {old}), v.id});
+    const uint32_t desired = b_.OpR(spv::Op::OpBitcast, u32, {sum});
+    const uint32_t got = b_.OpR(spv::Op::OpAtomicCompareExchange, u32, {ptr, scope, relaxed, relaxed, desired, old});
+    b_.Op(spv::Op::OpStore, {expected, got});
+    const uint32_t done = b_.OpR(spv::Op::OpIEqual, Bool(), {got, old});
+    b_.BranchConditional(done, merge, cont);
+    L(cont);
+    b_.Branch(header);
+    L(merge);
+  }
+
+  void For(const gpu::SFor& n) {
+    const Val start = E(n.start);
+    if (!err_.empty()) return;
+    const DType t = start.t;
+    const uint32_t rt = Rep(t);
+    const uint32_t var = b_.FunctionVariable(b_.TypePointer(SC::Function, rt));
+    b_.Name(var, n.var);
+    b_.Op(spv::Op::OpStore, {var, start.id});
+    const std::optional<int64_t> step_c = ir::FoldInt(n.step);
+    const bool down = step_c && *step_c < 0;
+    const uint32_t header = b_.NewId(), cond_l = b_.NewId(), body_l = b_.NewId(), cont = b_.NewId(),
+                   merge = b_.NewId();
+    b_.Branch(header);
+    L(header);
+    b_.Op(spv::Op::OpLoopMerge,
+          {merge, cont, static_cast<uint32_t>(n.unroll ? spv::LoopControlMask::Unroll : spv::LoopControlMask::MaskNone)});
+    b_.Branch(cond_l);
+    L(cond_l);
+    const uint32_t i = b_.OpR(spv::Op::OpLoad, rt, {var});
+    const Val stop = Convert(E(n.stop), t);
+    if (!err_.empty()) return;
+    const bool sg = ir::IsSigned(t);
+    const spv::Op cmp = down ? (sg ? spv::Op::OpSGreaterThan : spv::Op::OpUGreaterThan)
+                             : (sg ? spv::Op::OpSLessThan : spv::Op::OpULessThan);
+    b_.BranchConditional(b_.OpR(cmp, Bool(), {i, stop.id}), body_l, merge);
+    L(body_l);
+    scopes_.emplace_back();
+    Bind(n.var, {true, var, t});
+    Block(n.body);
+    scopes_.pop_back();
+    if (b_.open()) b_.Branch(cont);
+    L(cont);
+    const Val step = Convert(E(n.step), t);
+    if (!err_.empty()) return;
+    const uint32_t i2 = b_.OpR(spv::Op::OpLoad, rt, {var});
+    b_.Op(spv::Op::OpStore, {var, b_.OpR(spv::Op::OpIAdd, rt, {i2, step.id})});
+    b_.Branch(header);
+    L(merge);
+  }
+
+  void If(const gpu::SIf& n) {
+    const Val c = Convert(E(n.cond), DType::kBool);
+    if (!err_.empty()) return;
+    const uint32_t then_l = b_.NewId(), merge = b_.NewId();
+    const uint32_t else_l = n.else_body.empty() ? merge : b_.NewId();
+    b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
+    b_.BranchConditional(c.id, then_l, else_l);
+    L(then_l);
+    Block(n.then_body);
+    if (b_.open()) b_.Branch(merge);
+    if (!n.else_body.empty()) {
+      L(else_l);
+      Block(n.else_body);
+      if (b_.open()) b_.Branch(merge);
+    }
+    L(merge);
+  }
+
+  // Workgroup scratch of T values of `t`'s representation (one per type).
+  uint32_t Scratch(DType t) {
+    const uint32_t rt = Rep(t);
+    auto it = scratch_.find(rt);
+    if (it != scratch_.end()) return it->second;
+    const int64_t n = std::max<int64_t>(k_.threads, 1);
+    const uint32_t var = b_.GlobalVariable(b_.TypePointer(SC::Workgroup, b_.TypeArray(rt, static_cast<uint32_t>(n))),
+                                           SC::Workgroup);
+    b_.Name(var, "tl_lane_scratch");
+    const int64_t bytes = t == DType::kBool ? 4 : std::max(4, ir::BitWidth(t) / 8);
+    shared_bytes_ = (shared_bytes_ + 15) / 16 * 16 + n * bytes;
+    scratch_[rt] = var;
+    return var;
+  }
+
+  // var = op over the `width` lanes tid & ~(width-1) ... | (width-1), every
+  // lane getting the same value (same combination order everywhere).
+  void LaneReduceShared(const gpu::SLaneReduce& n, const Binding& var) {
+    const uint32_t rt = Rep(n.dtype);
+    const uint32_t scratch = Scratch(n.dtype);
+    const uint32_t ptr_t = b_.TypePointer(SC::Workgroup, rt);
+    const uint32_t v = b_.OpR(spv::Op::OpLoad, rt, {var.id});
+    b_.Op(spv::Op::OpStore, {b_.OpR(spv::Op::OpAccessChain, ptr_t, {scratch, tid_}), v});
+    Barrier();
+    const uint32_t base = b_.OpR(spv::Op::OpBitwiseAnd, I32(), {tid_, CI32(static_cast<int32_t>(~(n.width - 1)))});
+    uint32_t acc = b_.OpR(spv::Op::OpLoad, rt, {b_.OpR(spv::Op::OpAccessChain, ptr_t, {scratch, base})});
+    for (int64_t j = 1; j < n.width; ++j) {
+      const uint32_t at = b_.OpR(spv::Op::OpIAdd, I32(), {base, CI32(static_cast<int32_t>(j))});
+      const uint32_t x = b_.OpR(spv::Op::OpLoad, rt, {b_.OpR(spv::Op::OpAccessChain, ptr_t, {scratch, at})});
+      acc = Combine(n.op, n.dtype, acc, x);
+    }
+    Barrier();  // the scratch is free again for the next reduction
+    b_.Op(spv::Op::OpStore, {var.id, acc});
+  }
+
+  void LaneReduce(const gpu::SLaneReduce& n) {
+    const Binding* bnd = Lookup(n.var);
+    if (!bnd || !bnd->is_var) {
+      Error("LaneReduce of " + n.var + ", which is not a variable");
+      return;
+    }
+    const Binding var = *bnd;
+    ++lane_reduces_;
+    if (n.width <= 1) return;
+    if (!(o_.subgroup_shuffle && ShuffleType(n.dtype) && sg_ok_ != 0)) {
+      LaneReduceShared(n, var);
+      return;
+    }
+    const uint32_t rt = Rep(n.dtype);
+    const uint32_t shuffle_l = b_.NewId(), shared_l = b_.NewId(), merge = b_.NewId();
+    b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
+    b_.BranchConditional(sg_ok_, shuffle_l, shared_l);
+    L(shuffle_l);
+    uint32_t v = b_.OpR(spv::Op::OpLoad, rt, {var.id});
+    for (int64_t off = n.width / 2; off > 0; off /= 2) {
+      const uint32_t other =
+          b_.OpR(spv::Op::OpGroupNonUniformShuffleXor, rt, {CU32(kScopeSubgroup), v, CU32(static_cast<uint32_t>(off))});
+      v = Combine(n.op, n.dtype, v, other);
+    }
+    b_.Op(spv::Op::OpStore, {var.id, v});
+    b_.Branch(merge);
+    L(shared_l);
+    LaneReduceShared(n, var);
+    b_.Branch(merge);
+    L(merge);
+  }
+
+  const gpu::SimtKernel& k_;
+  const SpirvOptions& o_;
+  SpirvBuilder b_;
+  std::string err_;
+  std::set<std::string> features_;
+  std::set<std::string> atomic_bufs_;
+  std::map<std::string, BufInfo> bufs_;
+  std::vector<PushMember> push_members_;
+  std::vector<std::map<std::string, Binding>> scopes_;
+  std::map<uint32_t, uint32_t> scratch_;
+  std::vector<uint32_t> interface_;
+  uint32_t push_struct_ = 0, push_var_ = 0, wg_id_ = 0, local_index_ = 0, subgroup_size_ = 0;
+  uint32_t fn_ = 0, tid_ = 0, sg_ok_ = 0, cur_label_ = 0;
+  int64_t shared_bytes_ = 0, max_width_ = 1;
+  int lane_reduces_ = 0, shuffle_reduces_ = 0;
+};
+
+}  // namespace
+
+StatusOr<SpirvModule> EmitSpirvUnchecked(const gpu::SimtKernel& k, const SpirvOptions& options) {
+  return Emitter(k, options).Run();
+}
+
+StatusOr<SpirvModule> EmitSpirv(const gpu::SimtKernel& k, const SpirvOptions& options) {
+  StatusOr<SpirvModule> m = EmitSpirvUnchecked(k, options);
+  if (!m.ok()) return m.status();
+  Status v = ValidateSpirv(m->words, m->version_word, k.name);
+  if (!v.ok()) return v;
+  if (options.optimize) {
+    StatusOr<std::vector<uint32_t>> opt = OptimizeSpirv(m->words, m->version_word, k.name);
+    if (!opt.ok()) return opt.status();
+    v = ValidateSpirv(*opt, m->version_word, k.name + " (after spirv-opt)");
+    if (!v.ok()) return v;
+    m->words = std::move(*opt);
+  }
+  return m;
+}
+
+}  // namespace tl::codegen::spirv

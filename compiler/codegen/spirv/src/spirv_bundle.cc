@@ -1,0 +1,174 @@
+// SPIR-V bundle variants; see spirv_bundle.h.
+#include "tilelang/codegen/spirv/spirv_bundle.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tilelang/codegen/spirv/spirv_codegen.h"
+#include "tilelang/codegen/spirv/spirv_tools.h"
+#include "tilelang/driver/cpu_bundle.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
+
+namespace tl::codegen::spirv {
+namespace {
+
+std::unique_ptr<tl::bundle::KeyValueT> KV(std::string key, std::string value) {
+  auto kv = std::make_unique<tl::bundle::KeyValueT>();
+  kv->key = std::move(key);
+  kv->value = std::move(value);
+  return kv;
+}
+
+std::string VersionName(uint32_t word) {
+  return "spirv" + std::to_string(word >> 16 & 0xFF) + "." + std::to_string(word >> 8 & 0xFF);
+}
+
+// VK_MAKE_API_VERSION(0, 1, minor, 0) for the Vulkan version that accepts `word`.
+uint32_t MinDriver(uint32_t word) {
+  const uint32_t minor = word >= 0x00010600 ? 3 : word >= 0x00010500 ? 2 : word >= 0x00010300 ? 1 : 0;
+  return (1u << 22) | (minor << 12);
+}
+
+}  // namespace
+
+SplitSpirv SplitSpirvTargets(const std::string& list) {
+  SplitSpirv out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "vulkan" || item == "spirv" || item == "spirv1.3") {
+      out.any = true;
+    } else {
+      out.rest += (out.rest.empty() ? "" : ",") + item;
+    }
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(const ir::Function& f,
+                                                                                const SpirvBuildOptions& options,
+                                                                                formats::BundleWriter& writer) {
+  gpu::GpuLowerOptions lo;
+  lo.shared_budget_bytes = options.shared_budget_bytes;
+  lo.symbol_params = true;  // symbols travel in the push-constant block
+  StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
+  if (!k.ok()) return k.status();
+  SpirvOptions so;
+  for (const ir::Symbol& s : f.symbols) so.symbols.push_back(s.name);
+
+  std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
+  for (int pass = 0; pass < 2; ++pass) {
+    so.subgroup_shuffle = pass == 1;
+    StatusOr<SpirvModule> m = EmitSpirv(*k, so);
+    if (!m.ok()) {
+      return Status(m.status().code(), passes::Where(f, f.loc, ("SPIR-V: " + m.status().message()).c_str()));
+    }
+    if (pass == 1 && (m->lane_reduces == 0 || !options.subgroup_variant)) break;  // same module as the plain one
+    if (m->shared_bytes > options.shared_budget_bytes) {
+      return Status(StatusCode::kResourceExhausted,
+                    passes::Where(f, f.loc,
+                                  ("SPIR-V: needs " + std::to_string(m->shared_bytes) +
+                                   " bytes of workgroup memory (lane-reduction scratch included), the budget is " +
+                                   std::to_string(options.shared_budget_bytes))
+                                      .c_str()));
+    }
+    if (pass == 0 && !options.emit_source_dir.empty()) {
+      std::filesystem::create_directories(options.emit_source_dir);
+      std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".spvasm")) << DisassembleSpirv(m->words);
+    }
+    if (options.log) {
+      options.log(f.name + " " + VersionName(m->version_word) + (pass ? " subgroup" : "") + ": " +
+                  std::to_string(m->words.size() * 4) + " bytes, " + std::to_string(m->shared_bytes) +
+                  " bytes workgroup memory");
+    }
+    std::vector<uint8_t> bytes(m->words.size() * 4);
+    for (size_t i = 0; i < m->words.size(); ++i) {
+      for (int j = 0; j < 4; ++j) bytes[i * 4 + j] = static_cast<uint8_t>(m->words[i] >> (8 * j));
+    }
+    auto v = std::make_unique<tl::bundle::VariantT>();
+    v->id = "vulkan." + VersionName(m->version_word) + (pass ? ".subgroup" : "");
+    v->backend = tl::bundle::Backend::VULKAN;
+    v->code_kind = tl::bundle::CodeKind::SPIRV;
+    v->priority = pass;
+    v->requires_ = std::make_unique<tl::bundle::RequirementsT>();
+    v->requires_->arch = VersionName(m->version_word);
+    v->requires_->isa_version = m->version_word;
+    v->requires_->min_driver = MinDriver(m->version_word);
+    v->requires_->features = m->features;
+    v->requires_->shared_bytes = static_cast<uint32_t>(m->shared_bytes);
+    v->requires_->threads_per_block = static_cast<uint32_t>(m->threads);
+    v->requires_->subgroup_size = 0;
+    v->requires_->push_constant_bytes = m->push_bytes;
+    v->entry_point = m->entry_point;
+    v->payload = writer.AddPayload(bytes);
+    v->launch = std::make_unique<tl::bundle::LaunchT>();
+    v->launch->block.assign(m->block.begin(), m->block.end());
+    for (size_t i = 0; i < 3; ++i) {
+      auto g = std::make_unique<tl::bundle::GridExprT>();
+      if (i < k->grid.size()) {
+        StatusOr<std::vector<int64_t>> c = passes::CompileGridExpr(k->grid[i], f);
+        if (!c.ok()) return c.status();
+        g->code = std::move(*c);
+      } else {
+        g->code = {0, 1};
+      }
+      v->launch->grid.push_back(std::move(g));
+    }
+    v->launch->static_shared_bytes = static_cast<uint32_t>(m->shared_bytes);
+    for (size_t b = 0; b < m->buffer_params.size(); ++b) {
+      auto vb = std::make_unique<tl::bundle::VkBindingT>();
+      vb->param = static_cast<uint16_t>(m->buffer_params[b]);
+      vb->set = 0;
+      vb->binding = static_cast<uint32_t>(b);
+      vb->descriptor_type = 7;  // VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+      v->launch->vk_bindings.push_back(std::move(vb));
+    }
+    for (const PushRange& p : m->push) {
+      auto r = std::make_unique<tl::bundle::VkPushRangeT>();
+      r->param = static_cast<int16_t>(p.param);
+      r->offset = p.offset;
+      r->size = p.size;
+      v->launch->vk_push.push_back(std::move(r));
+    }
+    v->launch->vk_push_bytes = m->push_bytes;
+    v->build_attrs.push_back(KV("spirv.tools", SpirvToolsVersion()));
+    v->build_attrs.push_back(KV("spirv.validated", "spirv-val (Vulkan 1.1 rules), after spirv-opt -O"));
+    std::vector<std::string> notes = k->notes;
+    notes.insert(notes.end(), m->notes.begin(), m->notes.end());
+    for (size_t i = 0; i < notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), notes[i]));
+    std::sort(v->build_attrs.begin(), v->build_attrs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+StatusOr<std::vector<uint8_t>> BuildSpirvBundle(
+    const std::vector<ir::Function>& functions, const SpirvBuildOptions& options,
+    const std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)>& extra) {
+  formats::BundleWriter writer;
+  auto producer = std::make_unique<tl::bundle::ProducerT>();
+  producer->tool = "tl-pack";
+  producer->tool_version = "0.1.0";
+  writer.SetProducer(std::move(producer));
+  for (const ir::Function& f : functions) {
+    codegen::cpu::CpuKernel sig;  // the signature needs the access per parameter only
+    sig.name = f.name;
+    sig.access = passes::InferParamAccess(f);
+    std::unique_ptr<tl::bundle::KernelT> kernel = driver::MakeKernelSignature(f, sig);
+    if (extra) {
+      Status s = extra(f, *kernel, writer);
+      if (!s.ok()) return s;
+    }
+    StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> vs = MakeSpirvVariants(f, options, writer);
+    if (!vs.ok()) return vs.status();
+    for (auto& v : *vs) kernel->variants.push_back(std::move(v));
+    Status added = writer.AddKernel(std::move(kernel));
+    if (!added.ok()) return added;
+  }
+  return writer.Finish();
+}
+
+}  // namespace tl::codegen::spirv
