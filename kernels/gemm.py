@@ -1,31 +1,72 @@
-"""Tiled GEMM: C[M, N] = A[M, K] @ B[K, N] (optionally transposed operands)."""
+"""GEMM: C = act(op(A) @ op(B) + bias), optionally batched.
+
+Factories return a `T.prim_func`; the numpy references beside them compute in float64.
+Dtypes: float16, bfloat16 and float32 inputs accumulate in float32; int8 inputs accumulate
+in int32 (exact). numpy has no bfloat16: bf16 tensors travel as uint16 bit patterns.
+"""
 import numpy as np
 
 import tilelang.language as T
 
+ACCUM = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "int8": "int32"}
+ACTIVATIONS = ("none", "relu", "gelu", "silu")
 
-def matmul(M, N, K, block_M=64, block_N=64, block_K=32, dtype="float32", accum_dtype="float32",
-           trans_A=False, trans_B=False, num_stages=2, threads=128):
-    """Returns a prim_func computing C = op(A) @ op(B) in `accum_dtype`.
 
-    M may be a `T.dynamic` symbol name (str) so one kernel serves every M.
-    A is [M, K] ([K, M] when trans_A); B is [K, N] ([N, K] when trans_B); C is [M, N] accum_dtype.
+def _dim(x):
+    """A factory size: an int, or a str naming a `T.dynamic` symbol (one kernel for all sizes)."""
+    return T.dynamic(x) if isinstance(x, str) else x
+
+
+def activation(x, act):
+    """The epilogue activation on one accumulator value (GELU is the tanh form)."""
+    if act == "relu":
+        return T.max(x, T.cast(0, x.dtype))
+    if act == "gelu":
+        return 0.5 * x * (1.0 + T.tanh(0.7978845608 * (x + 0.044715 * x * x * x)))
+    if act == "silu":
+        return x * T.sigmoid(x)
+    return x
+
+
+def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=False, bias=False,
+           act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128):
+    """GEMM with an optional fused epilogue.
+
+    Parameters:
+      M, N, K     sizes; each an int or a str naming a `T.dynamic` symbol (typically M).
+      dtype       input dtype: float16 | bfloat16 | float32 | int8.
+      out_dtype   C's dtype; default: the accumulator dtype (float32, or int32 for int8).
+      trans_A     A is stored [K, M] (TN); trans_B: B is stored [N, K] (NT).
+      bias        adds Bias[N] (in out_dtype) to every row before the activation.
+      act         none | relu | gelu (tanh form) | silu, applied on the float32 accumulator.
+      batch       None, or the batch size (int or symbol name): A, B and C get a leading batch dim.
+      block_*     the tile: block_M x block_N outputs per block, K stepped by block_K.
+    Signature: (A, B, [Bias,] C); C is written.
     """
-    if isinstance(M, str):
-        M = T.dynamic(M)
-    A_shape = (K, M) if trans_A else (M, K)
-    B_shape = (N, K) if trans_B else (K, N)
+    if dtype not in ACCUM:
+        raise ValueError(f"matmul: dtype {dtype!r} not in {sorted(ACCUM)}")
+    if act not in ACTIVATIONS:
+        raise ValueError(f"matmul: act {act!r} not in {ACTIVATIONS}")
+    accum = ACCUM[dtype]
+    out_dtype = out_dtype or accum
+    if dtype == "int8" and (act != "none" or out_dtype != "int32"):
+        raise ValueError("matmul: int8 GEMM writes int32 and takes no activation")
+    M, N, K, B_ = _dim(M), _dim(N), _dim(K), _dim(batch)
+    lead = () if batch is None else (B_,)
+    A_shape = lead + ((K, M) if trans_A else (M, K))
+    B_shape = lead + ((N, K) if trans_B else (K, N))
     A_tile = (block_K, block_M) if trans_A else (block_M, block_K)
     B_tile = (block_N, block_K) if trans_B else (block_K, block_N)
+    grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M)) + (() if batch is None else (B_,))
 
-    @T.prim_func
-    def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor((M, N), accum_dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared(A_tile, dtype)
-            B_s = T.alloc_shared(B_tile, dtype)
-            C_f = T.alloc_fragment((block_M, block_N), accum_dtype)
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+    @T.macro
+    def body(A, B, Bias, C, bx, by, bz):
+        A_s = T.alloc_shared(A_tile, dtype)
+        B_s = T.alloc_shared(B_tile, dtype)
+        C_f = T.alloc_fragment((block_M, block_N), accum)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            if batch is None:
                 if trans_A:
                     T.copy(A[k * block_K, by * block_M], A_s)
                 else:
@@ -34,13 +75,92 @@ def matmul(M, N, K, block_M=64, block_N=64, block_K=32, dtype="float32", accum_d
                     T.copy(B[bx * block_N, k * block_K], B_s)
                 else:
                     T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B)
+            else:
+                if trans_A:
+                    T.copy(A[bz, k * block_K, by * block_M], A_s)
+                else:
+                    T.copy(A[bz, by * block_M, k * block_K], A_s)
+                if trans_B:
+                    T.copy(B[bz, bx * block_N, k * block_K], B_s)
+                else:
+                    T.copy(B[bz, k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B)
+        if bias or act != "none":
+            b_f = T.alloc_fragment((block_N,), accum)
+            if bias:
+                T.copy(Bias[bx * block_N], b_f)
+            else:
+                T.clear(b_f)
+            for i, j in T.Parallel(block_M, block_N):
+                C_f[i, j] = activation(C_f[i, j] + b_f[j], act)
+        if batch is None:
             T.copy(C_f, C[by * block_M, bx * block_N])
+        else:
+            T.copy(C_f, C[bz, by * block_M, bx * block_N])
+
+    C_shape = lead + (M, N)
+    if bias:
+        @T.prim_func
+        def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), Bias: T.Tensor((N,), out_dtype),
+                 C: T.Tensor(C_shape, out_dtype)):
+            with T.Kernel(*grid, threads=threads) as ids:
+                body(A, B, Bias, C, ids[0], ids[1], ids[2] if batch is not None else 0)
+        return main
+
+    @T.prim_func
+    def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
+        with T.Kernel(*grid, threads=threads) as ids:
+            body(A, B, None, C, ids[0], ids[1], ids[2] if batch is not None else 0)
 
     return main
 
 
-def matmul_ref(A, B, trans_A=False, trans_B=False):
-    a = A.astype(np.float64)
-    b = B.astype(np.float64)
-    return (a.T if trans_A else a) @ (b.T if trans_B else b)
+def activation_ref(x, act):
+    if act == "relu":
+        return np.maximum(x, 0)
+    if act == "gelu":
+        return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    if act == "silu":
+        return x / (1 + np.exp(-x))
+    return x
+
+
+def matmul_ref(A, B, trans_A=False, trans_B=False, bias=None, act="none"):
+    """float64 reference; A, B as float64-convertible arrays (bf16 already decoded)."""
+    a = np.asarray(A, np.float64)
+    b = np.asarray(B, np.float64)
+    if trans_A:
+        a = np.swapaxes(a, -1, -2)
+    if trans_B:
+        b = np.swapaxes(b, -1, -2)
+    c = a @ b
+    if bias is not None:
+        c = c + np.asarray(bias, np.float64)
+    return activation_ref(c, act)
+
+
+def matmul_case(kw, rng):
+    """Test case for a `matmul` instance (kwargs as in the manifest)."""
+    from kernels._util import Case, empty, rand, size
+    M, N, K = size(kw, "M"), size(kw, "N"), size(kw, "K")
+    batch = size(kw, "batch")
+    dtype = kw.get("dtype", "float32")
+    out_dtype = kw.get("out_dtype") or ACCUM[dtype]
+    ta, tb = kw.get("trans_A", False), kw.get("trans_B", False)
+    lead = () if batch is None else (batch,)
+    a, a64 = rand(rng, lead + ((K, M) if ta else (M, K)), dtype)
+    b, b64 = rand(rng, lead + ((N, K) if tb else (K, N)), dtype)
+    args, bias64 = [a, b], None
+    if kw.get("bias"):
+        bias, bias64 = rand(rng, (N,), out_dtype)
+        args.append(bias)
+    args.append(empty(lead + (M, N), out_dtype))
+    ref = matmul_ref(a64, b64, ta, tb, bias64, kw.get("act", "none"))
+    tol = {}
+    if out_dtype == "float32" and dtype != "float32":
+        tol = {len(args) - 1: (1e-3, 1e-3)}
+    return Case(args, {len(args) - 1: ref}, {len(args) - 1: out_dtype}, tol,
+                flops=2 * M * N * K * (batch or 1))
+
+
+CASES = {"matmul": matmul_case}

@@ -1,0 +1,260 @@
+"""Normalization: RMSNorm, LayerNorm forward (optionally saving mean and 1/std) and backward,
+and row softmax. One block handles block_M whole rows (N is static: a row lives in one tile);
+M may be a `T.dynamic` symbol name. Statistics are computed in float32.
+"""
+import numpy as np
+
+import tilelang.language as T
+
+from kernels.gemm import _dim
+
+
+def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4):
+    """Y = X / sqrt(mean(X^2, axis=1) + eps) * W. Signature: (X [M, N], W [N], Y [M, N])."""
+    M = _dim(M)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            sq = T.alloc_fragment((block_M, N), "float32")
+            ss = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            for i, j in T.Parallel(block_M, N):
+                sq[i, j] = x[i, j] * x[i, j]
+            T.reduce_sum(sq, ss, dim=1)
+            for i in T.Parallel(block_M):
+                ss[i] = T.rsqrt(ss[i] / N + eps)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] * ss[i] * W[j]
+            T.copy(x, Y[bx * block_M, 0])
+
+    return main
+
+
+def layer_norm(M, N, eps=1e-5, dtype="float32", save_stats=False, block_M=4):
+    """Y = (X - mean) / sqrt(var + eps) * Gamma + Beta over the last dim.
+    Signature: (X [M, N], Gamma [N], Beta [N], Y [M, N][, Mean [M] f32, Rstd [M] f32])."""
+    M = _dim(M)
+
+    @T.macro
+    def body(X, Gamma, Beta, Y, Mean, Rstd, bx):
+        x = T.alloc_fragment((block_M, N), "float32")
+        xc = T.alloc_fragment((block_M, N), "float32")
+        mean = T.alloc_fragment((block_M,), "float32")
+        rstd = T.alloc_fragment((block_M,), "float32")
+        T.copy(X[bx * block_M, 0], x)
+        T.reduce_sum(x, mean, dim=1)
+        for i in T.Parallel(block_M):
+            mean[i] = mean[i] / N
+        for i, j in T.Parallel(block_M, N):
+            xc[i, j] = (x[i, j] - mean[i]) * (x[i, j] - mean[i])
+        T.reduce_sum(xc, rstd, dim=1)
+        for i in T.Parallel(block_M):
+            rstd[i] = T.rsqrt(rstd[i] / N + eps)
+        for i, j in T.Parallel(block_M, N):
+            x[i, j] = (x[i, j] - mean[i]) * rstd[i] * Gamma[j] + Beta[j]
+        T.copy(x, Y[bx * block_M, 0])
+        if save_stats:
+            T.copy(mean, Mean[bx * block_M])
+            T.copy(rstd, Rstd[bx * block_M])
+
+    if save_stats:
+        @T.prim_func
+        def main(X: T.Tensor((M, N), dtype), Gamma: T.Tensor((N,), dtype), Beta: T.Tensor((N,), dtype),
+                 Y: T.Tensor((M, N), dtype), Mean: T.Tensor((M,), "float32"), Rstd: T.Tensor((M,), "float32")):
+            with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+                body(X, Gamma, Beta, Y, Mean, Rstd, bx)
+        return main
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Gamma: T.Tensor((N,), dtype), Beta: T.Tensor((N,), dtype),
+             Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            body(X, Gamma, Beta, Y, None, None, bx)
+
+    return main
+
+
+def layer_norm_bwd_dx(M, N, dtype="float32", block_M=4):
+    """dX = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dY * Gamma, xhat = (X - mean) * rstd.
+    Signature: (X, dY [M, N], Gamma [N], Mean, Rstd [M] f32 (from layer_norm save_stats), dX [M, N])."""
+    M = _dim(M)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), dY: T.Tensor((M, N), dtype), Gamma: T.Tensor((N,), dtype),
+             Mean: T.Tensor((M,), "float32"), Rstd: T.Tensor((M,), "float32"), dX: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            xh = T.alloc_fragment((block_M, N), "float32")
+            g = T.alloc_fragment((block_M, N), "float32")
+            gx = T.alloc_fragment((block_M, N), "float32")
+            mean = T.alloc_fragment((block_M,), "float32")
+            rstd = T.alloc_fragment((block_M,), "float32")
+            s1 = T.alloc_fragment((block_M,), "float32")
+            s2 = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], xh)
+            T.copy(dY[bx * block_M, 0], g)
+            T.copy(Mean[bx * block_M], mean)
+            T.copy(Rstd[bx * block_M], rstd)
+            for i, j in T.Parallel(block_M, N):
+                xh[i, j] = (xh[i, j] - mean[i]) * rstd[i]
+                g[i, j] = g[i, j] * Gamma[j]
+                gx[i, j] = g[i, j] * xh[i, j]
+            T.reduce_sum(g, s1, dim=1)
+            T.reduce_sum(gx, s2, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                g[i, j] = rstd[i] * (g[i, j] - s1[i] / N - xh[i, j] * (s2[i] / N))
+            T.copy(g, dX[bx * block_M, 0])
+
+    return main
+
+
+def layer_norm_bwd_dweight(M, N, dtype="float32", block_M=32, block_N=64):
+    """dGamma[j] = sum_i dY[i, j] * xhat[i, j], dBeta[j] = sum_i dY[i, j]: one block per block_N
+    columns walks all rows (deterministic, no atomics).
+    Signature: (X, dY [M, N], Mean, Rstd [M] f32, dGamma [N] f32, dBeta [N] f32)."""
+    M = _dim(M)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), dY: T.Tensor((M, N), dtype), Mean: T.Tensor((M,), "float32"),
+             Rstd: T.Tensor((M,), "float32"), dGamma: T.Tensor((N,), "float32"), dBeta: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), threads=128) as bx:
+            x = T.alloc_fragment((block_M, block_N), "float32")
+            dy = T.alloc_fragment((block_M, block_N), "float32")
+            mean = T.alloc_fragment((block_M,), "float32")
+            rstd = T.alloc_fragment((block_M,), "float32")
+            pg = T.alloc_fragment((block_N,), "float32")
+            pb = T.alloc_fragment((block_N,), "float32")
+            ag = T.alloc_fragment((block_N,), "float32")
+            ab = T.alloc_fragment((block_N,), "float32")
+            T.clear(ag)
+            T.clear(ab)
+            for k in T.serial(T.ceildiv(M, block_M)):
+                T.copy(X[k * block_M, bx * block_N], x)
+                T.copy(dY[k * block_M, bx * block_N], dy)
+                T.copy(Mean[k * block_M], mean)
+                T.copy(Rstd[k * block_M], rstd)
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = (x[i, j] - mean[i]) * rstd[i] * dy[i, j]  # rows past M: dy is 0
+                T.reduce_sum(x, pg, dim=0)
+                T.reduce_sum(dy, pb, dim=0)
+                for j in T.Parallel(block_N):
+                    ag[j] += pg[j]
+                    ab[j] += pb[j]
+            T.copy(ag, dGamma[bx * block_N])
+            T.copy(ab, dBeta[bx * block_N])
+
+    return main
+
+
+def softmax(M, N, dtype="float32", block_M=4):
+    """Y[i, :] = softmax(X[i, :]). Signature: (X [M, N], Y [M, N])."""
+    M = _dim(M)
+    scale = 1.44269504  # log2(e): exp(x) == exp2(x * log2(e))
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            row_max = T.alloc_fragment((block_M,), "float32")
+            row_sum = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            T.reduce_max(x, row_max, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = T.exp2((x[i, j] - row_max[i]) * scale)
+            T.reduce_sum(x, row_sum, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] / row_sum[i]
+            T.copy(x, Y[bx * block_M, 0])
+
+    return main
+
+
+# ---- references (float64) and cases ------------------------------------------------------
+
+def rms_norm_ref(X, W, eps=1e-6):
+    x = np.asarray(X, np.float64)
+    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * np.asarray(W, np.float64)
+
+
+def layer_norm_ref(X, G, B, eps=1e-5):
+    x = np.asarray(X, np.float64)
+    mean = x.mean(1)
+    rstd = 1 / np.sqrt(x.var(1) + eps)
+    return (x - mean[:, None]) * rstd[:, None] * G + B, mean, rstd
+
+
+def layer_norm_bwd_ref(X, dY, G, eps=1e-5):
+    x = np.asarray(X, np.float64)
+    _, mean, rstd = layer_norm_ref(x, G, 0 * G, eps)
+    xh = (x - mean[:, None]) * rstd[:, None]
+    g = dY * G
+    N = x.shape[1]
+    dx = rstd[:, None] * (g - g.sum(1, keepdims=True) / N - xh * (g * xh).sum(1, keepdims=True) / N)
+    return dx, (dY * xh).sum(0), dY.sum(0), mean, rstd
+
+
+def softmax_ref(X):
+    x = np.asarray(X, np.float64)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _mn(kw):
+    from kernels._util import size
+    return size(kw, "M"), kw["N"], kw.get("dtype", "float32")
+
+
+def rms_norm_case(kw, rng):
+    from kernels._util import Case, empty, rand
+    M, N, dt = _mn(kw)
+    x, x64 = rand(rng, (M, N), dt)
+    w, w64 = rand(rng, (N,), dt)
+    return Case([x, w, empty((M, N), dt)], {2: rms_norm_ref(x64, w64, kw.get("eps", 1e-6))}, {2: dt})
+
+
+def layer_norm_case(kw, rng):
+    from kernels._util import Case, empty, rand
+    M, N, dt = _mn(kw)
+    x, x64 = rand(rng, (M, N), dt, 2.0)
+    g, g64 = rand(rng, (N,), dt)
+    b, b64 = rand(rng, (N,), dt)
+    y, mean, rstd = layer_norm_ref(x64, g64, b64, kw.get("eps", 1e-5))
+    args, outs, dts = [x, g, b, empty((M, N), dt)], {3: y}, {3: dt}
+    if kw.get("save_stats"):
+        args += [empty((M,), "float32"), empty((M,), "float32")]
+        outs.update({4: mean, 5: rstd})
+    return Case(args, outs, dts)
+
+
+def layer_norm_bwd_dx_case(kw, rng):
+    from kernels._util import Case, empty, rand
+    M, N, dt = _mn(kw)
+    x, x64 = rand(rng, (M, N), dt)
+    dy, dy64 = rand(rng, (M, N), dt)
+    g, g64 = rand(rng, (N,), dt)
+    dx, _, _, mean, rstd = layer_norm_bwd_ref(x64, dy64, g64)
+    return Case([x, dy, g, mean.astype(np.float32), rstd.astype(np.float32), empty((M, N), dt)], {5: dx}, {5: dt},
+                {5: (1e-3, 1e-3)} if dt == "float32" else None)
+
+
+def layer_norm_bwd_dweight_case(kw, rng):
+    from kernels._util import Case, empty, rand
+    M, N, dt = _mn(kw)
+    x, x64 = rand(rng, (M, N), dt)
+    dy, dy64 = rand(rng, (M, N), dt)
+    _, dg, db, mean, rstd = layer_norm_bwd_ref(x64, dy64, np.ones(N))
+    return Case([x, dy, mean.astype(np.float32), rstd.astype(np.float32), empty((N,), "float32"),
+                 empty((N,), "float32")], {4: dg, 5: db}, {4: "float32", 5: "float32"},
+                {4: (1e-3, 1e-3), 5: (1e-3, 1e-3)})
+
+
+def softmax_case(kw, rng):
+    from kernels._util import Case, empty, rand
+    M, N, dt = _mn(kw)
+    x, x64 = rand(rng, (M, N), dt, 4.0)
+    return Case([x, empty((M, N), dt)], {1: softmax_ref(x64)}, {1: dt}, {1: (1e-4, 1e-5)} if dt == "float32" else None)
+
+
+CASES = {"rms_norm": rms_norm_case, "layer_norm": layer_norm_case, "layer_norm_bwd_dx": layer_norm_bwd_dx_case,
+         "layer_norm_bwd_dweight": layer_norm_bwd_dweight_case, "softmax": softmax_case}

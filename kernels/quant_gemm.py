@@ -1,0 +1,124 @@
+"""Weight-only quantized GEMM / GEMV: C[M, N] = A[M, K] @ dequant(W)[N, K]^T (W4A16, W8A16).
+
+Weights are symmetric (no zero point): w = q * scale, with q a signed int8, or a signed int4
+stored two per byte along K (low nibble first, two's complement) in a uint8 tensor [N, K/2].
+Scales are per output channel (Scales[N]) or per group of `group_size` along K
+(Scales[N, ceil(K / group_size)]). Accumulation is float32. The same factory serves decode
+(small M, e.g. 1..16: block_M=16) and prefill (block_M=64); M is usually dynamic.
+"""
+import numpy as np
+
+import tilelang.language as T
+
+from kernels.gemm import _dim
+
+
+def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=None, block_M=16,
+                 block_N=64, block_K=64, num_stages=1, threads=128):
+    """Parameters:
+      M           rows of A (int or symbol name), N output channels, K the reduction size
+                  (K even for bits=4; K a multiple of group_size when grouped).
+      bits        4 (uint8 W[N, K/2], two signed nibbles per byte) or 8 (int8 W[N, K]).
+      group_size  None: per-channel scales [N]; else scales [N, K / group_size].
+      dtype       activation and scale dtype: float16 | bfloat16 | float32; out_dtype default dtype.
+      block_M     16 for decode (M = 1..16), 64 for prefill.
+    Signature: (A, W, Scales, C); C is written.
+    """
+    if bits not in (4, 8):
+        raise ValueError(f"quant_matmul: bits must be 4 or 8, got {bits}")
+    if bits == 4 and (K % 2 or block_K % 2):
+        raise ValueError(f"quant_matmul: int4 needs even K and block_K, got K={K}, block_K={block_K}")
+    if group_size is not None and K % group_size:
+        raise ValueError(f"quant_matmul: K={K} is not a multiple of group_size={group_size}")
+    out_dtype = out_dtype or dtype
+    M = _dim(M)
+    w_shape = (N, K // 2) if bits == 4 else (N, K)
+    w_dtype = "uint8" if bits == 4 else "int8"
+    w_tile = (block_N, block_K // 2) if bits == 4 else (block_N, block_K)
+    s_shape = (N,) if group_size is None else (N, K // group_size)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor(w_shape, w_dtype), Scales: T.Tensor(s_shape, dtype),
+             C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            W_s = T.alloc_shared(w_tile, w_dtype)
+            W_f = T.alloc_fragment((block_N, block_K), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                if bits == 4:
+                    T.copy(W[bx * block_N, k * (block_K // 2)], W_s)
+                else:
+                    T.copy(W[bx * block_N, k * block_K], W_s)
+                for i, j in T.Parallel(block_N, block_K):
+                    n = bx * block_N + i
+                    kk = k * block_K + j
+                    if bits == 4:
+                        nib = (W_s[i, j // 2] >> ((j % 2) * 4)) & 0xF
+                        q = T.cast(T.if_then_else(nib >= 8, T.cast(nib, "int32") - 16, T.cast(nib, "int32")),
+                                   "float32")
+                    else:
+                        q = T.cast(W_s[i, j], "float32")
+                    if group_size is None:
+                        s = T.if_then_else(n < N, T.cast(Scales[n], "float32"), 0.0)
+                    else:
+                        s = T.if_then_else(n < N and kk < K, T.cast(Scales[n, kk // group_size], "float32"), 0.0)
+                    W_f[i, j] = T.cast(q * s, dtype)
+                T.gemm(A_s, W_f, C_f, transpose_B=True)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def quantize_ref(w, bits, group_size):
+    """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
+    N, K = w.shape
+    qmax = 7 if bits == 4 else 127
+    g = K if group_size is None else group_size
+    wg = w.reshape(N, K // g, g)
+    scales = np.maximum(np.abs(wg).max(axis=2), 1e-8) / qmax
+    q = np.clip(np.round(wg / scales[:, :, None]), -qmax - 1, qmax).astype(np.int32).reshape(N, K)
+    if bits == 4:
+        u = (q & 0xF).astype(np.uint8)
+        packed = (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        packed = q.astype(np.int8)
+    return packed, (scales[:, 0] if group_size is None else scales), q
+
+
+def quant_matmul_ref(A, q, scales, group_size, round_to=None):
+    """A [M, K] float64, q [N, K] integer values, scales as stored (float64). round_to: a
+    function rounding the dequantized weights to the activation dtype, as the kernel does."""
+    N, K = q.shape
+    s = np.repeat(scales[:, None] if group_size is None else scales, K if group_size is None else group_size, axis=1)
+    w = q * s
+    if round_to is not None:
+        w = round_to(w)
+    return np.asarray(A, np.float64) @ w.T
+
+
+def quant_matmul_case(kw, rng):
+    from kernels._util import Case, as_f64, empty, rand, size, to_bf16_bits
+    M, N, K = size(kw, "M"), kw["N"], kw["K"]
+    if isinstance(kw.get("M"), str) and kw.get("block_M", 16) <= 16:
+        M = 9  # decode: M in 1..16
+    bits, group = kw.get("bits", 4), kw.get("group_size", 128)
+    dtype = kw.get("dtype", "float16")
+    out_dtype = kw.get("out_dtype") or dtype
+    a, a64 = rand(rng, (M, K), dtype)
+    packed, scales, q = quantize_ref(rng.standard_normal((N, K)), bits, group)
+    s = to_bf16_bits(scales) if dtype == "bfloat16" else scales.astype(dtype)
+    s64 = as_f64(s, dtype)
+    if dtype == "bfloat16":
+        def round_to(w):
+            return as_f64(to_bf16_bits(w), dtype)
+    else:
+        def round_to(w):
+            return w.astype(dtype).astype(np.float64)
+    ref = quant_matmul_ref(a64, q, s64, group, round_to)
+    return Case([a, packed, s, empty((M, N), out_dtype)], {3: ref}, {3: out_dtype}, flops=2 * M * N * K)
+
+
+CASES = {"quant_matmul": quant_matmul_case}
