@@ -5,8 +5,10 @@
 #include <vector>
 
 #include "tilelang/codegen/cuda/cuda_bundle.h"
+#include "tilelang/codegen/hip/hip_bundle.h"
 #include "tilelang/driver/cpu_bundle.h"
 #include "tilelang/ir/tile_ir.h"
+#include "tilelang/passes/passes.h"
 #include "verbs.h"
 
 namespace tl::pack {
@@ -14,7 +16,8 @@ namespace {
 
 const char* kHelp =
     "usage: tl-pack compile IN.tir [IN2.tir ...] -o OUT.tlb [--target cpu|x86-64-v2,x86-64-v3,x86-64-v4]\n"
-    "                       [--target cuda|sm_80,sm_89,sm_90a,ptx] [--target cpu,cuda]\n"
+    "                       [--target cuda|sm_80,sm_89,sm_90a,ptx] [--target hip|gfx90a,gfx942,gfx1100]\n"
+    "                       [--target cpu,cuda,hip]\n"
     "                       [--emit-source DIR] [--cache-dir DIR] [-j N] [-q]\n"
     "\n"
     "Parses and verifies each Tile IR file, lowers every function to C++ (one block function\n"
@@ -22,7 +25,10 @@ const char* kHelp =
     "level in parallel, and writes one bundle with a variant per level.\n"
     "  --target       'cpu' (default) = all three levels, or a comma list of levels;\n"
     "                 'cuda' = cubins for sm_80, sm_89, sm_90a + compute_80 PTX (NVRTC, else nvcc),\n"
-    "                 or sm_XX items (each adds a cubin and the PTX); both kinds may be mixed\n"
+    "                 or sm_XX items (each adds a cubin and the PTX);\n"
+    "                 'hip' = HSACO code objects for gfx90a, gfx942, gfx1100 (clang-19, code object v5),\n"
+    "                 or AMDGPU target IDs (gfx942:xnack-, ...), 'hip-cov4' for code object v4;\n"
+    "                 all kinds may be mixed\n"
     "  --emit-source  also write the generated C++ as DIR/<kernel>.cc\n"
     "  --cache-dir    content-addressed cache of compiled objects (default $TL_CACHE_DIR;\n"
     "                 none when neither is set)\n"
@@ -67,6 +73,30 @@ int CompileFunctionsToBundle(const char* verb, const std::vector<ir::Function>& 
   return kExitOk;
 }
 
+namespace {
+
+// Kernel signatures plus the variants `add` makes (GPU backends), no CPU code.
+StatusOr<std::vector<uint8_t>> BuildGpuOnlyBundle(
+    const std::vector<ir::Function>& functions,
+    const std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)>& add) {
+  formats::BundleWriter writer;
+  auto producer = std::make_unique<tl::bundle::ProducerT>();
+  producer->tool = "tl-pack";
+  producer->tool_version = TL_PACK_VERSION;
+  writer.SetProducer(std::move(producer));
+  for (const ir::Function& f : functions) {
+    codegen::cpu::CpuKernel sig;  // the signature needs the access per parameter only
+    sig.name = f.name;
+    sig.access = passes::InferParamAccess(f);
+    std::unique_ptr<tl::bundle::KernelT> kernel = driver::MakeKernelSignature(f, sig);
+    TL_RETURN_IF_ERROR(add(f, *kernel, writer));
+    TL_RETURN_IF_ERROR(writer.AddKernel(std::move(kernel)));
+  }
+  return writer.Finish();
+}
+
+}  // namespace
+
 int RunCompile(int argc, char** argv) {
   const char* verb = "compile";
   Args args;
@@ -82,11 +112,14 @@ int RunCompile(int argc, char** argv) {
   if (args.positional.empty()) return UsageError(verb, "no input .tir file");
   const std::string out = args.Get("-o");
   if (out.empty()) return UsageError(verb, "-o OUT.tlb is required");
-  // CUDA items of --target are split off; the rest goes to the CPU parser.
-  codegen::cuda::SplitTargets split = codegen::cuda::SplitCudaTargets(args.Get("--target", "cpu"));
+  // HIP, then CUDA items of --target are split off; the rest goes to the CPU parser.
+  StatusOr<codegen::hip::SplitHipTargetsResult> hip_split = codegen::hip::SplitHipTargets(args.Get("--target", "cpu"));
+  if (!hip_split.ok()) return UsageError(verb, hip_split.status().message());
+  codegen::cuda::SplitTargets split = codegen::cuda::SplitCudaTargets(hip_split->any ? hip_split->rest : args.Get("--target", "cpu"));
+  const bool gpu_only = (hip_split->any || split.any) && split.rest.empty();
   driver::CpuBuildOptions options;
   options.targets.clear();  // CUDA-only lists build no CPU variants
-  if (!split.any || !split.rest.empty()) {
+  if (!gpu_only) {
     StatusOr<std::vector<toolchain::IsaLevel>> targets = toolchain::ParseCpuTargets(split.rest);
     if (!targets.ok()) return UsageError(verb, targets.status().message());
     options.targets = *targets;
@@ -115,12 +148,36 @@ int RunCompile(int argc, char** argv) {
     }
     for (ir::Function& f : m->functions) functions.push_back(std::move(f));
   }
+  if (hip_split->any) {
+    hip_split->hip.emit_source_dir = options.emit_source_dir;
+    if (!args.Has("-q")) {
+      hip_split->hip.log = [verb](const std::string& line) { std::fprintf(stderr, "tl-pack %s: %s\n", verb, line.c_str()); };
+    }
+  }
+  StatusOr<codegen::hip::HipToolchain> hip_tc = Status(StatusCode::kUnavailable, "no HIP target");
+  if (hip_split->any) {
+    hip_tc = codegen::hip::HipToolchain::Create({"", options.compiler.cache_dir});
+    if (!hip_tc.ok()) return Fail(verb, hip_tc.status());
+  }
+  // Adds the HIP variants after whatever the hook already adds.
+  auto add_hip = [&](std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)> before) {
+    if (!hip_split->any) return before;
+    return std::function<Status(const ir::Function&, tl::bundle::KernelT&, formats::BundleWriter&)>(
+        [before, tc = *hip_tc, hip = hip_split->hip](const ir::Function& f, tl::bundle::KernelT& kernel,
+                                                      formats::BundleWriter& writer) -> Status {
+          if (before) TL_RETURN_IF_ERROR(before(f, kernel, writer));
+          auto vs = codegen::hip::MakeHipVariants(f, tc, hip, writer);
+          if (!vs.ok()) return vs.status();
+          for (auto& v : *vs) kernel.variants.push_back(std::move(v));
+          return Status::Ok();
+        });
+  };
   if (split.any) {
     split.cuda.emit_source_dir = options.emit_source_dir;
     if (!args.Has("-q")) {
       split.cuda.log = [verb](const std::string& line) { std::fprintf(stderr, "tl-pack %s: %s\n", verb, line.c_str()); };
     }
-    if (options.targets.empty()) {  // CUDA only
+    if (options.targets.empty() && !hip_split->any) {  // CUDA only
       StatusOr<std::vector<uint8_t>> bytes = codegen::cuda::BuildCudaBundle(functions, split.cuda);
       if (!bytes.ok()) {
         std::fprintf(stderr, "tl-pack %s: %s\n", verb, bytes.status().ToString().c_str());
@@ -138,6 +195,16 @@ int RunCompile(int argc, char** argv) {
       for (auto& v : *vs) kernel.variants.push_back(std::move(v));
       return Status::Ok();
     };
+  }
+  options.extra_variants = add_hip(options.extra_variants);
+  if (options.targets.empty()) {  // GPU targets only (HIP, or HIP and CUDA): no CPU variants
+    StatusOr<std::vector<uint8_t>> bytes = BuildGpuOnlyBundle(functions, options.extra_variants);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "tl-pack %s: %s\n", verb, bytes.status().ToString().c_str());
+      return CpuBuildExitCode(bytes.status());
+    }
+    const Status written = formats::WriteFile(out, *bytes);
+    return written.ok() ? kExitOk : Fail(verb, written);
   }
   return CompileFunctionsToBundle(verb, functions, std::move(options), out, args.Has("-q"));
 }

@@ -79,6 +79,37 @@ std::string Features(const tl::bundle::Requirements* r) {
   return out;
 }
 
+// The hsaco.* build_attrs of a HIP variant (the code object's metadata notes,
+// recorded at build time), without the prefix, in key order; empty otherwise.
+std::vector<std::pair<std::string, std::string>> HsacoFacts(const tl::bundle::Variant* v) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (v->backend() != tl::bundle::Backend::HIP || !v->build_attrs()) return out;
+  for (const auto* kv : *v->build_attrs()) {
+    const std::string key = Str(kv->key());
+    if (key.rfind("hsaco.", 0) == 0) out.emplace_back(key.substr(6), Str(kv->value()));
+  }
+  return out;
+}
+
+// "cov5 wave64, kernarg 16 B (explicit 16 B), LDS 0 B, scratch 0 B, 31 VGPR + 0 AGPR, 16 SGPR, spills 0/0"
+std::string HsacoLine(const tl::bundle::Variant* v) {
+  const auto facts = HsacoFacts(v);
+  if (facts.empty()) return "";
+  auto get = [&](const char* key) {
+    for (const auto& [k, val] : facts) {
+      if (k == key) return val;
+    }
+    return std::string("?");
+  };
+  std::string agpr = get("agpr_count");
+  return "cov" + get("code_object_version") + " wave" + get("wavefront_size") + ", kernarg " +
+         get("kernarg_segment_size") + " B (explicit " + std::to_string(v->launch()->param_buffer_bytes()) +
+         " B), LDS " + get("group_segment_fixed_size") + " B, scratch " + get("private_segment_fixed_size") + " B, " +
+         get("vgpr_count") + " VGPR" + (agpr == "?" ? std::string() : " + " + agpr + " AGPR") + ", " +
+         get("sgpr_count") + " SGPR, spills " + get("vgpr_spill_count") + "/" + get("sgpr_spill_count") +
+         ", max workgroup " + get("max_flat_workgroup_size");
+}
+
 void PrintTable(const LoadedBundle& b) {
   const auto* m = b.view.manifest();
   const auto& h = b.view.header();
@@ -115,6 +146,7 @@ void PrintTable(const LoadedBundle& b) {
                   BackendName(v->backend()), CodeKindName(v->code_kind()), Str(v->requires_()->arch()).c_str(),
                   v->priority(), ("#" + std::to_string(v->payload())).c_str(), p->stored_size(), p->raw_size(),
                   block.c_str(), features.empty() ? "" : " ", features.c_str());
+    if (const std::string hsaco = HsacoLine(v); !hsaco.empty()) std::printf("      hsaco: %s\n", hsaco.c_str());
     }
   }
 
@@ -200,7 +232,15 @@ void PrintJson(const LoadedBundle& b) {
            ",\"payload\":" + std::to_string(v->payload()) + ",\"stored_size\":" + std::to_string(p->stored_size()) +
            ",\"raw_size\":" + std::to_string(p->raw_size()) + ",\"block\":[" +
            std::to_string(v->launch()->block()->Get(0)) + "," + std::to_string(v->launch()->block()->Get(1)) + "," +
-           std::to_string(v->launch()->block()->Get(2)) + "]}";
+           std::to_string(v->launch()->block()->Get(2)) + "]";
+      if (const auto facts = HsacoFacts(v); !facts.empty()) {
+        o += ",\"hsaco\":{";
+        for (size_t f = 0; f < facts.size(); ++f) {
+          o += (f ? "," : "") + JsonEscape(facts[f].first) + ":" + JsonEscape(facts[f].second);
+        }
+        o += "}";
+      }
+      o += "}";
     }
     o += "]}";
   }
