@@ -126,10 +126,15 @@ class Stream:
     and unchanged until then (outputs cannot be allocated for queued launches).
     Use a stream from one thread at a time."""
 
-    def __init__(self, device):
+    def __init__(self, device, native=None):
+        """native: a queue the caller owns and keeps alive (CUstream as an int, e.g. torch's
+        torch.cuda.current_stream().cuda_stream): launches are queued on it (tl_stream_wrap_native)."""
         self.device = device
         h = ctypes.c_void_p()
-        _check(_lib.tl_stream_create(device._handle, 0, ctypes.byref(h)))
+        if native is not None:
+            _check(_lib.tl_stream_wrap_native(device._handle, ctypes.c_void_p(int(native)), ctypes.byref(h)))
+        else:
+            _check(_lib.tl_stream_create(device._handle, 0, ctypes.byref(h)))
         self._handle = h
         self._pending = []  # keeps argument arrays alive until synchronize
 
@@ -484,7 +489,8 @@ class Prepared:
 
     def __call__(self, *args, grid=None, stream=None):
         full, allocated = self._bind(args)
-        if stream is not None and (allocated or self.device.backend != "cpu" or _FORCE_STAGING):
+        host_arrays = self.device.backend != "cpu" and any(isinstance(a, np.ndarray) for a in full)
+        if stream is not None and (allocated or host_arrays or _FORCE_STAGING):
             raise TypeError("queued launches take every argument, as device memory: outputs cannot be allocated "
                             "and numpy arrays cannot be staged for a stream")
         params = self.kernel.params

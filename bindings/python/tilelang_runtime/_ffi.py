@@ -177,6 +177,7 @@ _SIGNATURES = {
     "tl_prepared_variant_info": (c_status, [ctypes.c_void_p, P(VariantInfo)]),
     "tl_prepared_explain": (ctypes.c_char_p, [ctypes.c_void_p]),
     "tl_stream_create": (c_status, [ctypes.c_void_p, ctypes.c_uint32, P(ctypes.c_void_p)]),
+    "tl_stream_wrap_native": (c_status, [ctypes.c_void_p, ctypes.c_void_p, P(ctypes.c_void_p)]),
     "tl_stream_synchronize": (c_status, [ctypes.c_void_p, ctypes.c_uint64]),
     "tl_stream_release": (None, [ctypes.c_void_p]),
     "tl_buffer_allocate": (c_status, [ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_void_p)]),

@@ -236,12 +236,18 @@ class JITKernel:
         prepared = self._prepare()
         staged = []
         on_torch_cuda = torch_like is not None and getattr(torch_like, "is_cuda", False)
-        if on_torch_cuda:  # torch's queued work (the outputs' zeros, the inputs) before our launch
+        stream = self._torch_stream(prepared, torch_like, full) if on_torch_cuda else None
+        if on_torch_cuda and stream is None:  # torch's queued work (outputs' zeros, inputs) before our launch
             import torch
             torch.cuda.synchronize(torch_like.device)
         try:
             device = getattr(prepared, "device", None)
-            prepared(*[self._to_runtime(p, a, device, staged) for p, a in zip(self.params, full)])
+            args = [self._to_runtime(p, a, device, staged) for p, a in zip(self.params, full)]
+            if stream is not None:
+                stream._pending.clear()  # torch's allocator orders reuse on this stream; keep nothing
+                prepared(*args, stream=stream)
+            else:
+                prepared(*args)
             for s in staged:
                 s.copy_back()
         finally:
@@ -250,6 +256,29 @@ class JITKernel:
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs
+
+    _TORCH_STREAMS = {}
+
+    @classmethod
+    def _torch_stream(cls, prepared, torch_like, full):
+        """A runtime stream over torch's current CUDA stream (launches queue after torch's work
+        there, without a host synchronization), or None for the synchronous path: numpy
+        arguments (staged through host copies), another device than the kernel's, or
+        TL_TORCH_STREAM=0."""
+        import numpy as np
+        device = getattr(prepared, "device", None)
+        if os.environ.get("TL_TORCH_STREAM", "1") == "0" or device is None or device.backend != "cuda":
+            return None
+        if any(isinstance(a, np.ndarray) for a in full) or torch_like.device.index != device.ordinal:
+            return None
+        import torch
+        handle = int(torch.cuda.current_stream(torch_like.device).cuda_stream)
+        key = (device.ordinal, handle)
+        stream = cls._TORCH_STREAMS.get(key)
+        if stream is None:
+            import tilelang_runtime
+            stream = cls._TORCH_STREAMS[key] = tilelang_runtime.Stream(device, native=handle)
+        return stream
 
     def _to_runtime(self, p, a, device, staged):
         import numpy as np

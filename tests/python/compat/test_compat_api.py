@@ -300,3 +300,15 @@ def test_runner_on_an_upstream_style_checkout(tmp_path):
     table = out.read_text()
     assert "| elementwise | 1 | 1 | 1 |" in table
     assert "| online_softmax | 0 | 1 | 0 |" in table
+
+
+def test_native_stream_wrapping_checks_its_handle():
+    import tilelang_runtime as tlr
+    from tilelang.kernel import shared_runtime
+    with pytest.raises(tlr.TLError, match="native stream .* is NULL"):
+        tlr.Stream(shared_runtime().device("cpu"), native=0)
+
+
+def test_cpu_kernels_never_take_the_torch_stream_path(gemm_kernel):
+    prepared = gemm_kernel._prepare()
+    assert gemm_kernel._torch_stream(prepared, object(), []) is None  # not a CUDA device: synchronous path
