@@ -34,7 +34,14 @@ _ALIASES = {
     "f16": "float16", "f32": "float32", "f64": "float64", "i8": "int8", "i16": "int16",
     "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
     "u64": "uint64",
+    "tfloat32": "float32",  # float32 in memory; TF32 is a math-precision hint (our GEMMs are full fp32)
 }
+
+# Upstream dtypes Tile IR v1 has no representation for: named by T.<name> (so upstream code can
+# compare with them) and rejected where a buffer or cast would need them.
+UNSUPPORTED = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz",
+               "float8_e8m0fnu", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4", "uint4", "int2",
+               "uint2", "int1", "uint1")
 
 
 class DType(str):
@@ -99,6 +106,9 @@ def canonical(dtype):
         name = _ALIASES.get(name, name)
         if name in DTYPES:
             return DTYPES[name]
+        if name in UNSUPPORTED:
+            raise error(f"unsupported feature: dtype {name} (an unknown dtype to Tile IR v1, which has bool, "
+                        "int8-64, uint8-64, float16, bfloat16, float32, float64)")
     raise error(f"unknown dtype {dtype!r}")
 
 

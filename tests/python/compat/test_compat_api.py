@@ -197,8 +197,19 @@ def test_testing_gates_and_seed():
 def test_unsupported_upstream_names_say_which_feature():
     with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: T.alloc_tmem"):
         T.alloc_tmem  # noqa: B018
-    with pytest.raises(AttributeError, match="unsupported feature: dtype float8_e4m3fn"):
-        T.float8_e4m3fn  # noqa: B018
+    assert T.float8_e4m3fn == "float8_e4m3fn" and T.tfloat32 == "tfloat32" and T.tfloat32 != T.float32
+
+    with pytest.raises(tilelang.TileLangSyntaxError, match="unsupported feature: dtype float8_e4m3fn"):
+        @T.prim_func
+        def fp8(A: T.Tensor((16,), T.float8_e4m3fn)):
+            with T.Kernel(1, threads=32) as bx:
+                pass
+
+    @T.prim_func
+    def tf32(A: T.Tensor((16,), T.tfloat32)):  # float32 memory, as upstream's tf32 tensors
+        with T.Kernel(1, threads=32) as bx:
+            pass
+    assert tf32.params[0].dtype == "float32"
     assert not hasattr(T, "tcgen05_gemm")
     from tilelang import tvm
     with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: TVM API tvm.tir"):
@@ -280,7 +291,7 @@ def test_runner_on_an_upstream_style_checkout(tmp_path):
     (ex / "conftest.py").write_text("raise RuntimeError('upstream conftest must not be loaded')\n")
     shim = tmp_path / "up" / "examples" / "online_softmax"
     shim.mkdir()
-    (shim / "online_softmax.py").write_text("import tilelang.language as T\nx = T.float8_e5m2\n")
+    (shim / "online_softmax.py").write_text("import tilelang.language as T\nx = T.alloc_tmem\n")
     pythonpath = os.pathsep.join(p for p in sys.path if (pathlib.Path(p) / "tilelang").is_dir()
                                  or (pathlib.Path(p) / "tilelang_runtime").is_dir())
     out, js = tmp_path / "table.md", tmp_path / "rows.json"
@@ -295,7 +306,7 @@ def test_runner_on_an_upstream_style_checkout(tmp_path):
     assert "unsupported feature: T.alloc_tmem" in rows["test_tmem"]["reason"]
     assert rows["test_sm75_only"]["result"] == "skipped"
     assert rows["test_online_softmax"]["result"] == "failed"
-    assert "unsupported feature: dtype float8_e5m2" in rows["test_online_softmax"]["reason"]
+    assert "unsupported feature: T.alloc_tmem" in rows["test_online_softmax"]["reason"]
     assert rows["-"]["reason"] == "examples/missing_dir not in the checkout"
     table = out.read_text()
     assert "| elementwise | 1 | 1 | 1 |" in table
@@ -312,3 +323,15 @@ def test_native_stream_wrapping_checks_its_handle():
 def test_cpu_kernels_never_take_the_torch_stream_path(gemm_kernel):
     prepared = gemm_kernel._prepare()
     assert gemm_kernel._torch_stream(prepared, object(), []) is None  # not a CUDA device: synchronous path
+
+
+def test_contrib_nvcc_versions():
+    from tilelang.contrib import nvcc
+    assert nvcc.parse_compute_version("9.0") == (9, 0) and nvcc.parse_compute_version("12.1") == (12, 1)
+    with pytest.raises(ValueError, match="not major.minor"):
+        nvcc.parse_compute_version("sm_90")
+    if tilelang.testing.cuda_skip_reason() is not None:
+        with pytest.raises(ValueError, match="no CUDA device"):
+            nvcc.get_target_compute_version()
+    else:
+        assert nvcc.parse_compute_version(nvcc.get_target_compute_version()) >= (7, 0)
