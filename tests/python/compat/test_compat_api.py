@@ -335,3 +335,24 @@ def test_contrib_nvcc_versions():
             nvcc.get_target_compute_version()
     else:
         assert nvcc.parse_compute_version(nvcc.get_target_compute_version()) >= (7, 0)
+
+
+def test_register_allocation_hints_change_nothing():
+    def scale(hint):
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                if hint:
+                    T.disable_warp_group_reg_alloc()
+                    T.no_set_max_nreg()
+                    T.annotate_consumer_reg_alloc(240)
+                for i in T.Parallel(32):
+                    B[bx * 32 + i] = A[bx * 32 + i] * 3.0
+        return main
+    assert scale(True).script() == scale(False).script()
+    a = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    np.testing.assert_allclose(tilelang.compile(scale(True), out_idx=[1], target="cpu")(a), a * 3.0, rtol=1e-6)
+    with pytest.raises(tilelang.TileLangSyntaxError, match="must be inside a T.Kernel"):
+        @T.prim_func
+        def outside(A: T.Tensor((64,), "float32")):
+            T.no_set_max_nreg()

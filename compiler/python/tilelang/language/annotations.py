@@ -37,3 +37,22 @@ def sync_threads(barrier_id=None, arrive_count=None):
 def make_swizzled_layout(buffer, *args, **kwargs):
     """Accepted so upstream programs run; the compiler picks its own layouts."""
     return ("swizzled", buffer)
+
+
+def no_set_max_nreg():
+    """Upstream: do not emit setmaxnreg in warp-specialized kernels. This compiler never emits it."""
+    if not _builder.current().in_kernel:
+        raise error("T.no_set_max_nreg must be inside a T.Kernel")
+
+
+disable_warp_group_reg_alloc = no_set_max_nreg
+
+
+def annotate_producer_reg_alloc(reg_count=24):
+    """Upstream: setmaxnreg for producer warps. Accepted; this compiler does no warp specialization."""
+    no_set_max_nreg()
+
+
+def annotate_consumer_reg_alloc(reg_count=240):
+    """Upstream: setmaxnreg for consumer warps. Accepted; this compiler does no warp specialization."""
+    no_set_max_nreg()
