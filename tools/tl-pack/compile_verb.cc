@@ -6,6 +6,7 @@
 
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 #include "tilelang/codegen/hip/hip_bundle.h"
+#include "tilelang/codegen/spirv/spirv_bundle.h"
 #include "tilelang/driver/cpu_bundle.h"
 #include "tilelang/ir/tile_ir.h"
 #include "tilelang/passes/passes.h"
@@ -17,7 +18,7 @@ namespace {
 const char* kHelp =
     "usage: tl-pack compile IN.tir [IN2.tir ...] -o OUT.tlb [--target cpu|x86-64-v2,x86-64-v3,x86-64-v4]\n"
     "                       [--target cuda|sm_80,sm_89,sm_90a,ptx] [--target hip|gfx90a,gfx942,gfx1100]\n"
-    "                       [--target cpu,cuda,hip]\n"
+    "                       [--target vulkan] [--target cpu,cuda,hip,vulkan]\n"
     "                       [--emit-source DIR] [--cache-dir DIR] [-j N] [-q]\n"
     "\n"
     "Parses and verifies each Tile IR file, lowers every function to C++ (one block function\n"
@@ -28,6 +29,7 @@ const char* kHelp =
     "                 or sm_XX items (each adds a cubin and the PTX);\n"
     "                 'hip' = HSACO code objects for gfx90a, gfx942, gfx1100 (clang-19, code object v5),\n"
     "                 or AMDGPU target IDs (gfx942:xnack-, ...), 'hip-cov4' for code object v4;\n"
+    "                 'vulkan' (or 'spirv') = SPIR-V 1.3 compute modules, validated by spirv-val;\n"
     "                 all kinds may be mixed\n"
     "  --emit-source  also write the generated C++ as DIR/<kernel>.cc\n"
     "  --cache-dir    content-addressed cache of compiled objects (default $TL_CACHE_DIR;\n"
@@ -112,11 +114,13 @@ int RunCompile(int argc, char** argv) {
   if (args.positional.empty()) return UsageError(verb, "no input .tir file");
   const std::string out = args.Get("-o");
   if (out.empty()) return UsageError(verb, "-o OUT.tlb is required");
-  // HIP, then CUDA items of --target are split off; the rest goes to the CPU parser.
-  StatusOr<codegen::hip::SplitHipTargetsResult> hip_split = codegen::hip::SplitHipTargets(args.Get("--target", "cpu"));
+  // SPIR-V (vulkan), HIP, then CUDA items of --target are split off; the rest goes to the CPU parser.
+  codegen::spirv::SplitSpirv spv_split = codegen::spirv::SplitSpirvTargets(args.Get("--target", "cpu"));
+  const std::string target_list = spv_split.any ? spv_split.rest : args.Get("--target", "cpu");
+  StatusOr<codegen::hip::SplitHipTargetsResult> hip_split = codegen::hip::SplitHipTargets(target_list);
   if (!hip_split.ok()) return UsageError(verb, hip_split.status().message());
-  codegen::cuda::SplitTargets split = codegen::cuda::SplitCudaTargets(hip_split->any ? hip_split->rest : args.Get("--target", "cpu"));
-  const bool gpu_only = (hip_split->any || split.any) && split.rest.empty();
+  codegen::cuda::SplitTargets split = codegen::cuda::SplitCudaTargets(hip_split->any ? hip_split->rest : target_list);
+  const bool gpu_only = (spv_split.any || hip_split->any || split.any) && split.rest.empty();
   driver::CpuBuildOptions options;
   options.targets.clear();  // CUDA-only lists build no CPU variants
   if (!gpu_only) {
@@ -177,7 +181,7 @@ int RunCompile(int argc, char** argv) {
     if (!args.Has("-q")) {
       split.cuda.log = [verb](const std::string& line) { std::fprintf(stderr, "tl-pack %s: %s\n", verb, line.c_str()); };
     }
-    if (options.targets.empty() && !hip_split->any) {  // CUDA only
+    if (options.targets.empty() && !hip_split->any && !spv_split.any) {  // CUDA only
       StatusOr<std::vector<uint8_t>> bytes = codegen::cuda::BuildCudaBundle(functions, split.cuda);
       if (!bytes.ok()) {
         std::fprintf(stderr, "tl-pack %s: %s\n", verb, bytes.status().ToString().c_str());
@@ -197,6 +201,20 @@ int RunCompile(int argc, char** argv) {
     };
   }
   options.extra_variants = add_hip(options.extra_variants);
+  if (spv_split.any) {  // the SPIR-V variants after the others
+    spv_split.spirv.emit_source_dir = options.emit_source_dir;
+    if (!args.Has("-q")) {
+      spv_split.spirv.log = [verb](const std::string& line) { std::fprintf(stderr, "tl-pack %s: %s\n", verb, line.c_str()); };
+    }
+    options.extra_variants = [before = options.extra_variants, spirv = spv_split.spirv](
+                                 const ir::Function& f, tl::bundle::KernelT& kernel, formats::BundleWriter& writer) -> Status {
+      if (before) TL_RETURN_IF_ERROR(before(f, kernel, writer));
+      auto vs = codegen::spirv::MakeSpirvVariants(f, spirv, writer);
+      if (!vs.ok()) return vs.status();
+      for (auto& v : *vs) kernel.variants.push_back(std::move(v));
+      return Status::Ok();
+    };
+  }
   if (options.targets.empty()) {  // GPU targets only (HIP, or HIP and CUDA): no CPU variants
     StatusOr<std::vector<uint8_t>> bytes = BuildGpuOnlyBundle(functions, options.extra_variants);
     if (!bytes.ok()) {

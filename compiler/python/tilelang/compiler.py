@@ -3,9 +3,9 @@
 Targets: "cpu" (x86-64, the host's ISA level) and "cuda" (`tl-pack compile
 --target cuda`: cubins sm_80/sm_89/sm_90a + compute_80 PTX; also "sm_90a",
 "sm_80,sm_90a", "cuda -arch=sm_90a" or {"kind": "cuda", "arch": "sm_90a"} for
-chosen archs). "hip" and "vulkan" are part of the language's target set but
-their backends are not built yet, so they raise TileLangNotImplementedError
-naming the target. "auto" picks CUDA when the runtime sees a CUDA device it can
+chosen archs), "vulkan" (`tl-pack compile --target vulkan`: SPIR-V 1.3 variants,
+run on a Vulkan device; TL_DEVICE=vulkan:N picks one). "hip" is part of the
+language's target set but raises TileLangNotImplementedError naming the target. "auto" picks CUDA when the runtime sees a CUDA device it can
 launch on, else the CPU.
 
 A feature the backend reports as UNIMPLEMENTED (dynamic shape symbols on CUDA,
@@ -26,7 +26,7 @@ from .errors import (TileLangCompileError, TileLangError, TileLangNotImplemented
 from .function import PrimFunc
 
 TARGETS = ("auto", "cpu", "cuda", "hip", "vulkan")
-IMPLEMENTED = ("cuda", "cpu")   # in order of preference for "auto"
+IMPLEMENTED = ("cuda", "cpu", "vulkan")   # "auto" picks cuda, else cpu
 _SM = re.compile(r"^(sm_[0-9]+a?|compute_[0-9]+|ptx)$")
 
 
@@ -55,16 +55,21 @@ def _split_target(target):
 
 def cuda_device_status():
     """None when the runtime sees a CUDA device it can launch on, else why not (str)."""
+    return device_status("cuda")
+
+
+def device_status(backend):
+    """None when the runtime sees a `backend` ("cuda", "vulkan") device it can launch on, else why not."""
     from .kernel import shared_runtime
     try:
         rt = shared_runtime()
     except TileLangError as e:
         return str(e)
-    status = rt.backend_status("cuda")
+    status = rt.backend_status(backend)
     if status:
         return status
-    if not any(d.backend == "cuda" and d.can_launch for d in rt.devices()):
-        return "the runtime's CUDA backend is up but reports no CUDA device it can launch on"
+    if not any(d.backend == backend and d.can_launch for d in rt.devices()):
+        return f"the runtime's {backend} backend is up but reports no {backend} device it can launch on"
     return None
 
 
@@ -93,6 +98,8 @@ def resolve_target_spec(target):
         if arch is None and env:
             arch = _split_target({"kind": "cuda", "arch": env})[1]
         return kind, arch or "cuda"
+    if kind == "vulkan":
+        return kind, "vulkan"
     return kind, None
 
 
@@ -142,7 +149,8 @@ def compile_ir(text, target, isa, emit_source_dir=None):
         args = ["compile", src, "--target", isa, "-o", out, "--cache-dir", cache, "-q"]
         if emit_source_dir is not None:
             args += ["--emit-source", emit_source_dir]
-        _run_tl_pack(args, "compile", target="cuda" if toolchain.is_cuda_target(isa) else "cpu")
+        kind = "cuda" if toolchain.is_cuda_target(isa) else "vulkan" if isa == "vulkan" else "cpu"
+        _run_tl_pack(args, "compile", target=kind)
         tmp_bundle = bundle + f".{os.getpid()}.tmp"
         shutil.copyfile(out, tmp_bundle)
         os.replace(tmp_bundle, bundle)  # atomic: concurrent compiles never see half a file
