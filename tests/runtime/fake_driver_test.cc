@@ -206,13 +206,15 @@ TEST(RealDrivers, VulkanDevicesAreDescribedAndSelectedFor) {
   ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes.data(), bytes.size(), nullptr, nullptr, &b)), "");
   tl_kernel_t* k = nullptr;
   ASSERT_EQ(S(tl_bundle_find_kernel(b, "vadd", &k)), "");
+  // Selection picks the SPIR-V variant; the Vulkan backend then inspects its
+  // payload (an 8-byte stand-in here, not a module) before any driver call.
+  // Real SPIR-V runs in tests/runtime_vulkan.
   tl_prepared_t* p = nullptr;
-  ASSERT_EQ(S(tl_kernel_prepare(k, dev, 0, &p)), "");
-  tl_variant_info_t vi;
-  vi.struct_size = sizeof(vi);
-  ASSERT_EQ(S(tl_prepared_variant_info(p, &vi)), "");
-  EXPECT_STREQ(vi.id, "vk.spirv1.3");
-  tl_prepared_release(p);
+  const std::string st = S(tl_kernel_prepare(k, dev, 0, &p));
+  EXPECT_NE(st.find("INVALID_ARGUMENT: kernel 'vadd' variant 'vk.spirv1.3': SPIR-V payload of 8 bytes is not a module"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ(p, nullptr);
   tl_kernel_release(k);
   tl_bundle_release(b);
   tl_device_release(dev);

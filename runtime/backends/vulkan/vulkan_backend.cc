@@ -2,10 +2,9 @@
 // an instance (API 1.1+) and describes every physical device: apiVersion,
 // the SPIR-V version it accepts, compute limits, subgroup size range,
 // supported features and extensions as tokens ("vk.feature.shaderFloat16",
-// "vk.ext.VK_KHR_cooperative_matrix"). Launch path: later issue.
-#define VK_NO_PROTOTYPES
-#include <vulkan/vulkan_core.h>
-
+// "vk.ext.VK_KHR_cooperative_matrix") and the cooperative-matrix shapes it
+// runs ("vk.coopmat.f16.f16.f32.f32.16x16x16", VULKAN_CONTRACT.md).
+// Launch, buffers and streams: vulkan_device.h (CreateVulkanDevice).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -13,24 +12,12 @@
 
 #include "../../src/backend.h"
 #include "../../src/dynamic_library.h"
+#include "vulkan_api.h"
+#include "vulkan_device.h"
 
 namespace tl::rt {
 
 namespace {
-
-struct VulkanState {
-  std::unique_ptr<DynamicLibrary> library;
-  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr = nullptr;
-#define TL_VK_GLOBAL(name) PFN_##name name = nullptr;
-#define TL_VK_INSTANCE(name) PFN_##name name = nullptr;
-#include "vulkan_symbols.h"
-#undef TL_VK_GLOBAL
-#undef TL_VK_INSTANCE
-  VkInstance instance = VK_NULL_HANDLE;
-  ~VulkanState() {
-    if (instance != VK_NULL_HANDLE && vkDestroyInstance) vkDestroyInstance(instance, nullptr);
-  }
-};
 
 void AddFeatureTokens(const VkPhysicalDeviceFeatures2& f2, const VkPhysicalDeviceVulkan11Features& f11,
                       const VkPhysicalDeviceVulkan12Features& f12, std::vector<std::string>* out) {
@@ -48,6 +35,37 @@ void AddFeatureTokens(const VkPhysicalDeviceFeatures2& f2, const VkPhysicalDevic
   add(f12.vulkanMemoryModel, "vulkanMemoryModel");
 }
 
+// "vk.coopmat.<A>.<B>.<C>.<R>.<M>x<N>x<K>" per subgroup-scope shape the
+// device reports (VK_KHR_cooperative_matrix), skipping types the token
+// spelling has no name for; sorted, without duplicates.
+void AddCoopmatTokens(const vk::Instance& in, VkPhysicalDevice pd, std::vector<std::string>* out) {
+  if (!in.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) return;
+  uint32_t count = 0;
+  if (in.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, nullptr) != VK_SUCCESS || count == 0) return;
+  std::vector<vk::CooperativeMatrixPropertiesKhr> props(count);
+  for (auto& p : props) {
+    memset(&p, 0, sizeof(p));
+    p.sType = vk::kStructCooperativeMatrixPropertiesKhr;
+  }
+  VkResult r = in.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, props.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+  props.resize(std::min<size_t>(count, props.size()));
+  std::vector<std::string> tokens;
+  for (const auto& p : props) {
+    if (p.scope != vk::kScopeSubgroup) continue;
+    const char* a = vk::ComponentTypeToken(p.AType);
+    const char* b = vk::ComponentTypeToken(p.BType);
+    const char* c = vk::ComponentTypeToken(p.CType);
+    const char* d = vk::ComponentTypeToken(p.ResultType);
+    if (!a || !b || !c || !d) continue;
+    tokens.push_back(std::string("vk.coopmat.") + a + "." + b + "." + c + "." + d + "." + std::to_string(p.MSize) +
+                     "x" + std::to_string(p.NSize) + "x" + std::to_string(p.KSize));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  out->insert(out->end(), tokens.begin(), tokens.end());
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
@@ -58,7 +76,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     backend->status = lib.status();
     return backend;
   }
-  auto st = std::make_shared<VulkanState>();
+  auto st = std::make_shared<vk::Instance>();
   st->library = std::move(lib.value());
   const std::string path = st->library->path();
   st->vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(st->library->Symbol("vkGetInstanceProcAddr"));
@@ -84,6 +102,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "tilelang-runtime";
   app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
+  st->api_version = app.apiVersion;
   VkInstanceCreateInfo ci{};
   ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ci.pApplicationInfo = &app;
@@ -97,8 +116,11 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
 #define TL_VK_INSTANCE(name)                                                                     \
   st->name = reinterpret_cast<PFN_##name>(st->vkGetInstanceProcAddr(st->instance, #name));      \
   if (!st->name) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#define TL_VK_INSTANCE_OPTIONAL(name) \
+  st->name = reinterpret_cast<PFN_##name>(st->vkGetInstanceProcAddr(st->instance, #name));
 #include "vulkan_symbols.h"
 #undef TL_VK_INSTANCE
+#undef TL_VK_INSTANCE_OPTIONAL
   if (!missing.empty()) {
     backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks: " + missing);
     return backend;
@@ -135,18 +157,57 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     st->vkGetPhysicalDeviceProperties2(pd, &props);
     const VkPhysicalDeviceProperties& p = props.properties;
 
-    VkPhysicalDeviceVulkan12Features f12{};
-    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
-    VkPhysicalDeviceVulkan11Features f11{};
-    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
-    VkPhysicalDeviceFeatures2 f2{};
-    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
-    // The 1.1/1.2 feature structs are only valid to chain on 1.2 devices.
-    if (p.apiVersion >= VK_API_VERSION_1_2) {
-      f2.pNext = &f11;
-      f11.pNext = &f12;
+    vk::PhysicalInfo info;
+    info.physical = pd;
+    info.ordinal = static_cast<uint32_t>(backend->devices.size());
+    info.props = p;
+    info.subgroup = subgroup;
+    info.subgroup.pNext = nullptr;
+    info.size_control = subgroup.pNext != nullptr;
+    info.size_control_props = size_control;
+    info.size_control_props.pNext = nullptr;
+    for (const auto& e : exts) info.extensions.insert(e.extensionName);
+
+    // Features. Structs are only chained where the device knows them: the
+    // 1.1/1.2 structs on 1.2 devices, 1.3 on 1.3, extension structs with
+    // their extension.
+    info.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    info.f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    info.f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    info.f13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+    info.coopmat.sType = vk::kStructPhysicalDeviceCooperativeMatrixFeaturesKhr;
+    info.size_control_features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+    info.atomic_float.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT;
+    info.has_f12 = p.apiVersion >= VK_API_VERSION_1_2 && st->api_version >= VK_API_VERSION_1_2;
+    info.has_f13 = p.apiVersion >= VK_API_VERSION_1_3 && st->api_version >= VK_API_VERSION_1_3;
+    void** tail = &info.f2.pNext;
+    auto chain = [&](auto* s) {
+      *tail = s;
+      tail = &s->pNext;
+    };
+    if (info.has_f12) {
+      chain(&info.f11);
+      chain(&info.f12);
     }
-    st->vkGetPhysicalDeviceFeatures2(pd, &f2);
+    if (info.has_f13) chain(&info.f13);
+    if (info.HasExtension("VK_KHR_cooperative_matrix")) chain(&info.coopmat);
+    if (!info.has_f13 && size_control_ext) chain(&info.size_control_features);
+    if (info.HasExtension(VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME)) chain(&info.atomic_float);
+    st->vkGetPhysicalDeviceFeatures2(pd, &info.f2);
+    info.f2.pNext = info.f11.pNext = info.f12.pNext = info.f13.pNext = nullptr;
+    info.coopmat.pNext = info.size_control_features.pNext = info.atomic_float.pNext = nullptr;
+
+    uint32_t family_count = 0;
+    st->vkGetPhysicalDeviceQueueFamilyProperties(pd, &family_count, nullptr);
+    std::vector<VkQueueFamilyProperties> families(family_count);
+    if (family_count) st->vkGetPhysicalDeviceQueueFamilyProperties(pd, &family_count, families.data());
+    for (uint32_t q = 0; q < family_count && q < families.size(); ++q) {
+      if (families[q].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+        info.queue_family = static_cast<int>(q);
+        info.timestamp_valid_bits = families[q].timestampValidBits;
+        break;
+      }
+    }
 
     DeviceDesc d;
     d.backend = kBackendVulkan;
@@ -154,10 +215,11 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     d.driver_version = p.apiVersion;
     if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d.flags |= TL_DEVICE_FLAG_SOFTWARE;
     if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU) d.flags |= TL_DEVICE_FLAG_INTEGRATED;
-    AddFeatureTokens(f2, f11, f12, &d.vk_features);
+    AddFeatureTokens(info.f2, info.f11, info.f12, &d.vk_features);
     for (const auto& e : exts) d.vk_features.push_back(std::string("vk.ext.") + e.extensionName);
-    VkPhysicalDeviceMemoryProperties mem{};
-    st->vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    if (info.coopmat.cooperativeMatrix) AddCoopmatTokens(*st, pd, &d.vk_features);
+    st->vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
+    const VkPhysicalDeviceMemoryProperties& mem = info.memory;
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
       if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d.memory_bytes += mem.memoryHeaps[h].size;
     }
@@ -176,7 +238,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
       d.limits.subgroup_max = size_control.maxSubgroupSize;
     }
     d.Finalize();
-    backend->devices.push_back(std::make_unique<ProbeOnlyDevice>(std::move(d)));
+    backend->devices.push_back(CreateVulkanDevice(std::move(d), std::move(info), st, options));
   }
   backend->state = st;
   return backend;
