@@ -162,6 +162,7 @@ def main(argv=None):
                 print(f"   {r[2]:8} {r[1]}  {r[3]}", flush=True)
             print(f"   ({took:.0f} s)", flush=True)
             rows += got
+            write_table(args, rows, upstream, quiet=True)  # a partial table survives a killed run
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -181,7 +182,7 @@ def _short(nodeid):
     return nodeid.split("/")[-1]
 
 
-def write_table(args, rows, upstream):
+def write_table(args, rows, upstream, quiet=False):
     rev = subprocess.run(["git", "-C", upstream, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     rev = rev.stdout.strip()
     stamp = os.path.join(upstream, "UPSTREAM_COMMIT")  # written by gpu_check.sh when it extracts a checkout
@@ -210,8 +211,9 @@ def write_table(args, rows, upstream):
         lines.append(f"| {d} | `{_short(t)}` | {res} | {reason} |")
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print(f"wrote {args.out}: passed {tot['passed']}, failed {tot['failed'] + tot['error']}, "
-          f"skipped {tot['skipped']}")
+    if not quiet:
+        print(f"wrote {args.out}: passed {tot['passed']}, failed {tot['failed'] + tot['error']}, "
+              f"skipped {tot['skipped']}")
 
 
 if __name__ == "__main__":
