@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bundle_generated.h"
@@ -686,6 +687,141 @@ TEST_F(Cuda, DeviceBuffersRoundTrip) {
   std::string e = S(tl_buffer_allocate(dev_, size_t{1} << 50, &huge));
   EXPECT_EQ(e.rfind("RESOURCE_EXHAUSTED: allocating 1125899906842624 bytes", 0), 0u) << e;
   EXPECT_NE(e.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << e;
+}
+
+// Issue #9: a pointer the kernel cannot address on THIS device is rejected
+// at launch, naming the argument (the driver itself would launch and fault).
+TEST_F(Cuda, PageableHostPointerIsRejectedAtLaunch) {
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(Prepare(MakeBundle(), "axpy", &p), "");
+  DeviceBuffer dy;
+  Alloc(&dy, 4096);
+  std::vector<float> host(1024, 1.0f);
+  const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+  const int64_t n = 1024;
+  tl_arg_t args[4] = {tl_arg_f32(2.0f), tl_arg_tensor(host.data(), f32, 1, &n, nullptr),
+                      tl_arg_tensor(dy.ptr(), f32, 1, &n, nullptr), tl_arg_i32(1024)};
+  std::string e = S(tl_launch(p, nullptr, 4, args, nullptr));
+  EXPECT_EQ(e.rfind("INVALID_ARGUMENT: ", 0), 0u) << e;
+  EXPECT_NE(e.find("argument 1 'x'"), std::string::npos) << e;
+  EXPECT_NE(e.find("is not CUDA memory"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected device memory of CUDA device 0"), std::string::npos) << e;
+  // The same launch with device memory still works afterwards.
+  RunAxpy(p, 4097, nullptr);
+  tl_prepared_release(p);
+}
+
+// Every CUDA device of the runtime, driven alike: per device its own
+// prepared kernel (one bundle), buffers and stream; launches on all devices
+// at once from one thread per device; a buffer of device 0 given to a launch
+// on device 1 is rejected. Needs two GPUs (nvidia-h200-x2); skips otherwise.
+class CudaMultiDevice : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tl_runtime_options_t o;
+    tl_runtime_options_init(&o);
+    o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_CUDA);
+    o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT;
+    ASSERT_EQ(S(tl_runtime_create(&o, &rt_)), "");
+    const size_t count = tl_runtime_device_count(rt_);
+    if (count < 2) {
+      GTEST_SKIP() << "needs two CUDA devices, found " << count << " (run on nvidia-h200-x2)";
+    }
+    bytes_ = MakeBundle();
+    ASSERT_EQ(S(tl_bundle_open_memory(rt_, bytes_.data(), bytes_.size(), nullptr, nullptr, &bundle_)), "");
+    ASSERT_EQ(S(tl_bundle_find_kernel(bundle_, "axpy", &kernel_)), "");
+  }
+  void TearDown() override {
+    tl_kernel_release(kernel_);
+    tl_bundle_release(bundle_);
+    tl_runtime_release(rt_);
+  }
+  tl_runtime_t* rt_ = nullptr;
+  std::vector<uint8_t> bytes_;
+  tl_bundle_t* bundle_ = nullptr;
+  tl_kernel_t* kernel_ = nullptr;
+};
+
+// y = a*x + y on device `d` with `n` random elements; "" or what went wrong.
+std::string AxpyOn(tl_device_t* dev, tl_kernel_t* kernel, int n, unsigned seed) {
+  tl_prepared_t* p = nullptr;
+  std::string e = S(tl_kernel_prepare(kernel, dev, 0, &p));
+  if (!e.empty()) return "prepare: " + e;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(n), y(n), out(n);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : y) v = dist(rng);
+  const float a = dist(rng) * 3.0f;
+  tl_buffer_t *bx = nullptr, *by = nullptr;
+  tl_stream_t* stream = nullptr;
+  const int64_t shape[1] = {n};
+  const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+  e = S(tl_buffer_allocate(dev, n * 4, &bx));
+  if (e.empty()) e = S(tl_buffer_allocate(dev, n * 4, &by));
+  if (e.empty()) e = S(tl_stream_create(dev, 0, &stream));
+  if (e.empty()) e = S(tl_buffer_copy_from_host(bx, 0, x.data(), n * 4, stream));
+  if (e.empty()) e = S(tl_buffer_copy_from_host(by, 0, y.data(), n * 4, stream));
+  for (int rep = 0; rep < 20 && e.empty(); ++rep) {  // y += a*x twenty times, queued
+    tl_arg_t args[4] = {tl_arg_f32(a), tl_arg_tensor(tl_buffer_device_pointer(bx), f32, 1, shape, nullptr),
+                        tl_arg_tensor(tl_buffer_device_pointer(by), f32, 1, shape, nullptr), tl_arg_i32(n)};
+    e = S(tl_launch(p, stream, 4, args, nullptr));
+  }
+  if (e.empty()) e = S(tl_buffer_copy_to_host(by, 0, out.data(), n * 4, stream));
+  if (e.empty()) e = S(tl_stream_synchronize(stream, 60'000'000'000ull));
+  for (int i = 0; i < n && e.empty(); ++i) {
+    double ref = y[i];
+    for (int rep = 0; rep < 20; ++rep) ref = static_cast<float>(static_cast<float>(a * x[i]) + static_cast<float>(ref));
+    if (!(std::fabs(out[i] - ref) <= 1e-5 * (1.0 + std::fabs(ref)))) {
+      e = "y[" + std::to_string(i) + "] = " + std::to_string(out[i]) + ", expected " + std::to_string(ref);
+    }
+  }
+  tl_stream_release(stream);
+  tl_buffer_release(bx);
+  tl_buffer_release(by);
+  tl_prepared_release(p);
+  return e;
+}
+
+TEST_F(CudaMultiDevice, EachDeviceAloneThenAllAtOnce) {
+  const size_t count = tl_runtime_device_count(rt_);
+  std::vector<tl_device_t*> devs(count);
+  for (size_t d = 0; d < count; ++d) ASSERT_EQ(S(tl_runtime_device_at(rt_, d, &devs[d])), "");
+  for (size_t d = 0; d < count; ++d) {
+    EXPECT_EQ(AxpyOn(devs[d], kernel_, (1 << 22) + 5, 17 + unsigned(d)), "") << "device " << d << " alone";
+  }
+  std::vector<std::string> results(count);
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < count; ++d) {
+    threads.emplace_back([&, d] { results[d] = AxpyOn(devs[d], kernel_, (1 << 22) + 5, 100 + unsigned(d)); });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t d = 0; d < count; ++d) EXPECT_EQ(results[d], "") << "device " << d << " concurrently";
+  for (auto* d : devs) tl_device_release(d);
+}
+
+TEST_F(CudaMultiDevice, BufferOfDevice0IsRejectedOnDevice1) {
+  tl_device_t *d0 = nullptr, *d1 = nullptr;
+  ASSERT_EQ(S(tl_runtime_device_at(rt_, 0, &d0)), "");
+  ASSERT_EQ(S(tl_runtime_device_at(rt_, 1, &d1)), "");
+  tl_prepared_t* p1 = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(kernel_, d1, 0, &p1)), "");
+  tl_buffer_t *x0 = nullptr, *y1 = nullptr;
+  ASSERT_EQ(S(tl_buffer_allocate(d0, 4096, &x0)), "");
+  ASSERT_EQ(S(tl_buffer_allocate(d1, 4096, &y1)), "");
+  const int64_t n = 1024;
+  const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+  tl_arg_t args[4] = {tl_arg_f32(2.0f), tl_arg_tensor(tl_buffer_device_pointer(x0), f32, 1, &n, nullptr),
+                      tl_arg_tensor(tl_buffer_device_pointer(y1), f32, 1, &n, nullptr), tl_arg_i32(1024)};
+  std::string e = S(tl_launch(p1, nullptr, 4, args, nullptr));
+  EXPECT_EQ(e.rfind("INVALID_ARGUMENT: ", 0), 0u) << e;
+  EXPECT_NE(e.find("argument 1 'x'"), std::string::npos) << e;
+  EXPECT_NE(e.find("is memory of CUDA device 0, but the launch is on CUDA device 1"), std::string::npos) << e;
+  tl_buffer_release(x0);
+  tl_buffer_release(y1);
+  tl_prepared_release(p1);
+  tl_device_release(d0);
+  tl_device_release(d1);
 }
 
 }  // namespace

@@ -157,7 +157,14 @@ run_cuda_tests() {
   shift
   local log=${OUT:-/tmp}/cuda_$name.log
   echo "=== cuda tests: $name ($*) ==="
-  env "$@" "$stage/bin/tl_runtime_cuda_tests" --gtest_output="xml:${OUT:-/tmp}/cuda_$name.xml" 2>&1 | tee "$log"
+  # CudaMultiDevice.* (issue #9) needs two GPUs: excluded, and said so, on one.
+  local filter='*' gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  if [ "${gpus:-0}" -lt 2 ]; then
+    filter='-CudaMultiDevice.*'
+    echo "(only ${gpus:-0} GPU: CudaMultiDevice.* not run; it needs nvidia-h200-x2)"
+  fi
+  env "$@" "$stage/bin/tl_runtime_cuda_tests" --gtest_filter="$filter" --gtest_output="xml:${OUT:-/tmp}/cuda_$name.xml" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local passed skipped failed
   passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)

@@ -290,6 +290,7 @@ class CudaExecutable : public Executable {
   void* module_ = nullptr;   // CUmodule
   void* function = nullptr;  // CUfunction
   std::vector<LoadRequest::ParamSlot> slots;
+  std::vector<std::string> param_names;  // for messages
   uint32_t param_buffer_bytes = 0;
   uint32_t dynamic_shared_bytes = 0;
   uint32_t block[3] = {1, 1, 1};
@@ -434,6 +435,7 @@ StatusOr<std::shared_ptr<Executable>> CudaDevice::Load(const LoadRequest& reques
   auto exec = std::make_shared<CudaExecutable>(context_);
   exec->kernel_name = request.kernel_name;
   exec->variant_id = request.variant_id;
+  exec->param_names = request.param_names;
   for (int a = 0; a < 3; ++a) exec->block[a] = request.block[a];
   std::string note;
   TL_RETURN_IF_ERROR(LoadImage(request, image, exec.get(), &note));
@@ -673,6 +675,46 @@ Status CudaDevice::CheckParams(const LoadRequest& request, CudaExecutable* exec,
   return Status::Ok();
 }
 
+// Every tensor pointer must be memory this device's kernels can address:
+// device memory of THIS device, managed memory, or page-locked host memory.
+// The driver does not check: a pointer of another GPU or of pageable host
+// memory launches "successfully" and faults (or silently reads another
+// device's memory through peer access). One cuPointerGetAttributes call per
+// tensor; skipped when the driver lacks it. Call with the context current.
+Status CheckTensorPointers(const Context& context, const CudaExecutable& exec, const LaunchRequest& request,
+                           const std::string& where) {
+  const Symbols& s = context.sym();
+  if (!s.cuPointerGetAttributes) return Status::Ok();
+  constexpr int kAttrMemoryType = 2, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
+  constexpr unsigned kMemoryTypeHost = 1, kMemoryTypeDevice = 2;
+  for (size_t p = 0; p < request.tensor_pointers.size(); ++p) {
+    void* ptr = request.tensor_pointers[p];
+    if (!ptr || (p < request.is_scalar.size() && request.is_scalar[p])) continue;
+    uint64_t memory_type = 0, is_managed = 0;  // zeroed: the driver writes 4 bytes / a bool
+    int64_t ordinal = -1;
+    int attrs[3] = {kAttrMemoryType, kAttrIsManaged, kAttrDeviceOrdinal};
+    void* data[3] = {&memory_type, &is_managed, &ordinal};
+    const std::string name = p < exec.param_names.size() ? exec.param_names[p] : std::string("?");
+    tl_CUresult rc = s.cuPointerGetAttributes(3, attrs, data, reinterpret_cast<uintptr_t>(ptr));
+    const unsigned type = static_cast<unsigned>(memory_type & 0xffffffffu);
+    const int owner = static_cast<int>(ordinal & 0xffffffff);
+    if (rc != kSuccess || type == 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    Format("%s argument %zu '%s': pointer %p is not CUDA memory (pageable host memory or freed?); "
+                           "expected device memory of CUDA device %d",
+                           where.c_str(), p, name.c_str(), ptr, context.ordinal()));
+    }
+    if ((is_managed & 0xff) != 0 || type == kMemoryTypeHost) continue;
+    if (type == kMemoryTypeDevice && owner != context.ordinal()) {
+      return Status(StatusCode::kInvalidArgument,
+                    Format("%s argument %zu '%s': pointer %p is memory of CUDA device %d, but the launch is on CUDA "
+                           "device %d",
+                           where.c_str(), p, name.c_str(), ptr, owner, context.ordinal()));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream* stream, LaunchRequest request) {
   auto* exec = static_cast<CudaExecutable*>(executable.get());
   const std::string where = "kernel '" + request.kernel_name + "' variant '" + request.variant_id + "'";
@@ -737,6 +779,7 @@ Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream*
 
   ScopedContext scope(*context_);
   TL_RETURN_IF_ERROR(scope.Enter(("launching " + where).c_str()));
+  TL_RETURN_IF_ERROR(CheckTensorPointers(*context_, *exec, request, where));
   const Symbols& s = context_->sym();
   void* cu_stream = stream ? static_cast<CudaStream*>(stream)->handle() : nullptr;
   const bool timed = !stream && logger_ && logger_->enabled(TL_LOG_DEBUG);

@@ -78,6 +78,8 @@ class Context {
   const Symbols& sym() const { return driver_->sym; }
   const Driver& driver() const { return *driver_; }
   const std::string& name() const { return name_; }
+  // The CUdevice ordinal this context belongs to.
+  tl_CUdevice ordinal() const { return device_; }
   // The retained primary context (retaining it on the first call); the same
   // failure on every later call if that failed.
   StatusOr<void*> Handle();

@@ -49,6 +49,8 @@ TL_CUDA_SYMBOL(0, cuStreamDestroy_v2, (void*))
 TL_CUDA_SYMBOL(0, cuStreamQuery, (void*))
 TL_CUDA_SYMBOL(0, cuStreamSynchronize, (void*))
 TL_CUDA_SYMBOL(0, cuStreamGetCtx, (void*, void**))
+// Launch-time ownership check of tensor pointers (optional: skipped without it).
+TL_CUDA_SYMBOL(0, cuPointerGetAttributes, (unsigned int, int*, void**, unsigned long long))
 TL_CUDA_SYMBOL(0, cuEventCreate, (void**, unsigned int))
 TL_CUDA_SYMBOL(0, cuEventDestroy_v2, (void*))
 TL_CUDA_SYMBOL(0, cuEventRecord, (void*, void*))
