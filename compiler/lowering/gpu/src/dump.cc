@@ -42,6 +42,11 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "lane_reduce " << ir::ReduceOpName(n.op) << " " << n.var << " width=" << n.width << "\n";
           } else if constexpr (std::is_same_v<T, SComment>) {
             o << pad << "# " << n.text << "\n";
+          } else if constexpr (std::is_same_v<T, SMma>) {
+            o << pad << "mma." << MmaKindName(n.kind) << " " << n.c << " += " << n.a << "[" << ir::Print(n.a_base)
+              << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "[" << ir::Print(n.b_base)
+              << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0) << " tiles="
+              << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << "\n";
           }
         },
         s.node);
@@ -49,6 +54,26 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
 }
 
 }  // namespace
+
+int64_t MmaK(MmaKind k) {
+  switch (k) {
+    case MmaKind::kF16:
+    case MmaKind::kBF16: return 16;
+    case MmaKind::kTF32: return 8;
+    case MmaKind::kI8: return 32;
+  }
+  return 16;
+}
+
+const char* MmaKindName(MmaKind k) {
+  switch (k) {
+    case MmaKind::kF16: return "f16";
+    case MmaKind::kBF16: return "bf16";
+    case MmaKind::kTF32: return "tf32";
+    case MmaKind::kI8: return "s8";
+  }
+  return "?";
+}
 
 std::string Dump(const SimtKernel& k) {
   std::ostringstream o;

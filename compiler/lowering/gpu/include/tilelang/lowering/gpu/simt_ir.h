@@ -78,8 +78,38 @@ struct SBarrier {};
 struct SLaneReduce { std::string var; ir::ReduceOp op; int64_t width; ir::DType dtype; };
 struct SComment { std::string text; };
 
+// Tensor-core operand/accumulator types of SMma (PTX mma.sync shapes):
+//   kF16, kBF16: m16n8k16, f16/bf16 operands, f32 accumulator
+//   kTF32:       m16n8k8, f32 operands rounded to tf32 (cvt.rna), f32 accumulator
+//   kI8:         m16n8k32, s8 operands, s32 accumulator
+enum class MmaKind : uint8_t { kF16, kBF16, kTF32, kI8 };
+int64_t MmaK(MmaKind k);  // 16, 16, 8, 32
+const char* MmaKindName(MmaKind k);
+
+// One k-step of a warp's tensor-core GEMM (emitted only with
+// GemmStrategy::kMmaSync; printers that do not know it must reject it).
+// Warp-collective: every lane of every warp executes it, never under
+// divergence. Per thread it means, with w = tl_tid / 32, l = tl_tid % 32:
+//   for j < m_tiles, h < 2, n < n_tiles, e < 2:
+//     row = (2j + h) * R + w * 8 + l / 4          (C fragment row)
+//     col = n * 8 + 2 * (l % 4) + e               (C fragment column)
+//     c[(2j + h) * c_col_slots + 2n + e] += sum over kk < MmaK(kind) of
+//         A(row, k0 + kk) * B(k0 + kk, col)
+//   A(x, y) = a[a_base + x * a_row_stride + y * a_col_stride]   (shared)
+//   B(x, y) = b[b_base + x * b_k_stride + y * b_n_stride]       (shared)
+// i.e. C's layout is the FragmentLayout family with g = 4 lanes, v = 2
+// (MmaAccumulatorLayout). Operands are rounded to the kind's input type
+// (tf32 for kTF32); the accumulation is the hardware's.
+struct SMma {
+  MmaKind kind = MmaKind::kF16;
+  std::string a, b, c;
+  ir::Expr a_base, b_base, k0;  // i32 element offsets / first k
+  int64_t a_row_stride = 0, a_col_stride = 0, b_k_stride = 0, b_n_stride = 0;
+  int64_t m_tiles = 1, n_tiles = 1, R = 8, c_col_slots = 2;
+};
+
 struct SStmt {
-  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment> node;
+  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma> node;
 };
 
 struct SimtKernel {
