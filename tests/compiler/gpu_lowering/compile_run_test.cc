@@ -33,13 +33,29 @@ tl::ir::Function Parse(const std::string& text) {
   return m->functions.at(0);
 }
 
+// The lowering options the CUDA bundles use (tensor cores; tf32 only for the
+// kernel that asks for it by name).
+tl::gpu::GpuLowerOptions CudaOptions(const std::string& kernel, int64_t shared = 99 * 1024) {
+  tl::gpu::GpuLowerOptions o;
+  o.shared_budget_bytes = shared;
+  o.symbol_params = true;
+  o.gemm = tl::gpu::GemmStrategy::kMmaSync;
+  o.tf32 = kernel.find("tf32") != std::string::npos;
+  return o;
+}
+cu::CudaBuildOptions BundleOptions(const std::string& kernel) {
+  cu::CudaBuildOptions o;
+  o.tf32 = kernel.find("tf32") != std::string::npos;
+  return o;
+}
+
 class Compile : public ::testing::TestWithParam<TestKernel> {};
 
 TEST_P(Compile, AllArchsAndPtxas) {
   tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
   const tl::ir::Function f = Parse(GetParam().text);
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, {99 * 1024, true});
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, CudaOptions(f.name));
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
@@ -70,7 +86,7 @@ TEST_P(Compile, AllArchsAndPtxas) {
   std::filesystem::remove(p);
   // gpu_check.sh builds the bundles here so that the GPU machine needs no CUDA compiler.
   if (const char* dir = std::getenv("TL_GPU_TEST_WRITE_BUNDLES")) {
-    tl::StatusOr<std::vector<uint8_t>> bundle = cu::BuildCudaBundle({f}, {});
+    tl::StatusOr<std::vector<uint8_t>> bundle = cu::BuildCudaBundle({f}, BundleOptions(f.name));
     ASSERT_TRUE(bundle.ok()) << bundle.status().ToString();
     std::filesystem::create_directories(dir);
     std::ofstream out(std::filesystem::path(dir) / (f.name + ".tlb"), std::ios::binary);
@@ -170,7 +186,7 @@ class Exec : public ::testing::Test {
                 const std::map<std::string, double>& symbols = {}) {
     const tl::ir::Function f = Parse(k.text);
     if (Interp()) {
-      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, {227 * 1024, true});
+      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, CudaOptions(f.name, 227 * 1024));
       EXPECT_TRUE(simt.ok()) << simt.status().ToString();
       if (!simt.ok()) return 0;
       std::map<std::string, std::vector<double>> tensors;
@@ -192,7 +208,7 @@ class Exec : public ::testing::Test {
       bundle = std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
       EXPECT_FALSE(bundle->empty()) << "no prebuilt bundle for " << f.name << " in " << dir;
     } else {
-      bundle = cu::BuildCudaBundle({f}, {});
+      bundle = cu::BuildCudaBundle({f}, BundleOptions(f.name));
     }
     EXPECT_TRUE(bundle.ok()) << bundle.status().ToString();
     if (!bundle.ok()) return 0;
@@ -360,6 +376,14 @@ TEST_P(Run, DynamicShapes) {
   }
 }
 
+TEST_P(Run, Tf32Gemm) {
+  // f32 operands rounded to tf32 (10-bit mantissas): relative error ~1e-3.
+  std::mt19937 rng(10);
+  Tensor a = Random({200, 150}, false, rng), b = Random({150, 130}, false, rng), c = Random({200, 130}, false, rng, true);
+  Launch(Named("gemm_tf32"), {&a, &b, &c});
+  Expect(c.values, RefGemm(a, b, 200, 130, 150, false, false), 1e-2, "gemm_tf32");
+}
+
 TEST_P(Run, CumsumSplitK) {
   std::mt19937 rng(4);
   {
@@ -404,6 +428,60 @@ TEST_F(Timing, Gemm2048) {
 }  // namespace
 
 namespace {
+
+// Interpreter-only (CI): int8 x int8 -> int32 through SMma (exact), and the
+// lowering's choice of tensor cores or SIMT FMA per gemm, with its reason.
+TEST(Interp, MmaI8AndStrategyChoice) {
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Named("gemm_i8").text), CudaOptions("gemm_i8"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_NE(tl::gpu::Dump(*k).find("mma.s8"), std::string::npos) << tl::gpu::Dump(*k);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> d(-128, 127);
+  std::map<std::string, std::vector<double>> t;
+  t["A"].resize(200 * 150);
+  t["B"].resize(130 * 150);
+  for (double& v : t["A"]) v = d(rng);
+  for (double& v : t["B"]) v = d(rng);
+  t["C"].assign(200 * 130, 0);
+  const std::vector<double> a = t["A"], b = t["B"];
+  ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t).ok());
+  size_t bad = 0;
+  for (int i = 0; i < 200; ++i) {
+    for (int j = 0; j < 130; ++j) {
+      double s = 0;
+      for (int p = 0; p < 150; ++p) s += a[i * 150 + p] * b[j * 150 + p];
+      if (t["C"][i * 130 + j] != s) ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+
+  auto notes = [](const tl::gpu::SimtKernel& s) {
+    std::string n;
+    for (const std::string& x : s.notes) n += x + "\n";
+    return n;
+  };
+  // f32 without tf32: SIMT FMA, saying why; same kernel with tf32: mma.
+  tl::StatusOr<tl::gpu::SimtKernel> f32 = tl::gpu::LowerToSimt(Parse(Named("gemm_f32").text), CudaOptions("gemm_f32"));
+  ASSERT_TRUE(f32.ok());
+  EXPECT_NE(notes(*f32).find("SIMT FMA: no mma.sync for f32 x f32 -> f32"), std::string::npos) << notes(*f32);
+  EXPECT_EQ(tl::gpu::Dump(*f32).find("mma."), std::string::npos);
+  tl::StatusOr<tl::gpu::SimtKernel> tf = tl::gpu::LowerToSimt(Parse(Named("gemm_tf32").text), CudaOptions("gemm_tf32"));
+  ASSERT_TRUE(tf.ok());
+  EXPECT_NE(notes(*tf).find("(mma.sync tf32)"), std::string::npos) << notes(*tf);
+  // A 48-row tile over 128 threads cannot use mma (M must be a multiple of 64): SIMT FMA.
+  std::string text = Named("gemm_f16_nn").text;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"fragment[64, 64]", "fragment[48, 64]"}, {"shared[64, 32]", "shared[48, 32]"}, {"by * 64:64", "by * 48:48"}}) {
+    for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, from.size(), to);
+  }
+  tl::StatusOr<tl::gpu::SimtKernel> odd = tl::gpu::LowerToSimt(Parse(text), CudaOptions("odd"));
+  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+  EXPECT_NE(notes(*odd).find("48x64x32 over 128 threads does not fit"), std::string::npos) << notes(*odd);
+  // Other targets keep SIMT FMA (the default strategy never emits SMma).
+  tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(Parse(Named("gemm_f16_nn").text), {99 * 1024});
+  ASSERT_TRUE(simt.ok());
+  EXPECT_EQ(tl::gpu::Dump(*simt).find("mma."), std::string::npos);
+}
 
 // Interpreter-only (CI): bf16 operands (rounded like the device's
 // cvt.rn.bf16.f32), f32 accumulation, trans_a.

@@ -144,6 +144,42 @@ func @splitk(A: tensor[96, 512] f32, B: tensor[512, 80] f32, C: tensor[96, 80] f
   }
 }
 )"});
+  // Tensor-core kinds beyond f16/bf16: f32 as tf32 (lowered with tf32 on) and
+  // i8 x i8 -> i32 (B transposed: the k-contiguous form int8 mma wants).
+  k.push_back({"gemm_tf32", R"(tileir 1
+
+func @gemm_tf32(A: tensor[200, 150] f32, B: tensor[150, 130] f32, C: tensor[200, 130] f32) {
+  kernel grid(ceildiv(130, 64), ceildiv(200, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] f32
+    alloc B_s: shared[32, 64] f32
+    alloc C_f: fragment[64, 64] f32
+    fill C_f, 0.0:f32
+    for k in serial(0, ceildiv(150, 32)) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
+  k.push_back({"gemm_i8", R"(tileir 1
+
+func @gemm_i8(A: tensor[200, 150] i8, B: tensor[130, 150] i8, C: tensor[200, 130] i32) {
+  kernel grid(ceildiv(130, 64), ceildiv(200, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] i8
+    alloc B_s: shared[64, 32] i8
+    alloc C_f: fragment[64, 64] i32
+    fill C_f, 0:i32
+    for k in serial(0, ceildiv(150, 32)) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[bx * 64:64, k * 32:32] -> B_s
+      gemm A_s, B_s -> C_f trans_b
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
   // Dynamic M, N, K (shape symbols passed as kernel parameters by the runtime).
   k.push_back({"gemm_dyn", R"(tileir 1
 

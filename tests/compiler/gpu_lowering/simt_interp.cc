@@ -200,6 +200,65 @@ struct Machine {
     }
   }
 
+  // tf32 as cvt.rna.tf32.f32 makes it: 10 mantissa bits, ties away from zero.
+  static double Tf32(double v) {
+    float f = static_cast<float>(v);
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7f800000u) != 0x7f800000u) x = (x + 0x1000u) & 0xffffe000u;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+
+  // SMma per thread, as simt_ir.h defines it (warp-collective: every lane active).
+  void Mma(const SMma& n, const std::vector<uint8_t>& mask) {
+    const int64_t kk = MmaK(n.kind);
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (!mask[t]) {
+        error = "mma under divergence (thread " + std::to_string(t) + " inactive)";
+        return;
+      }
+    }
+    for (size_t t = 0; t < mask.size(); ++t) {
+      const int64_t w = static_cast<int64_t>(t) / 32, l = static_cast<int64_t>(t) % 32;
+      const int64_t ab = static_cast<int64_t>(Eval(n.a_base, t)), bb = static_cast<int64_t>(Eval(n.b_base, t));
+      const int64_t k0 = static_cast<int64_t>(Eval(n.k0, t));
+      std::vector<double>& A = Buf(n.a, t);
+      std::vector<double>& B = Buf(n.b, t);
+      std::vector<double>& C = Buf(n.c, t);
+      auto at = [&](std::vector<double>& v, int64_t i, const std::string& name) -> double {
+        if (i < 0 || i >= static_cast<int64_t>(v.size())) {
+          error = "mma: out-of-bounds read " + name + "[" + std::to_string(i) + "]";
+          return 0;
+        }
+        const double x = v[static_cast<size_t>(i)];
+        return n.kind == MmaKind::kTF32 ? Tf32(x) : x;
+      };
+      for (int64_t j = 0; j < n.m_tiles; ++j) {
+        for (int64_t h = 0; h < 2; ++h) {
+          const int64_t row = (2 * j + h) * n.R + w * 8 + l / 4;
+          for (int64_t nt = 0; nt < n.n_tiles; ++nt) {
+            for (int64_t e = 0; e < 2; ++e) {
+              const int64_t col = nt * 8 + 2 * (l % 4) + e;
+              double sum = 0;
+              for (int64_t q = 0; q < kk; ++q) {
+                sum += at(A, ab + row * n.a_row_stride + (k0 + q) * n.a_col_stride, n.a) *
+                       at(B, bb + (k0 + q) * n.b_k_stride + col * n.b_n_stride, n.b);
+              }
+              const size_t slot = static_cast<size_t>((2 * j + h) * n.c_col_slots + 2 * nt + e);
+              if (slot >= C.size()) {
+                error = "mma: accumulator slot " + std::to_string(slot) + " out of range";
+                return;
+              }
+              C[slot] = n.kind == MmaKind::kI8 ? C[slot] + sum : Round(C[slot] + sum, DType::kF32);
+            }
+          }
+        }
+      }
+      if (!error.empty()) return;
+    }
+  }
+
   void Exec(const SBlock& block, const std::vector<uint8_t>& mask) {
     for (const SStmt& s : block) {
       if (!error.empty()) return;
@@ -287,6 +346,7 @@ struct Machine {
                 if (mask[t]) env[t][n.var] = v[t];
               }
             }
+            if constexpr (std::is_same_v<T, SMma>) Mma(n, mask);
             // SBarrier, SComment: nothing (lockstep).
           },
           s.node);

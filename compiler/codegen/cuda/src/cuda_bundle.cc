@@ -67,6 +67,14 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = budget;
   lo.symbol_params = true;  // the CUDA runtime fills ParamSlot.symbol slots
+  // Tensor cores (mma.sync) when every requested arch is sm_80 or later.
+  bool mma = !archs.empty();
+  for (const std::string& a : archs) {
+    const size_t digits = a.find_first_of("0123456789");
+    mma = mma && digits != std::string::npos && std::atoi(a.c_str() + digits) >= 80;
+  }
+  lo.gemm = mma ? gpu::GemmStrategy::kMmaSync : gpu::GemmStrategy::kSimtFma;
+  lo.tf32 = options.tf32;
   StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
   if (!k.ok()) return k.status();
   StatusOr<CudaSource> src = PrintCuda(*k);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <typeinfo>
 
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 
@@ -28,6 +29,18 @@ template <typename T> __device__ __forceinline__ T tl_ceildiv(T a, T b) { return
 template <typename T> __device__ __forceinline__ T tl_max(T a, T b) { return a > b ? a : b; }
 template <typename T> __device__ __forceinline__ T tl_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tl_abs(T a) { return a < 0 ? -a : a; }
+__device__ __forceinline__ unsigned tl_smem_addr(const void* p) { unsigned long long a; asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p)); return (unsigned)a; }
+__device__ __forceinline__ void tl_ldsm_x4(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
+__device__ __forceinline__ void tl_ldsm_x4_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
+__device__ __forceinline__ void tl_ldsm_x2(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
+__device__ __forceinline__ void tl_ldsm_x2_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
+__device__ __forceinline__ unsigned tl_pack16(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+__device__ __forceinline__ unsigned tl_pack8(signed char a, signed char b, signed char c, signed char d) { return (unsigned)(unsigned char)a | ((unsigned)(unsigned char)b << 8) | ((unsigned)(unsigned char)c << 16) | ((unsigned)(unsigned char)d << 24); }
+__device__ __forceinline__ unsigned tl_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
+__device__ __forceinline__ void tl_mma_f16(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+__device__ __forceinline__ void tl_mma_bf16(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+__device__ __forceinline__ void tl_mma_tf32(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+__device__ __forceinline__ void tl_mma_s8(int* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
 )";
 
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
@@ -317,10 +330,123 @@ class Printer {
                 << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SComment>) {
               o << pad << "// " << n.text << "\n";
+            } else if constexpr (std::is_same_v<T, gpu::SMma>) {
+              Mma(n, pad, o);
+            } else {
+              err_ = std::string("SIMT statement '") + typeid(T).name() + "' is not supported by the CUDA printer";
             }
           },
           s.node);
     }
+  }
+
+  // SMma (simt_ir.h): per k-step, the warp's A and B fragments (ldmatrix for
+  // 16-bit operands on 16-byte-aligned rows, else per-element shared loads),
+  // then m_tiles x n_tiles mma.sync. C's slots follow MmaAccumulatorLayout,
+  // so register indices are constants once the loops unroll.
+  void Mma(const gpu::SMma& n, const std::string& pad, std::ostringstream& o) {
+    const bool b16 = n.kind == gpu::MmaKind::kF16 || n.kind == gpu::MmaKind::kBF16;
+    const std::optional<int64_t> ab = ir::FoldInt(n.a_base), bb = ir::FoldInt(n.b_base);
+    const bool a_ld = b16 && ab && *ab % 8 == 0 &&
+                      ((n.a_col_stride == 1 && n.a_row_stride % 8 == 0) || (n.a_row_stride == 1 && n.a_col_stride % 8 == 0));
+    const bool b_ld = b16 && bb && *bb % 8 == 0 &&
+                      ((n.b_n_stride == 1 && n.b_k_stride % 8 == 0) || (n.b_k_stride == 1 && n.b_n_stride % 8 == 0));
+    const std::string MT = std::to_string(n.m_tiles), NT = std::to_string(n.n_tiles), R = std::to_string(n.R);
+    const std::string ars = std::to_string(n.a_row_stride), acs = std::to_string(n.a_col_stride);
+    const std::string bks = std::to_string(n.b_k_stride), bns = std::to_string(n.b_n_stride);
+    const std::string p1 = pad + "  ", p2 = pad + "    ", p3 = pad + "      ";
+    o << pad << "{  // mma." << gpu::MmaKindName(n.kind) << " k-step: " << n.c << " += " << n.a << " * " << n.b << "\n";
+    o << p1 << "const int tl_w = tl_tid >> 5, tl_l = tl_tid & 31, tl_g = tl_l >> 2, tl_t = tl_l & 3;\n";
+    o << p1 << "const int tl_ab = " << E(n.a_base) << ", tl_bb = " << E(n.b_base) << ", tl_k0 = " << E(n.k0) << ";\n";
+    o << p1 << "(void)tl_g; (void)tl_t;\n";
+    o << p1 << "unsigned tl_fa[" << MT << "][4], tl_fb[" << NT << "][2];\n";
+    // Element accessors (logical A(x, y) = A[x row, y k], B(x, y) = B[x k, y n]).
+    auto A = [&](const std::string& x, const std::string& y) {
+      return n.a + "[tl_ab + (" + x + ") * " + ars + " + (" + y + ") * " + acs + "]";
+    };
+    auto B = [&](const std::string& x, const std::string& y) {
+      return n.b + "[tl_bb + (" + x + ") * " + bks + " + (" + y + ") * " + bns + "]";
+    };
+    const std::string row = "(2 * tl_j + (tl_q & 1)) * " + R + " + tl_w * 8 + tl_g";  // A row of register q
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_j = 0; tl_j < " << MT << "; ++tl_j) {\n";
+    if (a_ld) {
+      if (n.a_col_stride == 1) {  // row-major M x K: lane l addresses row (q&1)*8 + l%8 of matrix q = l/8
+        o << p2 << "const int tl_q = tl_l >> 3;\n"
+          << p2 << "tl_ldsm_x4(tl_fa[tl_j], &" << n.a << "[tl_ab + ((2 * tl_j + (tl_q & 1)) * " << R
+          << " + tl_w * 8 + (tl_l & 7)) * " << ars << " + tl_k0 + (tl_q >> 1) * 8]);\n";
+      } else {  // stored K x M: transposing load over k rows
+        o << p2 << "const int tl_q = tl_l >> 3;\n"
+          << p2 << "tl_ldsm_x4_t(tl_fa[tl_j], &" << n.a << "[tl_ab + (tl_k0 + (tl_q >> 1) * 8 + (tl_l & 7)) * " << acs
+          << " + (2 * tl_j + (tl_q & 1)) * " << R << " + tl_w * 8]);\n";
+      }
+    } else {
+      o << p2 << "#pragma unroll\n" << p2 << "for (int tl_q = 0; tl_q < 4; ++tl_q) {\n";
+      if (b16) {
+        const std::string k = "tl_k0 + (tl_q >> 1) * 8 + 2 * tl_t";
+        o << p3 << "tl_fa[tl_j][tl_q] = tl_pack16(" << A(row, k) << ", " << A(row, k + " + 1") << ");\n";
+      } else if (n.kind == gpu::MmaKind::kTF32) {
+        o << p3 << "tl_fa[tl_j][tl_q] = tl_tf32(" << A(row, "tl_k0 + (tl_q >> 1) * 4 + tl_t") << ");\n";
+      } else {
+        const std::string k = "tl_k0 + (tl_q >> 1) * 16 + 4 * tl_t";
+        o << p3 << "tl_fa[tl_j][tl_q] = tl_pack8(" << A(row, k) << ", " << A(row, k + " + 1") << ", "
+          << A(row, k + " + 2") << ", " << A(row, k + " + 3") << ");\n";
+      }
+      o << p2 << "}\n";
+    }
+    o << p1 << "}\n";
+    if (b_ld) {
+      const std::string ld = n.b_n_stride == 1 ? "tl_ldsm_x4_t" : "tl_ldsm_x4";
+      const std::string ld2 = n.b_n_stride == 1 ? "tl_ldsm_x2_t" : "tl_ldsm_x2";
+      // Matrix q: n-tile 2p + q/2, k block q%2; lane l addresses its row l%8.
+      auto addr = [&](const std::string& ntile, const std::string& kblk) {
+        if (n.b_n_stride == 1) {  // stored K x N: rows are k
+          return "&" + n.b + "[tl_bb + (tl_k0 + " + kblk + " * 8 + (tl_l & 7)) * " + bks + " + (" + ntile + ") * 8]";
+        }
+        return "&" + n.b + "[tl_bb + ((" + ntile + ") * 8 + (tl_l & 7)) * " + bns + " + tl_k0 + " + kblk + " * 8]";
+      };
+      o << p1 << "#pragma unroll\n" << p1 << "for (int tl_p = 0; tl_p < " << n.n_tiles / 2 << "; ++tl_p) {\n";
+      o << p2 << "const int tl_q = tl_l >> 3;\n" << p2 << "unsigned tl_r[4];\n";
+      o << p2 << ld << "(tl_r, " << addr("2 * tl_p + (tl_q >> 1)", "(tl_q & 1)") << ");\n";
+      o << p2 << "tl_fb[2 * tl_p][0] = tl_r[0]; tl_fb[2 * tl_p][1] = tl_r[1]; tl_fb[2 * tl_p + 1][0] = tl_r[2]; "
+                 "tl_fb[2 * tl_p + 1][1] = tl_r[3];\n";
+      o << p1 << "}\n";
+      if (n.n_tiles % 2) {
+        o << p1 << "{\n" << p2 << "const int tl_q = (tl_l >> 3) & 1;\n";
+        o << p2 << ld2 << "(tl_fb[" << n.n_tiles - 1 << "], " << addr(std::to_string(n.n_tiles - 1), "tl_q") << ");\n";
+        o << p1 << "}\n";
+      }
+    } else {
+      o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+      o << p2 << "#pragma unroll\n" << p2 << "for (int tl_q = 0; tl_q < 2; ++tl_q) {\n";
+      const std::string col = "tl_n * 8 + tl_g";
+      if (b16) {
+        const std::string k = "tl_k0 + tl_q * 8 + 2 * tl_t";
+        o << p3 << "tl_fb[tl_n][tl_q] = tl_pack16(" << B(k, col) << ", " << B(k + " + 1", col) << ");\n";
+      } else if (n.kind == gpu::MmaKind::kTF32) {
+        o << p3 << "tl_fb[tl_n][tl_q] = tl_tf32(" << B("tl_k0 + tl_q * 4 + tl_t", col) << ");\n";
+      } else {
+        const std::string k = "tl_k0 + tl_q * 16 + 4 * tl_t";
+        o << p3 << "tl_fb[tl_n][tl_q] = tl_pack8(" << B(k, col) << ", " << B(k + " + 1", col) << ", "
+          << B(k + " + 2", col) << ", " << B(k + " + 3", col) << ");\n";
+      }
+      o << p2 << "}\n" << p1 << "}\n";
+    }
+    const char* fn = n.kind == gpu::MmaKind::kF16    ? "tl_mma_f16"
+                     : n.kind == gpu::MmaKind::kBF16 ? "tl_mma_bf16"
+                     : n.kind == gpu::MmaKind::kTF32 ? "tl_mma_tf32"
+                                                     : "tl_mma_s8";
+    const std::string cs = std::to_string(n.c_col_slots);
+    const std::string ct = n.kind == gpu::MmaKind::kI8 ? "int" : "float";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_j = 0; tl_j < " << MT << "; ++tl_j) {\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    o << p3 << ct << " tl_c[4] = {" << n.c << "[2 * tl_j * " << cs << " + 2 * tl_n], " << n.c << "[2 * tl_j * " << cs
+      << " + 2 * tl_n + 1], " << n.c << "[(2 * tl_j + 1) * " << cs << " + 2 * tl_n], " << n.c << "[(2 * tl_j + 1) * "
+      << cs << " + 2 * tl_n + 1]};\n";
+    o << p3 << fn << "(tl_c, tl_fa[tl_j], tl_fb[tl_n]);\n";
+    o << p3 << n.c << "[2 * tl_j * " << cs << " + 2 * tl_n] = tl_c[0]; " << n.c << "[2 * tl_j * " << cs
+      << " + 2 * tl_n + 1] = tl_c[1]; " << n.c << "[(2 * tl_j + 1) * " << cs << " + 2 * tl_n] = tl_c[2]; " << n.c
+      << "[(2 * tl_j + 1) * " << cs << " + 2 * tl_n + 1] = tl_c[3];\n";
+    o << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
   }
 
   const gpu::SimtKernel& k_;

@@ -1,5 +1,6 @@
 // InferGpuLayouts and LoopLayout: see lower.h for the rules.
 #include <functional>
+#include <optional>
 
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/passes/passes.h"
@@ -114,7 +115,48 @@ FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, co
   return DefaultLayout(ext, plan.threads);
 }
 
-StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads) {
+// The tensor-core instruction for gemm `g` under kMmaSync, or nullopt (SIMT
+// FMA) with the reason in *why.
+std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, bool tf32,
+                              std::string* why) {
+  const ir::SymbolInfo& a = syms.at(g.a.buffer);
+  const ir::SymbolInfo& b = syms.at(g.b.buffer);
+  const ir::SymbolInfo& c = syms.at(g.c.buffer);
+  if (a.kind != ir::SymbolInfo::Kind::kAlloc || b.kind != ir::SymbolInfo::Kind::kAlloc ||
+      a.scope == ir::MemScope::kGlobal || b.scope == ir::MemScope::kGlobal ||
+      a.scope == ir::MemScope::kLocal || b.scope == ir::MemScope::kLocal) {
+    *why = "operands are not shared memory or fragments";
+    return std::nullopt;
+  }
+  std::optional<MmaKind> kind;
+  if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && c.dtype == ir::DType::kF32) kind = MmaKind::kF16;
+  if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && c.dtype == ir::DType::kF32) kind = MmaKind::kBF16;
+  if (tf32 && a.dtype == ir::DType::kF32 && b.dtype == ir::DType::kF32 && c.dtype == ir::DType::kF32) {
+    kind = MmaKind::kTF32;
+  }
+  if (a.dtype == ir::DType::kI8 && b.dtype == ir::DType::kI8 && c.dtype == ir::DType::kI32) kind = MmaKind::kI8;
+  if (!kind) {
+    *why = std::string("no mma.sync for ") + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " +
+           ir::DTypeName(c.dtype);
+    return std::nullopt;
+  }
+  const std::vector<int64_t> cs = ConstShape(c.shape);
+  StatusOr<passes::RegionInfo> ra = passes::ResolveRegion(g.a, syms);
+  if (cs.size() != 2 || !ra.ok() || ra->extents.size() < 2) {
+    *why = "accumulator or operand is not 2-D";
+    return std::nullopt;
+  }
+  const int64_t k = g.trans_a ? ra->extents[ra->extents.size() - 2] : ra->extents.back();
+  if (!MmaAccumulatorFits(cs[0], cs[1], threads) || k % MmaK(*kind) != 0) {
+    *why = "shape " + std::to_string(cs[0]) + "x" + std::to_string(cs[1]) + "x" + std::to_string(k) + " over " +
+           std::to_string(threads) + " threads does not fit (M multiple of threads/2, N of 8, K of " +
+           std::to_string(MmaK(*kind)) + ")";
+    return std::nullopt;
+  }
+  return kind;
+}
+
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32) {
   GpuLayoutPlan plan;
   plan.threads = threads;
   const ir::SymbolTable syms = ir::CollectSymbols(f);
@@ -190,14 +232,27 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads) 
     if (!g || !frag(g->c.buffer) || plan.demoted.count(g->c.buffer)) return;
     const std::vector<int64_t> sh = shape_of(g->c.buffer);
     if (sh.size() != 2) return;
-    const FragmentLayout l = GemmAccumulatorLayout(sh[0], sh[1], threads);
+    std::optional<MmaKind> mma;
+    std::string why;
+    if (strategy == GemmStrategy::kMmaSync) mma = MmaFor(*g, syms, threads, tf32, &why);
+    const FragmentLayout l =
+        mma ? MmaAccumulatorLayout(sh[0], sh[1], threads) : GemmAccumulatorLayout(sh[0], sh[1], threads);
     auto it = plan.layouts.find(g->c.buffer);
-    if (it != plan.layouts.end() && !(it->second == l)) {
+    auto mt = plan.mma.find(g->c.buffer);
+    if ((it != plan.layouts.end() && !(it->second == l)) || (mt != plan.mma.end() && (!mma || mt->second != *mma))) {
       demote(g->c.buffer, "two gemms force different accumulator layouts");
+      plan.mma.erase(g->c.buffer);
       return;
     }
     plan.layouts[g->c.buffer] = l;
-    plan.notes.push_back("fragment " + g->c.buffer + ": gemm accumulator layout " + l.ToString());
+    if (mma) {
+      plan.mma[g->c.buffer] = *mma;
+      plan.mma_operands.insert(g->a.buffer);
+      plan.mma_operands.insert(g->b.buffer);
+    }
+    plan.notes.push_back("fragment " + g->c.buffer + ": gemm accumulator layout " + l.ToString() +
+                         (mma ? std::string(" (mma.sync ") + MmaKindName(*mma) + ")"
+                              : strategy == GemmStrategy::kMmaSync ? " (SIMT FMA: " + why + ")" : std::string()));
   });
 
   // 3. Propagation in program order until nothing changes (demotion is

@@ -63,6 +63,22 @@ FragmentLayout DefaultLayout(const std::vector<int64_t>& shape, int64_t threads)
   return l;
 }
 
+bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads) {
+  return threads >= 32 && threads % 32 == 0 && m > 0 && m % (threads / 2) == 0 && n > 0 && n % 8 == 0;
+}
+
+FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
+  FragmentLayout l;
+  l.shape = {m, n};
+  l.threads = threads;
+  l.rows = m;
+  l.cols = n;
+  l.g = 4;
+  l.R = threads / 4;
+  l.v = 2;
+  return l;
+}
+
 FragmentLayout GemmAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
   FragmentLayout best;
   int64_t best_cost = -1;

@@ -404,8 +404,73 @@ class Lowerer {
     });
   }
 
+  // Element offset and (row, column) strides of the last two dims of a
+  // shared-memory region: element (x, y) is at base + x * s0 + y * s1.
+  Status SharedView(const ir::Region& r, Expr* base, int64_t* s0, int64_t* s1, int64_t* e0, int64_t* e1) {
+    StatusOr<Side> s = Resolve(r);
+    if (!s.ok()) return s.status();
+    const Buf& b = bufs_[r.buffer];
+    if (b.where != Where::kShared) return Status(StatusCode::kInternal, "mma operand " + r.buffer + " not in shared memory");
+    const size_t n = s->info.extents.size();
+    std::vector<int64_t> stride(n, 1);
+    for (size_t d = n - 1; d-- > 0;) stride[d] = stride[d + 1] * ir::FoldInt(b.shape[d + 1]).value_or(1);
+    Expr off = I(0);
+    for (size_t d = 0; d < n; ++d) off = Add(off, Mul(ToI32(s->info.starts[d]), I(stride[d])));
+    *base = ir::FoldConstants(off);
+    *s0 = stride[n - 2];
+    *s1 = stride[n - 1];
+    *e0 = s->info.extents[n - 2];
+    *e1 = s->info.extents[n - 1];
+    return Status::Ok();
+  }
+
+  // Tensor cores (plan_.mma): one SMma per k-step; C keeps MmaAccumulatorLayout.
+  Status LowerGemmMma(const ir::Stmt& st, const ir::Gemm& g, MmaKind kind) {
+    const Buf& cb = bufs_[g.c.buffer];
+    const FragmentLayout& L = *cb.layout;
+    SMma m;
+    m.kind = kind;
+    m.a = g.a.buffer;
+    m.b = g.b.buffer;
+    m.c = g.c.buffer;
+    int64_t as0 = 0, as1 = 0, ae0 = 0, ae1 = 0, bs0 = 0, bs1 = 0, be0 = 0, be1 = 0;
+    Status s = SharedView(g.a, &m.a_base, &as0, &as1, &ae0, &ae1);
+    if (s.ok()) s = SharedView(g.b, &m.b_base, &bs0, &bs1, &be0, &be1);
+    if (!s.ok()) return Err(st, s.message());
+    // A as M x K, B as K x N.
+    m.a_row_stride = g.trans_a ? as1 : as0;
+    m.a_col_stride = g.trans_a ? as0 : as1;
+    m.b_k_stride = g.trans_b ? bs1 : bs0;
+    m.b_n_stride = g.trans_b ? bs0 : bs1;
+    const int64_t M = g.trans_a ? ae1 : ae0, K = g.trans_a ? ae0 : ae1;
+    const int64_t N = g.trans_b ? be0 : be1, KB = g.trans_b ? be1 : be0;
+    if (M != L.rows || N != L.cols || K != KB || K % MmaK(kind) != 0) {
+      return Err(st, "gemm: operand shapes " + std::to_string(M) + "x" + std::to_string(K) + " and " +
+                         std::to_string(KB) + "x" + std::to_string(N) + " do not match the accumulator " +
+                         std::to_string(L.rows) + "x" + std::to_string(L.cols));
+    }
+    m.R = L.R;
+    m.m_tiles = L.rows / (2 * L.R);
+    m.n_tiles = L.cols / 8;
+    m.c_col_slots = L.col_slots();
+    if (g.clear_accum) {
+      const std::string z = Fresh("s");
+      cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
+    }
+    const std::string k = Fresh("k");
+    m.k0 = V(k);
+    const int64_t steps = K / MmaK(kind);
+    cur_->push_back(For(k, 0, I(K), MmaK(kind), steps <= 16, {S(std::move(m))}));
+    return Status::Ok();
+  }
+
   Status LowerGemm(const ir::Stmt& st, const ir::Gemm& g) {
     const Buf& cb = bufs_[g.c.buffer];
+    if (auto mk = plan_.mma.find(g.c.buffer);
+        mk != plan_.mma.end() && cb.where == Where::kRegisterFrag && cb.layout && bufs_[g.a.buffer].where == Where::kShared &&
+        bufs_[g.b.buffer].where == Where::kShared) {
+      return LowerGemmMma(st, g, mk->second);
+    }
     if (cb.where != Where::kRegisterFrag || !cb.layout || cb.layout->replicated || cb.layout->v != 1) {
       return Err(st, "gemm: the accumulator must be a whole fragment in registers (it is " +
                          std::string(cb.where == Where::kRegisterFrag ? "in registers with another layout" : "not") + ")");
@@ -687,6 +752,17 @@ class Lowerer {
       Buf b{Where::kLocal, a->dtype, a->shape, nullptr};
       if (a->scope == ir::MemScope::kShared || plan_.demoted.count(a->name)) {
         b.where = Where::kShared;
+        // Tensor-core operands: rows padded so that a row is an odd number
+        // of 16-byte chunks (the 8 rows an ldmatrix reads hit distinct banks).
+        const int64_t bytes = std::max(1, ir::BitWidth(a->dtype) / 8);
+        if (plan_.mma_operands.count(a->name) && a->shape.size() >= 2 && bytes == 2) {
+          const int64_t last = ir::FoldInt(a->shape.back()).value_or(0);
+          if (last > 0 && (last * bytes) % 16 == 0 && ((last * bytes) / 16) % 2 == 0) {
+            b.shape.back() = I(last + 16 / bytes);
+            n = n / last * (last + 16 / bytes);
+            padded_.insert(a->name);
+          }
+        }
         AddShared(a->name, a->dtype, n);
       } else if (a->scope == ir::MemScope::kFragment) {
         b.where = Where::kRegisterFrag;
@@ -805,6 +881,7 @@ class Lowerer {
   SimtKernel* out_;
   ir::SymbolTable syms_;
   std::map<std::string, Buf> bufs_;
+  std::set<std::string> padded_;  // shared buffers with padded rows (mma operands)
   SBlock* cur_ = nullptr;
   int counter_ = 0;
   const FragmentLayout* loop_ = nullptr;
@@ -846,7 +923,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   out.block_vars = k0.block_vars;
   for (const Expr& g : k0.grid) out.grid.push_back(ir::FoldConstants(g));
 
-  StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads);
+  StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32);
   if (!plan.ok()) return plan.status();
   std::set<std::string> shared = plan->demoted;
   for (const auto& [name, info] : ir::CollectSymbols(f)) {

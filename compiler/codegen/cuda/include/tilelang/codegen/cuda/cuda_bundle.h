@@ -21,6 +21,7 @@ struct CudaBuildOptions {
   std::vector<std::string> archs = {"sm_80", "sm_89", "sm_90a"};  // cubins
   bool ptx = true;                                                 // + compute_80 PTX
   std::string emit_source_dir;                                     // writes <dir>/<kernel>.cu
+  bool tf32 = false;  // f32 x f32 gemms on tensor cores as tf32 (lossy; else SIMT FMA)
   std::function<void(const std::string&)> log;
 };
 

@@ -80,6 +80,15 @@ FragmentLayout DefaultLayout(const std::vector<int64_t>& shape, int64_t threads)
 // one shared-memory row of B contiguous (no bank conflicts).
 FragmentLayout GemmAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
 
+// The tensor-core (mma.sync m16n8kK) accumulator: C[M, N] with R = T / 4
+// row groups of g = 4 lanes, runs of v = 2 columns: lane l of warp w holds
+// rows (2j + h) * R + 8w + l / 4 and columns 8n + 2 (l % 4) + {0, 1}, exactly
+// the mma C fragment of m-tile j (h: its upper/lower 8 rows) and n-tile n.
+// Warps are stacked along M. Valid when MmaAccumulatorFits.
+FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
+// T a multiple of 32, M a multiple of 2R = T / 2, N a multiple of 8.
+bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads);
+
 // The projection of `l` onto its rows (drops the last dim), replicated over
 // each group's lanes. `shape` is the projected logical shape.
 FragmentLayout ProjectRows(const FragmentLayout& l, const std::vector<int64_t>& shape);

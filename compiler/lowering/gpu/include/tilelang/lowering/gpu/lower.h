@@ -44,13 +44,27 @@ namespace tl::gpu {
 //     that disagrees is demoted and a note names both;
 //   * a last-dim reduction's output gets the projection of its input's layout;
 //   * anything left gets DefaultLayout.
+// How T.gemm is lowered; a per-target choice (GpuLowerOptions::gemm). Only
+// kSimtFma emits nothing but the portable SIMT statements.
+//   kSimtFma   per-thread FMA over shared operands (every target)
+//   kMmaSync   SMma (CUDA mma.sync, sm_80+) where the instruction fits
+//              (f16/bf16 x f16/bf16 -> f32, i8 x i8 -> i32, and with
+//              `tf32` f32 x f32 -> f32 as tf32 (lossy: 10-bit mantissas, so
+//              off by default); operands in shared memory; the accumulator
+//              fits MmaAccumulatorFits; K a multiple of the instruction's k),
+//              kSimtFma for every other gemm
+enum class GemmStrategy : uint8_t { kSimtFma, kMmaSync };
+
 struct GpuLayoutPlan {
   int64_t threads = 1;
   std::map<std::string, FragmentLayout> layouts;  // register fragments
   std::set<std::string> demoted;                  // fragments kept in shared memory
+  std::map<std::string, MmaKind> mma;             // accumulators of tensor-core gemms (kMmaSync)
+  std::set<std::string> mma_operands;             // shared buffers those gemms read
   std::vector<std::string> notes;
 };
-StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads);
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads,
+                                        GemmStrategy gemm = GemmStrategy::kSimtFma, bool tf32 = false);
 
 // The layout a T.Parallel loop iterates with under `plan` (see the rules
 // above); the lowering and the tests use the same function.
@@ -77,6 +91,8 @@ struct GpuLowerOptions {
   // a target whose printer and runtime cannot fill them leaves this false and
   // such functions are rejected with kUnimplemented.
   bool symbol_params = false;
+  GemmStrategy gemm = GemmStrategy::kSimtFma;
+  bool tf32 = false;  // kMmaSync: f32 gemms on tensor cores as tf32
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
 
