@@ -1,13 +1,21 @@
-"""`from tilelang import tvm`: upstream re-exports Apache TVM; this project has no TVM.
+"""`from tilelang import tvm`: upstream re-exports Apache TVM (and makes `import tvm` work);
+this project has no TVM.
 
-Importing it works (many upstream tests import it without using it); using any
-attribute raises TileLangNotImplementedError naming the attribute.
+tvm.DataType is this project's dtype (`.bits`, comparisons by name). Every other
+name is an Unsupported stand-in: importing it works (upstream test files import
+TVM-using examples at module level), using it raises TileLangUnsupportedAPI
+("unsupported feature: tvm.tirx.reinterpret (...)"). When no real `tvm` package
+is installed, importing this module also answers `import tvm` / `from tvm import X`,
+as upstream's `from tilelang import tvm` does.
 """
 
-from .errors import TileLangNotImplementedError
+import importlib.util
+import sys
 
+from ._unsupported import module_getattr
+from .dtypes import DType as DataType  # noqa: F401
 
-def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    raise TileLangNotImplementedError(f"unsupported feature: TVM API tvm.{name} (this project has no TVM)")
+__getattr__ = module_getattr("tvm", "TVM API; this project has no TVM")
+
+if "tvm" not in sys.modules and importlib.util.find_spec("tvm") is None:
+    sys.modules["tvm"] = sys.modules[__name__]
