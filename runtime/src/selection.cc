@@ -135,6 +135,21 @@ void CheckHip(const DeviceDesc& d, const VariantDesc& v, Verdict* out) {
   };
   if (!check_mode("sramecc", t.sramecc, d.sramecc)) return;
   if (!check_mode("xnack", t.xnack, d.xnack)) return;
+  // Code-object version (isa_version; 0: not stated). ROCm 6.0 made v5 the
+  // default and loads v4 and v5; older runtimes are not known to load v5.
+  // driver_version is HIP_VERSION (major * 10000000 + minor * 100000 + patch);
+  // 0 means unknown and is not held against the variant.
+  if (v.isa_version != 0) {
+    if (v.isa_version < 4 || v.isa_version > 5) {
+      out->reject = Format("code object v%u; this runtime knows which HIP runtimes load v4 and v5 only", v.isa_version);
+      return;
+    }
+    if (v.isa_version == 5 && d.driver_version != 0 && d.driver_version < 60000000) {
+      out->reject = Format("code object v5 needs HIP runtime 6.0 or newer (HIP_VERSION 60000000), the device's is %u",
+                           d.driver_version);
+      return;
+    }
+  }
   out->exact = exact;
   out->specificity = (t.xnack >= 0 ? 1 : 0) + (t.sramecc >= 0 ? 1 : 0);
   out->why = Format("native HSACO %s on %s%s, %lld pinned mode(s)", v.arch.c_str(), d.arch.c_str(),
