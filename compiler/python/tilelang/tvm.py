@@ -5,7 +5,7 @@ tvm.DataType is this project's dtype (`.bits`, comparisons by name). Every other
 name is an Unsupported stand-in: importing it works (upstream test files import
 TVM-using examples at module level), using it raises TileLangUnsupportedAPI
 ("unsupported feature: tvm.tirx.reinterpret (...)"). When no real `tvm` package
-is installed, importing this module also answers `import tvm` / `from tvm import X`,
+is installed, `import tilelang` (which imports this module) also answers `import tvm` / `from tvm import X`,
 as upstream's `from tilelang import tvm` does.
 """
 

@@ -22,6 +22,7 @@ float = _DTYPES["float32"]  # noqa: A001 - upstream aliases
 half = _DTYPES["float16"]
 double = _DTYPES["float64"]
 int = _DTYPES["int32"]  # noqa: A001
+uint = _DTYPES["uint32"]
 
 
 tfloat32 = "tfloat32"  # float32 buffers (dtypes._ALIASES); compares as upstream's name
