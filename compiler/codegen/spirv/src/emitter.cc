@@ -147,6 +147,10 @@ class Emitter {
                                ? "subgroup shuffles when the subgroup layout allows, else workgroup memory"
                                : "workgroup memory"));
     }
+    if (uniform_store_barriers_ > 0) {
+      out.notes.push_back(std::to_string(uniform_store_barriers_) +
+                          " barrier(s) before scalar shared stores that read shared memory (every thread runs them)");
+    }
     return out;
   }
 
@@ -882,6 +886,32 @@ class Emitter {
     return x;
   }
 
+  // ---- thread invariance ----------------------------------------------------------
+  // Whether every thread computes the same value for `e`: no tl_tid, no name
+  // derived from it (variables count as thread-dependent), no register loads.
+  bool Invariant(const Expr& e) const {
+    bool ok = true;
+    ir::WalkExpr(e, [&](const Expr& x) {
+      if (const auto* v = ir::As<ir::VarRef>(x)) {
+        if (variant_.count(v->name)) ok = false;
+      } else if (const auto* l = ir::As<ir::Load>(x)) {
+        auto it = bufs_.find(l->buffer);
+        if (it == bufs_.end() || it->second.space == gpu::Space::kRegister) ok = false;
+      }
+    });
+    return ok;
+  }
+  bool LoadsShared(const Expr& e) const {
+    bool found = false;
+    ir::WalkExpr(e, [&](const Expr& x) {
+      if (const auto* l = ir::As<ir::Load>(x)) {
+        auto it = bufs_.find(l->buffer);
+        if (it != bufs_.end() && it->second.space == gpu::Space::kShared) found = true;
+      }
+    });
+    return found;
+  }
+
   // ---- statements --------------------------------------------------------------
   void Block(const gpu::SBlock& body) {
     scopes_.emplace_back();
@@ -899,6 +929,11 @@ class Emitter {
           if constexpr (std::is_same_v<T, gpu::SLet>) {
             const Val v = Convert(E(n.value), n.dtype);
             Bind(n.name, {false, v.id, n.dtype});
+            if (Invariant(n.value)) {
+              variant_.erase(n.name);
+            } else {
+              variant_.insert(n.name);
+            }
           } else if constexpr (std::is_same_v<T, gpu::SVar>) {
             const uint32_t ptr = b_.FunctionVariable(b_.TypePointer(SC::Function, Rep(n.dtype)));
             b_.Name(ptr, n.name);
@@ -906,6 +941,7 @@ class Emitter {
             if (n.init && Is16F(n.dtype)) init = Round(init);
             b_.Op(spv::Op::OpStore, {ptr, init.id});
             Bind(n.name, {true, ptr, n.dtype});
+            variant_.insert(n.name);  // assignments may make it thread-dependent
           } else if constexpr (std::is_same_v<T, gpu::SAssign>) {
             const Binding* bnd = Lookup(n.name);
             if (!bnd || !bnd->is_var) {
@@ -923,6 +959,15 @@ class Emitter {
             const Val idx = E(n.index);
             const Val v = E(n.value);
             if (!err_.empty()) return;
+            // Scalar code outside T.Parallel runs in every thread: a shared
+            // store of a value read from shared memory (`s[0] = s[0] + x`) must
+            // not overwrite what a slower thread is still to read. Every thread
+            // computes the value, waits for all, then stores the same value.
+            if (info.space == gpu::Space::kShared && uniform_ && Invariant(n.index) && Invariant(n.value) &&
+                LoadsShared(n.value)) {
+              Barrier();
+              ++uniform_store_barriers_;
+            }
             const uint32_t m = ToMemory(v, info);
             b_.Op(spv::Op::OpStore, {Chain(info, idx.id), m});
           } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
@@ -1020,7 +1065,22 @@ class Emitter {
     L(body_l);
     scopes_.emplace_back();
     Bind(n.var, {true, var, t});
+    const bool inv = Invariant(n.start) && Invariant(n.stop) && Invariant(n.step);
+    const bool saved_uniform = uniform_;
+    uniform_ = uniform_ && inv;
+    const bool was_variant = variant_.count(n.var) > 0;
+    if (inv) {
+      variant_.erase(n.var);
+    } else {
+      variant_.insert(n.var);
+    }
     Block(n.body);
+    uniform_ = saved_uniform;
+    if (was_variant) {
+      variant_.insert(n.var);
+    } else {
+      variant_.erase(n.var);
+    }
     scopes_.pop_back();
     if (b_.open()) b_.Branch(cont);
     L(cont);
@@ -1039,6 +1099,8 @@ class Emitter {
     const uint32_t else_l = n.else_body.empty() ? merge : b_.NewId();
     b_.Op(spv::Op::OpSelectionMerge, {merge, 0});
     b_.BranchConditional(c.id, then_l, else_l);
+    const bool saved_uniform = uniform_;
+    uniform_ = uniform_ && Invariant(n.cond);
     L(then_l);
     Block(n.then_body);
     if (b_.open()) b_.Branch(merge);
@@ -1047,6 +1109,7 @@ class Emitter {
       Block(n.else_body);
       if (b_.open()) b_.Branch(merge);
     }
+    uniform_ = saved_uniform;
     L(merge);
   }
 
@@ -1132,6 +1195,9 @@ class Emitter {
   uint32_t fn_ = 0, tid_ = 0, sg_ok_ = 0, cur_label_ = 0;
   int64_t shared_bytes_ = 0, max_width_ = 1;
   int lane_reduces_ = 0, shuffle_reduces_ = 0;
+  std::set<std::string> variant_{"tl_tid"};  // names whose value differs between threads
+  bool uniform_ = true;                      // every thread of the workgroup reaches this point
+  int uniform_store_barriers_ = 0;
 };
 
 }  // namespace
