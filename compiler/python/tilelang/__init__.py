@@ -12,7 +12,7 @@ from . import language  # noqa: F401
 from .compiler import compile  # noqa: F401,A004
 from .errors import (TileLangCompileError, TileLangError, TileLangNotImplementedError,  # noqa: F401
                      TileLangRuntimeError, TileLangSyntaxError, TileLangUnimplementedFeature)
-from .dtypes import DType as DataType  # noqa: F401
+from .dtypes import canonical as DataType  # noqa: F401 - DataType("float16").bits
 from .function import PrimFunc  # noqa: F401
 from .jit import JITImpl, jit  # noqa: F401
 from .kernel import JITKernel  # noqa: F401

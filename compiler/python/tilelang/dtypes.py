@@ -48,6 +48,8 @@ class DType(str):
     """One scalar dtype. Compares equal to its TileLang name."""
 
     def __new__(cls, name):
+        if name not in _TABLE:  # T.dtype("uint"), T.dtype(torch.float16), ...: as canonical() reads them
+            return canonical(name)
         self = super().__new__(cls, name)
         self.ir, self.kind, self.bits = _TABLE[name]
         return self

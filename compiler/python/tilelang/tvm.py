@@ -13,7 +13,7 @@ import importlib.util
 import sys
 
 from ._unsupported import module_getattr
-from .dtypes import DType as DataType  # noqa: F401
+from .dtypes import canonical as DataType  # noqa: F401 - DataType("float16").bits
 
 __getattr__ = module_getattr("tvm", "TVM API; this project has no TVM")
 

@@ -364,3 +364,10 @@ def test_register_allocation_hints_change_nothing():
         @T.prim_func
         def outside(A: T.Tensor((64,), "float32")):
             T.no_set_max_nreg()
+
+
+def test_dtype_constructors_read_upstream_spellings():
+    assert T.dtype("uint") == "uint32" and T.uint == "uint32" and T.dtype("half").bits == 16
+    assert tilelang.DataType("float16").bits == 16 and tilelang.DataType("tfloat32") == "float32"
+    with pytest.raises(tilelang.TileLangError, match="unknown dtype 'float7'"):
+        T.dtype("float7")
