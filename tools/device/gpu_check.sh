@@ -63,8 +63,22 @@
 #     run(command="bash tools/device/gpu_check.sh run-compat", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
 #   writes $OUT/compat_cuda.md (the table), compat_cuda.json and compat_logs/ (pytest output per directory).
 #
-# Later issues add their GPU steps (benchmarks, Vulkan on the NVIDIA driver)
-# as more build_* / run_* functions below, so that one call still does all.
+# Vulkan on the NVIDIA driver (issue #5; runtime/README.md "Vulkan backend"):
+#   build also builds tl_runtime_vulkan_tests (the SPIR-V kernels are assembled
+#   and embedded here by spirv-as) and the Python test bundle, staging
+#   .gpu/bin/tl_runtime_vulkan_tests and .gpu/tests/runtime_vulkan/data/vulkan.tlb.
+#   run (and run-vulkan alone) makes the Vulkan loader available first: when
+#   no libvulkan.so.1 is installed it unpacks the loader .debs carried in .gl/
+#   (`for f in .gl/*.deb; do dpkg -x $f /; done; ldconfig`; carry [".gpu", ".gl"]),
+#   and points VK_DRIVER_FILES at NVIDIA's ICD JSON when unset (first of
+#   /usr/local/nvidia/share/vulkan/icd.d, /usr/share/vulkan/icd.d, /etc/vulkan/icd.d).
+#   Then the vulkan.* GoogleTests (nothing may skip: the device must be
+#   NVIDIA's, launching, with the pipeline cache hit on the second runtime) and
+#   tests/python/test_runtime_vulkan.py. Logs: $OUT/vulkan.{log,xml}, $OUT/vulkan_python.log.
+#     run(command="bash tools/device/gpu_check.sh run-vulkan", carry=[".gpu", ".gl"], kind="nvidia-h200", timeout_s=300)
+#
+# Later issues add their GPU steps (benchmarks) as more build_* / run_*
+# functions below, so that one call still does all.
 set -u -o pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -95,6 +109,7 @@ build() {
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
   done
   build_python "$bdir"
+  build_vulkan "$bdir"
   build_compat
   du -sh "$stage"
   echo "staged; now the device call: command 'bash tools/device/gpu_check.sh run', carry ['.gpu']"
@@ -189,6 +204,61 @@ run_gpu_lowering_tests() {
   if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
 }
 
+# The Vulkan tests and the Python test bundle (see the header).
+build_vulkan() {
+  local bdir=$1
+  ninja -C "$bdir" -j2 tl_runtime_vulkan_tests tl_vk_test_bundle
+  mkdir -p "$stage/bin" "$stage/tests/runtime_vulkan/data"
+  cp "$bdir/bin/tl_runtime_vulkan_tests" "$stage/bin/"
+  strip --strip-debug "$stage/bin/tl_runtime_vulkan_tests"
+  cp "$bdir/tests/runtime_vulkan/data/vulkan.tlb" "$stage/tests/runtime_vulkan/data/"
+}
+
+# The Vulkan loader (from the carried .debs when the machine has none) and
+# NVIDIA's ICD.
+vulkan_env() {
+  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
+    local f n=0
+    for f in "$repo"/.gl/*.deb; do
+      [ -e "$f" ] || continue
+      dpkg -x "$f" / && n=$((n + 1))
+    done
+    ldconfig 2>/dev/null || true
+    echo "Vulkan loader: unpacked $n .deb(s) from .gl/"
+  fi
+  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ]; then
+    local d
+    for d in /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d; do
+      if [ -f "$d/nvidia_icd.json" ]; then export VK_DRIVER_FILES=$d/nvidia_icd.json; break; fi
+    done
+  fi
+  echo "Vulkan: $(ldconfig -p 2>/dev/null | grep -m1 'libvulkan.so.1 ' | sed 's/.*=> //'), VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
+}
+
+# vulkan.* GoogleTests and the Python binding on the NVIDIA Vulkan driver.
+run_vulkan() {
+  local out=${OUT:-/tmp}
+  local log=$out/vulkan.log
+  echo "=== vulkan tests ==="
+  vulkan_env
+  # XDG_CACHE_HOME: a fresh pipeline cache directory for the runtime's default.
+  XDG_CACHE_HOME=$(mktemp -d) "$stage/bin/tl_runtime_vulkan_tests" --gtest_output="xml:$out/vulkan.xml" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local passed skipped failed
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  failed=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  summary+=("$(printf '%-22s rc=%-3s passed=%-3s skipped=%-3s failed=%-3s' "vulkan" "$rc" "${passed:-0}" "${skipped:-0}" "${failed:-0}")")
+  if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
+  local py=python3
+  if ! $py -c 'import numpy, pytest' 2>/dev/null; then py=/usr/bin/python3; fi
+  (cd "$repo" && PYTHONPATH=$stage/python TL_BUILD_DIR=$stage PYTHONDONTWRITEBYTECODE=1 \
+    timeout 120 $py -m pytest -q -p no:cacheprovider -rs tests/python/test_runtime_vulkan.py) 2>&1 | tee "$out/vulkan_python.log"
+  rc=${PIPESTATUS[0]}
+  summary+=("$(printf '%-22s rc=%-3s %s' "vulkan.python" "$rc" "$(grep -E '[0-9]+ (passed|failed|skipped)' "$out/vulkan_python.log" | tail -1)")")
+  if [ "$rc" -ne 0 ] || grep -q ' skipped' "$out/vulkan_python.log"; then status=1; fi
+}
+
 # Upstream's examples for run-compat (see the header).
 build_compat() {
   local git=${TL_COMPAT_UPSTREAM_GIT:-/work/.mirror/tile-ai+tilelang/repo}
@@ -253,6 +323,7 @@ run() {
   rm -rf "$cache"
   run_gpu_lowering_tests
   run_conformance
+  run_vulkan
   echo
   echo "=== summary ==="
   grep -h '^\[ gemm \].*TFLOP' "${OUT:-/tmp}"/cuda_*.log
@@ -274,6 +345,12 @@ case "${1:-}" in
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     run_compat; printf '%s\n' "${summary[@]}"; exit $status ;;
+  build-vulkan)  # only the Vulkan part (stage must exist: lib/, python/)
+    set -e; build_vulkan "${TL_GPU_BUILD_DIR:-$repo/build-cuda}"; set +e; du -sh "$stage" ;;
+  run-vulkan)
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    run_vulkan; printf '%s\n' "${summary[@]}"; exit $status ;;
   run-python)
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -283,6 +360,7 @@ case "${1:-}" in
     echo "       $0 run     (on the device machine, with .gpu carried)" >&2
     echo "       $0 build-python | run-python   (only the Python conformance part of each)" >&2
     echo "       $0 build-compat | run-compat   (upstream TileLang's examples, tools/compat)" >&2
+    echo "       $0 build-vulkan | run-vulkan   (the Vulkan runtime tests on the NVIDIA driver)" >&2
     exit 2
     ;;
 esac

@@ -1373,8 +1373,12 @@ StatusOr<void*> VulkanDevice::AllocateMemory(size_t size) {
 }
 
 void VulkanDevice::FreeMemory(void* pointer) {
-  if (!pointer || !ctx_) return;
-  ctx_->Free(reinterpret_cast<uintptr_t>(pointer));
+  std::shared_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    ctx = ctx_;
+  }
+  if (pointer && ctx) ctx->Free(reinterpret_cast<uintptr_t>(pointer));
 }
 
 Status VulkanDevice::CheckImport(void* pointer, size_t size) {
