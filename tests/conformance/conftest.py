@@ -1,10 +1,11 @@
 """Conformance suite fixtures: each test runs once per target.
 
 Targets come from $TL_CONFORMANCE_TARGETS (comma-separated; default
-"cpu,cuda"). A target whose pipeline is not there yet (no `tl-pack compile`,
+"cpu,cuda,vulkan"). A target whose pipeline is not there yet (no `tl-pack compile`,
 no runtime binding, no backend, for CUDA no CUDA device: the runtime's CUDA
-backend status message) is skipped with the reason. `-k cuda` selects the
-CUDA cases.
+backend status message) is skipped with the reason. Vulkan without a Vulkan
+device the runtime can launch on is compiled only (every case still goes
+through tl-pack and spirv-val). `-k cuda` / `-k vulkan` select those cases.
 """
 
 import os
@@ -14,7 +15,7 @@ import pytest
 
 import tlc_util
 
-TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda").split(",") if t]
+TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda,vulkan").split(",") if t]
 
 
 @pytest.fixture(params=TARGETS)
@@ -22,11 +23,12 @@ def target(request, monkeypatch):
     reason = tlc_util.pipeline_missing(request.param)
     if reason:
         pytest.skip(reason)
-    if tlc_util.COMPILE_ONLY:  # compile (through any style), never run
+    why = "TL_CONFORMANCE_COMPILE_ONLY=1" if tlc_util.COMPILE_ONLY else tlc_util.cannot_run(request.param)
+    if why:  # compile (through any style), never run
         import tilelang
 
         def compiled_only(self, *args, **kwargs):
-            pytest.skip("compiled only (TL_CONFORMANCE_COMPILE_ONLY=1)")
+            pytest.skip(f"compiled only ({why})")
         monkeypatch.setattr(tilelang.JITKernel, "__call__", compiled_only)
     return request.param
 

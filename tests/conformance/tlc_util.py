@@ -38,6 +38,16 @@ def pipeline_missing(target):
     return None
 
 
+def cannot_run(target):
+    """Why kernels compiled for `target` cannot run here though they compile (Vulkan without a
+    device the runtime can launch on: compile-only), or None."""
+    if target == "vulkan":
+        status = tilelang.compiler.device_status("vulkan")
+        if status:
+            return f"no Vulkan device to run on: {status}"
+    return None
+
+
 def to_bf16_bits(x):
     """float array -> bfloat16 bit patterns (uint16), round to nearest even."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)

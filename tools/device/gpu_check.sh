@@ -76,6 +76,10 @@
 #   NVIDIA's, launching, with the pipeline cache hit on the second runtime) and
 #   tests/python/test_runtime_vulkan.py. Logs: $OUT/vulkan.{log,xml}, $OUT/vulkan_python.log.
 #     run(command="bash tools/device/gpu_check.sh run-vulkan", carry=[".gpu", ".gl"], kind="nvidia-h200", timeout_s=300)
+#   run (and run-vulkan-conformance alone) also runs tests/conformance -k vulkan on the NVIDIA
+#   Vulkan driver (TL_DEVICE=vulkan:0; the staged tl-pack compiles the SPIR-V there, it needs no
+#   toolchain). Log: $OUT/conformance_vulkan.log.
+#     run(command="bash tools/device/gpu_check.sh run-vulkan-conformance", carry=[".gpu", ".gl"], kind="nvidia-h200", timeout_s=300)
 #
 # Later issues add their GPU steps (benchmarks) as more build_* / run_*
 # functions below, so that one call still does all.
@@ -164,6 +168,20 @@ run_conformance() {
   summary+=("$(printf '%-22s rc=%-3s passed=%-3s skipped=%-3s failed=%-3s xfailed=%s' "conformance.cuda" "$rc" \
     "${passed:-0}" "${skipped:-0}" "${failed:-0}" "${xfailed:-0}")")
   if [ "$rc" -ne 0 ] || [ "${skipped:-0}" != 0 ]; then status=1; fi
+}
+
+# tests/conformance -k vulkan on the Vulkan device (the NVIDIA driver on the H200).
+run_conformance_vulkan() {
+  local log=${OUT:-/tmp}/conformance_vulkan.log py=python3
+  echo "=== conformance (python, -k vulkan) ==="
+  vulkan_env
+  if ! $py -c 'import numpy, pytest' 2>/dev/null; then py=/usr/bin/python3; fi
+  (cd "$repo" && conformance_env && export TL_CONFORMANCE_TARGETS=vulkan TL_DEVICE=${TL_DEVICE:-vulkan:0} &&
+    timeout 270 $py -m pytest -q -p no:cacheprovider -rsx tests/conformance -k vulkan \
+    --junitxml="${OUT:-/tmp}/conformance_vulkan.xml") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  summary+=("$(printf '%-22s rc=%-3s %s' "conformance.vulkan" "$rc" "$(grep -E '[0-9]+ (passed|failed|skipped)' "$log" | tail -1)")")
+  if [ "$rc" -ne 0 ] || grep -q 'compiled only' "$log"; then status=1; fi
 }
 
 # One pass of the CUDA tests; $1 name, then environment assignments.
@@ -324,6 +342,7 @@ run() {
   run_gpu_lowering_tests
   run_conformance
   run_vulkan
+  run_conformance_vulkan
   echo
   echo "=== summary ==="
   grep -h '^\[ gemm \].*TFLOP' "${OUT:-/tmp}"/cuda_*.log
@@ -351,6 +370,10 @@ case "${1:-}" in
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     run_vulkan; printf '%s\n' "${summary[@]}"; exit $status ;;
+  run-vulkan-conformance)
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    run_conformance_vulkan; printf '%s\n' "${summary[@]}"; exit $status ;;
   run-python)
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -361,6 +384,7 @@ case "${1:-}" in
     echo "       $0 build-python | run-python   (only the Python conformance part of each)" >&2
     echo "       $0 build-compat | run-compat   (upstream TileLang's examples, tools/compat)" >&2
     echo "       $0 build-vulkan | run-vulkan   (the Vulkan runtime tests on the NVIDIA driver)" >&2
+    echo "       $0 run-vulkan-conformance      (tests/conformance -k vulkan on the NVIDIA driver)" >&2
     exit 2
     ;;
 esac

@@ -247,6 +247,13 @@ class Runtime:
             _check(_lib.tl_bundle_open_file(self._handle, os.fsencode(source), ctypes.byref(h)))
         return Bundle(self, h)
 
+    def open_bundle_by_name(self, name):
+        """An installed bundle by name ("tilelang-std"): NAME.tlb or NAME in each directory of
+        $TILELANG_KERNEL_PATH, then <prefix>/share/tilelang (tl_bundle_open_by_name)."""
+        h = ctypes.c_void_p()
+        _check(_lib.tl_bundle_open_by_name(self._handle, name.encode(), ctypes.byref(h)))
+        return Bundle(self, h)
+
 
 class Bundle:
     def __init__(self, runtime, handle):
@@ -578,7 +585,8 @@ class Prepared:
         elif hasattr(a, "__dlpack__"):
             v = _DLPackView(a)
             views.append(v)
-            want = {"cpu": (_ffi.DL_CPU, _ffi.DL_CUDA_HOST), "cuda": (_ffi.DL_CUDA,), "hip": (_ffi.DL_ROCM,)}
+            want = {"cpu": (_ffi.DL_CPU, _ffi.DL_CUDA_HOST), "cuda": (_ffi.DL_CUDA,), "hip": (_ffi.DL_ROCM,),
+                    "vulkan": (_ffi.DL_VULKAN,)}
             if v.device_type not in want.get(self.device.backend, ()):
                 raise TypeError(f"parameter '{p.name}': DLPack device type {v.device_type} does not match "
                                 f"device {self.device.backend}")

@@ -136,6 +136,7 @@ DLManagedTensor._fields_ = [
 ]
 
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_ROCM = 1, 2, 3, 10
+DL_VULKAN = 7  # kDLVulkan: Vulkan device addresses (tl_buffer_device_pointer on a Vulkan device)
 
 P = ctypes.POINTER
 _SIGNATURES = {
@@ -155,6 +156,7 @@ _SIGNATURES = {
     "tl_device_info": (c_status, [ctypes.c_void_p, P(DeviceInfo)]),
     "tl_device_describe": (ctypes.c_char_p, [ctypes.c_void_p]),
     "tl_bundle_open_file": (c_status, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_void_p)]),
+    "tl_bundle_open_by_name": (c_status, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_void_p)]),
     "tl_bundle_open_memory": (c_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, RELEASE_FN,
                                          ctypes.c_void_p, P(ctypes.c_void_p)]),
     "tl_bundle_verify": (c_status, [ctypes.c_void_p]),

@@ -79,7 +79,7 @@ class _StagedBFloat16:
         self._managed = ffi.DLManagedTensor()
         t = self._managed.dl_tensor
         t.data = self._lib.tl_buffer_device_pointer(self._buf)
-        dl_type = {"cuda": ffi.DL_CUDA, "hip": ffi.DL_ROCM}.get(device.backend, ffi.DL_CPU)
+        dl_type = {"cuda": ffi.DL_CUDA, "hip": ffi.DL_ROCM, "vulkan": ffi.DL_VULKAN}.get(device.backend, ffi.DL_CPU)
         t.device.device_type, t.device.device_id = dl_type, device.ordinal
         self._dl_device = (dl_type, device.ordinal)
         t.ndim = array.ndim
