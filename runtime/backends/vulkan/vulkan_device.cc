@@ -415,7 +415,8 @@ Status Context::Init(const std::string& cache_dir, bool no_push) {
                          name_.c_str(), VK_API_VERSION_MAJOR(p.apiVersion), VK_API_VERSION_MINOR(p.apiVersion)));
   }
   // Features: everything supported, except robustness (it costs bounds
-  // checks on every access, and the runtime checks ranges itself).
+  // checks on every access, and the runtime checks ranges itself) and the
+  // two below.
   VkPhysicalDeviceFeatures2 f2 = info_.f2;
   VkPhysicalDeviceVulkan11Features f11 = info_.f11;
   VkPhysicalDeviceVulkan12Features f12 = info_.f12;
@@ -425,6 +426,9 @@ Status Context::Init(const std::string& cache_dir, bool no_push) {
   VkPhysicalDeviceShaderAtomicFloatFeaturesEXT atomic_float = info_.atomic_float;
   f2.features.robustBufferAccess = VK_FALSE;
   f13.robustImageAccess = VK_FALSE;
+  // Debugging and content-protection modes that may cost performance.
+  f11.protectedMemory = VK_FALSE;
+  f12.bufferDeviceAddressCaptureReplay = VK_FALSE;
   coopmat.cooperativeMatrixRobustBufferAccess = VK_FALSE;
   void** tail = &f2.pNext;
   auto chain = [&](auto* s) {
