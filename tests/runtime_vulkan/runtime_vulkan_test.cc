@@ -315,6 +315,41 @@ TEST_F(Vulkan, RowsumWithShapeSymbolsAndWorkgroupMemory) {
   tl_prepared_release(p);
 }
 
+TEST_F(Vulkan, ScalarsOfBothSizesAtTheirAlignment) {
+  tl_prepared_t* p = nullptr;
+  const std::string json = tl_device_describe(dev_);
+  const std::string st = Prepare(AxpbBundle(), "axpb_i64", &p);
+  if (json.find("\"vk.feature.shaderInt64\"") == std::string::npos) {
+    EXPECT_TRUE(Has(st, "INCOMPATIBLE")) << st;
+    EXPECT_TRUE(Has(st, "needs feature vk.feature.shaderInt64")) << st;
+    return;
+  }
+  ASSERT_EQ(st, "");
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int n : {1, 33, 1000}) {
+    std::vector<float> x(n), out(n, std::nanf(""));
+    for (auto& v : x) v = dist(rng);
+    const float a = dist(rng) * 5.0f;
+    const int64_t b = -(int64_t{1} << 20) + static_cast<int64_t>(rng() % 4096);  // exact in float
+    DeviceBuffer dx, dout;
+    Alloc(&dx, n * 4);
+    Alloc(&dout, n * 4);
+    ASSERT_EQ(S(tl_buffer_copy_from_host(dx.buffer, 0, x.data(), n * 4, nullptr)), "");
+    const int64_t shape[1] = {n};
+    const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+    tl_arg_t args[4] = {tl_arg_tensor(dx.ptr(), f32, 1, shape, nullptr), tl_arg_tensor(dout.ptr(), f32, 1, shape, nullptr),
+                        tl_arg_f32(a), tl_arg_i64(b)};
+    ASSERT_EQ(S(tl_launch(p, nullptr, 4, args, nullptr)), "");
+    ASSERT_EQ(S(tl_buffer_copy_to_host(dout.buffer, 0, out.data(), n * 4, nullptr)), "");
+    for (int i = 0; i < n; ++i) {
+      const double ref = double(a) * x[i] + double(b);
+      ASSERT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-6) << "n " << n << " element " << i;
+    }
+  }
+  tl_prepared_release(p);
+}
+
 TEST_F(Vulkan, EmptyGridLaunchesNothing) {
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
@@ -618,6 +653,14 @@ TEST_F(Vulkan, ModuleChecks) {
   EXPECT_TRUE(Has(st, "INVALID_ARGUMENT")) << st;
   EXPECT_TRUE(Has(st, "the module's workgroup size (64, 1, 1) differs from the bundle's block (128, 1, 1)")) << st;
 
+  // A module newer than the variant's arch claims: selection would offer it
+  // to devices that cannot run it.
+  VkSpec understated = VaddSpec();
+  understated.arch = "spirv1.0";
+  st = Prepare(VaddBundle(understated), "vadd", &p);
+  EXPECT_TRUE(Has(st, "INVALID_ARGUMENT")) << st;
+  EXPECT_TRUE(Has(st, "the module is SPIR-V 1.3 but the variant's arch is 'spirv1.0'")) << st;
+
   VkSpec bad_magic = VaddSpec();
   bad_magic.code[0] ^= 0xFF;
   st = Prepare(VaddBundle(bad_magic), "vadd", &p);
@@ -744,6 +787,14 @@ TEST_F(Vulkan, LimitsAreCheckedBeforePipelineCreation) {
   EXPECT_TRUE(Has(st, "needs " + std::to_string(max_push + 4) +
                           " bytes of push constants; the device's maxPushConstantsSize is " + std::to_string(max_push)))
       << st;
+
+  // The subgroup size the device runs: accepted.
+  VkSpec same_sub = VaddSpec();
+  same_sub.req_subgroup = static_cast<uint32_t>(limit("subgroup_min"));
+  st = Prepare(VaddBundle(same_sub), "vadd", &p);
+  EXPECT_EQ(st, "");
+  tl_prepared_release(p);
+  p = nullptr;
 
   // A subgroup size the device does not run (selection).
   VkSpec sub = VaddSpec();

@@ -57,7 +57,7 @@ std::unique_ptr<fb::VariantT> Variant(const VkSpec& s, uint32_t payload) {
   v->backend = fb::Backend::VULKAN;
   v->code_kind = fb::CodeKind::SPIRV;
   v->requires_ = std::make_unique<fb::RequirementsT>();
-  v->requires_->arch = "spirv1.3";
+  v->requires_->arch = s.arch;
   v->requires_->isa_version = 0x00010300;
   v->requires_->min_driver = (1u << 22) | (1u << 12);  // VK_MAKE_API_VERSION(0, 1, 1, 0)
   v->requires_->features = s.features;
@@ -162,6 +162,33 @@ std::vector<uint8_t> RowsumBundle(const VkSpec& spec) {
   tl::formats::BundleWriter w;
   const uint32_t p = w.AddPayload(spec.code);
   if (!w.AddKernel(RowsumKernel(spec, p)).ok()) abort();
+  return Finish(w);
+}
+
+VkSpec AxpbSpec() {
+  VkSpec s;
+  s.code = Bytes(tl_vk_axpb_i64, tl_vk_axpb_i64_size);
+  s.entry = "axpb_i64";
+  s.block = {32, 1, 1};
+  s.grid = {{1, 0, 0, 32, 6}, {0, 1}, {0, 1}};  // CEILDIV(N, 32), 1, 1
+  s.bindings = {0, 1};
+  s.push = {{2, 0, 4}, {3, 8, 8}, {-1, 16, 4}};
+  s.push_bytes = 20;
+  s.features = {"vk.feature.shaderInt64"};
+  return s;
+}
+
+std::vector<uint8_t> AxpbBundle(const VkSpec& spec) {
+  tl::formats::BundleWriter w;
+  auto k = std::make_unique<fb::KernelT>();
+  k->name = "axpb_i64";
+  k->symbols = {"N"};
+  k->params.push_back(Buffer("x", {0}, fb::Access::READ));
+  k->params.push_back(Buffer("out", {0}, fb::Access::WRITE));
+  k->params.push_back(Scalar("a", kFloat, 32));
+  k->params.push_back(Scalar("b", 0 /* TL_DTYPE_INT */, 64));
+  k->variants.push_back(Variant(spec, w.AddPayload(spec.code)));
+  if (!w.AddKernel(std::move(k)).ok()) abort();
   return Finish(w);
 }
 

@@ -4,6 +4,8 @@
 // assembled at build time:
 //   vadd(x[N], y[N], out[N], float alpha): out = x + alpha * y (64 invocations)
 //   rowsum(A[M, K], out[M]): row sums through 256 B of workgroup memory
+//   axpb_i64(x[N], out[N], float a, int64 b): out = a * x + b (push constants
+//     a @0, b @8, N @16: both scalar sizes and their alignment; shaderInt64)
 // Thread-safety: pure functions.
 #pragma once
 
@@ -25,6 +27,8 @@ extern const unsigned char tl_vk_rowsum[];
 extern const size_t tl_vk_rowsum_size;
 extern const unsigned char tl_vk_rowsum_big[];  // 64 KiB of Workgroup memory
 extern const size_t tl_vk_rowsum_big_size;
+extern const unsigned char tl_vk_axpb_i64[];
+extern const size_t tl_vk_axpb_i64_size;
 
 namespace tl::rt::vktest {
 
@@ -45,6 +49,7 @@ struct VkSpec {
   int64_t req_push = -1;
   std::vector<std::string> features;
   std::string id = "vulkan.spirv1.3";
+  std::string arch = "spirv1.3";
 };
 
 
@@ -56,6 +61,8 @@ std::unique_ptr<tl::bundle::KernelT> RowsumKernel(const VkSpec& spec, uint32_t p
 // One-kernel bundles (the spec may be altered for negative tests).
 std::vector<uint8_t> VaddBundle(const VkSpec& spec = VaddSpec(), uint32_t ptr_alignment = 16);
 std::vector<uint8_t> RowsumBundle(const VkSpec& spec = RowsumSpec());
+VkSpec AxpbSpec();
+std::vector<uint8_t> AxpbBundle(const VkSpec& spec = AxpbSpec());
 // vadd and rowsum: the bundle the Python tests use (data/vulkan.tlb).
 std::vector<uint8_t> VulkanTestBundle();
 

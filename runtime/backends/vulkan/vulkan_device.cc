@@ -1120,6 +1120,16 @@ StatusOr<std::shared_ptr<Executable>> VulkanDevice::Load(const LoadRequest& r) {
                          VK_API_VERSION_MAJOR(desc_.driver_version), VK_API_VERSION_MINOR(desc_.driver_version),
                          SpirvVersionText(max_x10).c_str()));
   }
+  // The arch is what selection matched against the device: a module newer
+  // than it would be offered to devices that cannot run it.
+  unsigned arch_major = 0, arch_minor = 0;
+  char tail = 0;
+  if (sscanf(r.arch.c_str(), "spirv%u.%u%c", &arch_major, &arch_minor, &tail) == 2 &&
+      version_x10 > arch_major * 10 + arch_minor) {
+    return Status(StatusCode::kInvalidArgument,
+                  Format("%s: the module is %s but the variant's arch is '%s'", where.c_str(),
+                         SpirvVersionText(version_x10).c_str(), r.arch.c_str()));
+  }
   if (module->local_size_known) {
     for (int a = 0; a < 3; ++a) {
       if (module->local_size[a] != r.block[a]) {
