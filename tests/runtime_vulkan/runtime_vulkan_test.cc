@@ -205,6 +205,11 @@ TEST_F(Vulkan, DeviceDescription) {
     const char* width = getenv("LP_NATIVE_VECTOR_WIDTH");
     const int sub = (width ? atoi(width) : 256) / 32;
     EXPECT_TRUE(Has(json, "\"subgroup_min\": " + std::to_string(sub))) << json;
+    // Subgroup operations in compute shaders (Mesa 22.3 lavapipe: all but
+    // clustered and quad).
+    for (const char* op : {"basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative"}) {
+      EXPECT_TRUE(Has(json, std::string("\"vk.subgroup.") + op + "\"")) << op;
+    }
     // Lavapipe has no cooperative matrix: no shape tokens.
     EXPECT_EQ(json.find("vk.coopmat."), std::string::npos) << json;
   }
@@ -215,6 +220,7 @@ TEST_F(Vulkan, DeviceDescription) {
   }
   printf("[ vulkan ] %s (%s): cooperative-matrix shapes:%s\n", info_.name, info_.arch,
          shapes.empty() ? " none" : shapes.c_str());
+  EXPECT_TRUE(Has(json, "\"vk.subgroup.basic\""));  // every Vulkan 1.1 device
   if (json.find("\"vk.ext.VK_KHR_cooperative_matrix\"") != std::string::npos) {
     EXPECT_FALSE(shapes.empty()) << "VK_KHR_cooperative_matrix without a subgroup-scope shape: " << json;
   }

@@ -2,7 +2,8 @@
 // an instance (API 1.1+) and describes every physical device: apiVersion,
 // the SPIR-V version it accepts, compute limits, subgroup size range,
 // supported features and extensions as tokens ("vk.feature.shaderFloat16",
-// "vk.ext.VK_KHR_cooperative_matrix") and the cooperative-matrix shapes it
+// "vk.ext.VK_KHR_cooperative_matrix"), the subgroup operations compute
+// shaders may use ("vk.subgroup.shuffle") and the cooperative-matrix shapes it
 // runs ("vk.coopmat.f16.f16.f32.f32.16x16x16", VULKAN_CONTRACT.md).
 // Launch, buffers and streams: vulkan_device.h (CreateVulkanDevice).
 #include <algorithm>
@@ -64,6 +65,26 @@ void AddCoopmatTokens(const vk::Instance& in, VkPhysicalDevice pd, std::vector<s
   std::sort(tokens.begin(), tokens.end());
   tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
   out->insert(out->end(), tokens.begin(), tokens.end());
+}
+
+// "vk.subgroup.<op>" per subgroup operation class the device supports in
+// compute shaders (VULKAN_CONTRACT.md, additions by the SPIR-V side).
+void AddSubgroupTokens(const VkPhysicalDeviceSubgroupProperties& sub, std::vector<std::string>* out) {
+  if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return;
+  static const struct {
+    VkSubgroupFeatureFlagBits bit;
+    const char* name;
+  } kOps[] = {{VK_SUBGROUP_FEATURE_BASIC_BIT, "basic"},
+              {VK_SUBGROUP_FEATURE_VOTE_BIT, "vote"},
+              {VK_SUBGROUP_FEATURE_ARITHMETIC_BIT, "arithmetic"},
+              {VK_SUBGROUP_FEATURE_BALLOT_BIT, "ballot"},
+              {VK_SUBGROUP_FEATURE_SHUFFLE_BIT, "shuffle"},
+              {VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT, "shuffle_relative"},
+              {VK_SUBGROUP_FEATURE_CLUSTERED_BIT, "clustered"},
+              {VK_SUBGROUP_FEATURE_QUAD_BIT, "quad"}};
+  for (const auto& op : kOps) {
+    if (sub.supportedOperations & op.bit) out->push_back(std::string("vk.subgroup.") + op.name);
+  }
 }
 
 }  // namespace
@@ -218,6 +239,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     AddFeatureTokens(info.f2, info.f11, info.f12, &d.vk_features);
     for (const auto& e : exts) d.vk_features.push_back(std::string("vk.ext.") + e.extensionName);
     if (info.coopmat.cooperativeMatrix) AddCoopmatTokens(*st, pd, &d.vk_features);
+    AddSubgroupTokens(subgroup, &d.vk_features);
     st->vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
     const VkPhysicalDeviceMemoryProperties& mem = info.memory;
     for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
