@@ -67,6 +67,11 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
       return Status(m.status().code(), passes::Where(f, f.loc, ("SPIR-V: " + m.status().message()).c_str()));
     }
     if (pass == 1 && (m->lane_reduces == 0 || !options.subgroup_variant)) break;  // same module as the plain one
+    if (pass == 1 && options.subgroup_token != "vk.subgroup.shuffle") {
+      m->features.erase(std::remove(m->features.begin(), m->features.end(), "vk.subgroup.shuffle"), m->features.end());
+      if (!options.subgroup_token.empty()) m->features.push_back(options.subgroup_token);
+      std::sort(m->features.begin(), m->features.end());
+    }
     if (m->shared_bytes > options.shared_budget_bytes) {
       return Status(StatusCode::kResourceExhausted,
                     passes::Where(f, f.loc,
@@ -84,6 +89,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
                   std::to_string(m->words.size() * 4) + " bytes, " + std::to_string(m->shared_bytes) +
                   " bytes workgroup memory");
     }
+    if (pass == 0 && !options.plain_variant) continue;
     std::vector<uint8_t> bytes(m->words.size() * 4);
     for (size_t i = 0; i < m->words.size(); ++i) {
       for (int j = 0; j < 4; ++j) bytes[i * 4 + j] = static_cast<uint8_t>(m->words[i] >> (8 * j));

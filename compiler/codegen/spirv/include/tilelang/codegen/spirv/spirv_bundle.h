@@ -22,6 +22,11 @@ struct SpirvBuildOptions {
   int64_t shared_budget_bytes = 48 * 1024; // NVIDIA's Vulkan limit; lavapipe has 32 KiB (the runtime checks)
   std::string emit_source_dir;             // writes <dir>/<kernel>.spvasm (the plain variant, disassembled)
   std::function<void(const std::string&)> log;
+  // Tests only: leave out the plain variant, and give the subgroup variant
+  // this token instead of "vk.subgroup.shuffle" ("" = none), so a runtime
+  // that reports no vk.subgroup.* tokens still runs the shuffle path.
+  bool plain_variant = true;
+  std::string subgroup_token = "vk.subgroup.shuffle";
 };
 
 // Splits a --target list: "vulkan", "spirv" and "spirv1.3" name the SPIR-V
