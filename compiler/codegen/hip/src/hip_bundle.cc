@@ -126,6 +126,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
     if (kernels.count(wave)) continue;
     gpu::GpuLowerOptions lo;
     lo.shared_budget_bytes = budget;
+    lo.warp_size = wave;  // lane reductions span the whole wavefront
     StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
     if (!k.ok()) return k.status();
     StatusOr<HipSource> src = PrintHip(*k, wave);

@@ -110,6 +110,11 @@ class Printer {
     if (wave_ != 32 && wave_ != 64) {
       return Status(StatusCode::kInvalidArgument, "HIP printer: wavefront size " + std::to_string(wave_) + " (32 or 64)");
     }
+    if (k_.warp_size > wave_) {
+      return Status(StatusCode::kInvalidArgument, "HIP printer: kernel '" + k_.name + "' was lowered for " +
+                                                      std::to_string(k_.warp_size) + "-lane warps, the target's wavefront has " +
+                                                      std::to_string(wave_));
+    }
     HipSource out;
     out.name = k_.name;
     std::ostringstream o;
@@ -326,6 +331,17 @@ class Printer {
     return g != globals_.end() ? g->second : DType::kF32;
   }
 
+  static bool HasUnrolledLoop(const gpu::SBlock& b) {
+    for (const gpu::SStmt& s : b) {
+      if (const auto* f = std::get_if<gpu::SFor>(&s.node)) {
+        if (f->unroll || HasUnrolledLoop(f->body)) return true;
+      } else if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
+        if (HasUnrolledLoop(i->then_body) || HasUnrolledLoop(i->else_body)) return true;
+      }
+    }
+    return false;
+  }
+
   void Block(const gpu::SBlock& b, int ind, std::ostringstream& o) {
     const std::string pad(static_cast<size_t>(ind) * 2, ' ');
     for (const gpu::SStmt& s : b) {
@@ -359,7 +375,15 @@ class Printer {
               const DType t = ir::ExprDType(n.start);
               const std::optional<int64_t> step = ir::FoldInt(n.step);
               const bool down = step && *step < 0;
-              if (n.unroll) o << pad << "#pragma unroll\n";
+              if (n.unroll) {
+                o << pad << "#pragma unroll\n";
+              } else if (HasUnrolledLoop(n.body)) {
+                // Its body is already a fully unrolled block (a GEMM k-step):
+                // unrolling it again multiplies live registers (measured: the
+                // i8 GEMM k loop unrolled by LLVM needs 512 VGPRs and 824 B of
+                // scratch on gfx90a, 94 VGPRs and none without).
+                o << pad << "#pragma unroll 1\n";
+              }
               o << pad << "for (" << ValueType(t) << " " << n.var << " = " << E(n.start) << "; " << n.var
                 << (down ? " > " : " < ") << E(n.stop) << "; " << n.var << " += " << E(n.step) << ") {\n";
               Block(n.body, ind + 1, o);

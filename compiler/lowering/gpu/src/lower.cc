@@ -9,7 +9,8 @@
 //   gemm           SIMT FMA: per k, each thread loads its A column and B row
 //                  slices from shared memory and updates its C sub-tile
 //   reduce         per-thread partials, LaneReduce within a warp, shared
-//                  scratch across warps (groups wider than 32 lanes)
+//                  scratch across warps (groups wider than a warp:
+//                  GpuLowerOptions::warp_size, 32 on NVIDIA, 32 or 64 on AMD)
 //   cumsum         one thread per line, serial scan (operands in shared)
 //   atomic_add     per element; once per element even under replication
 // Index arithmetic the lowering creates uses truncdiv/truncmod (operands are
@@ -581,16 +582,19 @@ class Lowerer {
       per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
       // Every thread reaches the shuffles and barriers below (no guards around them).
       const ir::ReduceOp lop = LaneOp(r.op);
-      if (L.g > 1) per_row.push_back(S(SLaneReduce{acc, lop, std::min<int64_t>(L.g, 32), t}));
-      if (L.g > 32) {
+      // Lanes of a group shuffle within a warp (wavefront on AMD: 32 or 64);
+      // wider groups combine the warps' partials through shared memory.
+      const int64_t W = out_->warp_size;
+      if (L.g > 1) per_row.push_back(S(SLaneReduce{acc, lop, std::min<int64_t>(L.g, W), t}));
+      if (L.g > W) {
         const std::string scratch = Fresh("red");
-        AddShared(scratch, t, T() / 32);
-        per_row.push_back(IfS(Eq(TMod(Tid(), 32), I(0)), {Store(scratch, TDiv(Tid(), 32), V(acc, t))}));
+        AddShared(scratch, t, T() / W);
+        per_row.push_back(IfS(Eq(TMod(Tid(), W), I(0)), {Store(scratch, TDiv(Tid(), W), V(acc, t))}));
         per_row.push_back(S(SBarrier{}));
         const std::string w = Fresh("w");
         per_row.push_back(S(SAssign{acc, Identity(lop, t)}));
-        Expr at = Add(Mul(TDiv(Tid(), L.g), I(L.g / 32)), V(w));
-        per_row.push_back(For(w, 0, I(L.g / 32), 1, true,
+        Expr at = Add(Mul(TDiv(Tid(), L.g), I(L.g / W)), V(w));
+        per_row.push_back(For(w, 0, I(L.g / W), 1, true,
                               {S(SAssign{acc, Combine(lop, V(acc, t), ir::MakeLoad(scratch, {at}, t))})}));
         per_row.push_back(S(SBarrier{}));
       }
@@ -908,8 +912,17 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   if (!s.ok()) return s;
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
 
+  if (options.warp_size != 32 && options.warp_size != 64) {
+    return Status(StatusCode::kInvalidArgument,
+                  "GPU lowering: warp size " + std::to_string(options.warp_size) + " (32 or 64)");
+  }
+  if (options.gemm == GemmStrategy::kMmaSync && options.warp_size != 32) {
+    return Status(StatusCode::kInvalidArgument, "GPU lowering: mma.sync GEMMs need 32-lane warps, not " +
+                                                    std::to_string(options.warp_size));
+  }
   SimtKernel out;
   out.name = f.name;
+  out.warp_size = options.warp_size;
   const ir::Kernel& k0 = passes::TheKernel(f);
   out.threads = 1;
   for (size_t i = 0; i < k0.threads.size() && i < 3; ++i) {

@@ -23,9 +23,10 @@
 //   row vector read inside a 2-D T.Parallel loop needs.
 //
 // Invariants: T = R * g; g is a power of two; v >= 1; replicated implies
-// cols == 1. Warp shuffles can combine the g lanes of a group when g <= 32
-// (groups are aligned to g, so they never straddle a warp); larger groups
-// combine through shared memory.
+// cols == 1. Warp shuffles can combine the g lanes of a group when g is at
+// most the warp (GpuLowerOptions::warp_size: 32, or 64 on AMD CDNA; groups
+// are aligned to g, so they never straddle a warp); larger groups combine
+// through shared memory.
 //
 // Thread-safety: plain values.
 #pragma once

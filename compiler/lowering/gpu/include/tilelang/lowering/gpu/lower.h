@@ -93,6 +93,10 @@ struct GpuLowerOptions {
   bool symbol_params = false;
   GemmStrategy gemm = GemmStrategy::kSimtFma;
   bool tf32 = false;  // kMmaSync: f32 gemms on tensor cores as tf32
+  // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
+  // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
+  // at most this wide; wider groups combine through shared memory.
+  int64_t warp_size = 32;
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
 

@@ -74,7 +74,7 @@ struct SIf { ir::Expr cond; SBlock then_body, else_body; };
 struct SBarrier {};
 // `var = op(var over the `width` consecutive lanes containing this thread)`;
 // every lane of the group must execute it (no divergence around it). width is
-// a power of two <= 32; op is a ReduceOp's combiner (sum/max/min).
+// a power of two <= SimtKernel::warp_size; op is a ReduceOp's combiner (sum/max/min).
 struct SLaneReduce { std::string var; ir::ReduceOp op; int64_t width; ir::DType dtype; };
 struct SComment { std::string text; };
 
@@ -121,6 +121,7 @@ struct SimtKernel {
   std::vector<ir::Expr> grid;           // folded grid expressions
   std::vector<SimtBuffer> buffers;      // shared and register buffers (globals are params)
   int64_t shared_bytes = 0;             // dynamic shared memory per block
+  int64_t warp_size = 32;               // GpuLowerOptions::warp_size: SLaneReduce widths are <= it
   SBlock body;
   std::vector<std::string> notes;       // decisions for the report (layouts, demotions, barriers)
 };
