@@ -92,6 +92,7 @@ struct LoadRequest {
   uint32_t block[3] = {1, 1, 1};
   // Names for messages ("kernel 'k' argument 1 'x': ...").
   std::vector<std::string> param_names;   // per parameter
+  std::vector<tl_dtype_t> param_dtypes;   // per parameter (empty: unknown)
   std::vector<std::string> symbol_names;  // per shape symbol
   // Vulkan (runtime/VULKAN_CONTRACT.md): the variant's requirements, checked
   // again against the device before pipeline creation, and the Launch's

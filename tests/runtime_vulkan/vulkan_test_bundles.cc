@@ -192,6 +192,26 @@ std::vector<uint8_t> AxpbBundle(const VkSpec& spec) {
   return Finish(w);
 }
 
+std::vector<uint8_t> AddiBundle(uint8_t code, uint8_t bits) {
+  VkSpec s;
+  s.code = Bytes(tl_vk_addi, tl_vk_addi_size);
+  s.entry = "addi";
+  s.grid = {{1, 0, 0, 64, 6}, {0, 1}, {0, 1}};
+  s.bindings = {0, 1};
+  s.push = {{2, 0, 4}, {-1, 4, 4}};
+  s.push_bytes = 8;
+  tl::formats::BundleWriter w;
+  auto k = std::make_unique<fb::KernelT>();
+  k->name = "addi";
+  k->symbols = {"N"};
+  k->params.push_back(Buffer("x", {0}, fb::Access::READ));
+  k->params.push_back(Buffer("out", {0}, fb::Access::WRITE));
+  k->params.push_back(Scalar("s", code, bits));
+  k->variants.push_back(Variant(s, w.AddPayload(s.code)));
+  if (!w.AddKernel(std::move(k)).ok()) abort();
+  return Finish(w);
+}
+
 std::vector<uint8_t> VulkanTestBundle() {
   tl::formats::BundleWriter w;
   VkSpec vadd = VaddSpec(), rowsum = RowsumSpec();

@@ -6,6 +6,8 @@
 //   rowsum(A[M, K], out[M]): row sums through 256 B of workgroup memory
 //   axpb_i64(x[N], out[N], float a, int64 b): out = a * x + b (push constants
 //     a @0, b @8, N @16: both scalar sizes and their alignment; shaderInt64)
+//   addi(x[N], out[N], s): out = x + s, s declared with the given integer
+//     dtype but pushed as 4 bytes (int32 in the module)
 // Thread-safety: pure functions.
 #pragma once
 
@@ -29,6 +31,8 @@ extern const unsigned char tl_vk_rowsum_big[];  // 64 KiB of Workgroup memory
 extern const size_t tl_vk_rowsum_big_size;
 extern const unsigned char tl_vk_axpb_i64[];
 extern const size_t tl_vk_axpb_i64_size;
+extern const unsigned char tl_vk_addi[];
+extern const size_t tl_vk_addi_size;
 
 namespace tl::rt::vktest {
 
@@ -63,6 +67,8 @@ std::vector<uint8_t> VaddBundle(const VkSpec& spec = VaddSpec(), uint32_t ptr_al
 std::vector<uint8_t> RowsumBundle(const VkSpec& spec = RowsumSpec());
 VkSpec AxpbSpec();
 std::vector<uint8_t> AxpbBundle(const VkSpec& spec = AxpbSpec());
+// `code`/`bits`: the dtype of s (TL_DTYPE_INT 0 / TL_DTYPE_UINT 1; 8 or 16).
+std::vector<uint8_t> AddiBundle(uint8_t code, uint8_t bits);
 // vadd and rowsum: the bundle the Python tests use (data/vulkan.tlb).
 std::vector<uint8_t> VulkanTestBundle();
 

@@ -854,6 +854,7 @@ class VulkanExecutable : public Executable {
   std::shared_ptr<Context> ctx_;
   std::string kernel_name, variant_id;
   std::vector<std::string> param_names, symbol_names;
+  std::vector<tl_dtype_t> param_dtypes;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
@@ -1161,6 +1162,7 @@ StatusOr<std::shared_ptr<Executable>> VulkanDevice::Load(const LoadRequest& r) {
   exec->kernel_name = r.kernel_name;
   exec->variant_id = r.variant_id;
   exec->param_names = r.param_names;
+  exec->param_dtypes = r.param_dtypes;
   exec->symbol_names = r.symbol_names;
   exec->bindings = r.vk_bindings;
   exec->push = r.vk_push;
@@ -1225,7 +1227,16 @@ Status VulkanDevice::Launch(const std::shared_ptr<Executable>& executable, Strea
         return Status(StatusCode::kInvalidArgument,
                       Format("%s: vk_push names parameter %zu, which is not a scalar argument", where.c_str(), i));
       }
-      memcpy(push.data() + p.offset, &request.scalar_slots[i], p.size);  // little endian: the low bytes
+      // Narrower scalars take their slot's 4 (or 8) bytes: signed integers
+      // sign-extended, the rest (unsigned, bool, f16/bf16 patterns) zero-
+      // extended (VULKAN_CONTRACT.md); the slot holds the value zero-padded.
+      uint64_t raw = request.scalar_slots[i];
+      if (i < exec->param_dtypes.size()) {
+        const tl_dtype_t dt = exec->param_dtypes[i];
+        const uint32_t bits = uint32_t{dt.bits} * std::max<uint32_t>(dt.lanes, 1);
+        if (dt.code == TL_DTYPE_INT && bits > 0 && bits < 64 && (raw >> (bits - 1)) & 1) raw |= ~uint64_t{0} << bits;
+      }
+      memcpy(push.data() + p.offset, &raw, p.size);  // little endian: the low bytes
     } else {
       for (size_t s = 0; s < request.symbols.size() && 4 * s < p.size; ++s) {
         const int64_t v = request.symbols[s];
