@@ -58,6 +58,8 @@ constexpr uint64_t kVaGranule = 64 * 1024;
 // Staging buffers are cached in power-of-two sizes up to this total.
 constexpr uint64_t kStagingCacheBytes = 64ull << 20;
 constexpr uint64_t kStagingMinBytes = 64 * 1024;
+// Copies through staging go in pieces of at most this size.
+constexpr uint64_t kStagingChunkBytes = 16ull << 20;
 
 bool EnvTrue(const char* v) { return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0); }
 
@@ -1421,28 +1423,36 @@ Status VulkanDevice::CheckImport(void* pointer, size_t size) {
 
 Status VulkanDevice::StagedCopy(Context& ctx, Lane* lane, const std::shared_ptr<Allocation>& a, uint64_t offset,
                                 void* host_dst, const void* host_src, uint64_t size, const std::string& what) {
-  auto staging = ctx.AcquireStaging(size);
-  if (!staging.ok()) return staging.status().Annotate(what);
-  Submission sub;
-  VkBufferCopy region{};
-  region.size = size;
-  if (host_src) {
-    memcpy((*staging)->mapped, host_src, size);
-    region.dstOffset = offset;
-  } else {
-    region.srcOffset = offset;
+  // In pieces of at most kStagingChunkBytes, so that a large copy needs a
+  // bounded staging buffer; each piece is one submission on `lane`.
+  for (uint64_t done = 0; done < size;) {
+    const uint64_t n = std::min<uint64_t>(size - done, kStagingChunkBytes);
+    auto staging = ctx.AcquireStaging(n);
+    if (!staging.ok()) return staging.status().Annotate(what);
+    Submission sub;
+    VkBufferCopy region{};
+    region.size = n;
+    if (host_src) {
+      memcpy((*staging)->mapped, static_cast<const uint8_t*>(host_src) + done, n);
+      region.dstOffset = offset + done;
+    } else {
+      region.srcOffset = offset + done;
+    }
+    TL_RETURN_IF_ERROR(lane->Begin(&sub, what));
+    if (host_src) {
+      ctx.fn().vkCmdCopyBuffer(sub.cmd, (*staging)->buffer, a->buffer, 1, &region);
+    } else {
+      ctx.fn().vkCmdCopyBuffer(sub.cmd, a->buffer, (*staging)->buffer, 1, &region);
+      const uint8_t* from = (*staging)->mapped;
+      uint8_t* to = static_cast<uint8_t*>(host_dst) + done;
+      sub.on_complete.push_back([to, from, n] { memcpy(to, from, n); });
+    }
+    sub.allocations.push_back(a);
+    sub.staging.push_back(std::move(staging.value()));
+    TL_RETURN_IF_ERROR(lane->Submit(std::move(sub), what));
+    done += n;
   }
-  TL_RETURN_IF_ERROR(lane->Begin(&sub, what));
-  if (host_src) {
-    ctx.fn().vkCmdCopyBuffer(sub.cmd, (*staging)->buffer, a->buffer, 1, &region);
-  } else {
-    ctx.fn().vkCmdCopyBuffer(sub.cmd, a->buffer, (*staging)->buffer, 1, &region);
-    const uint8_t* from = (*staging)->mapped;
-    sub.on_complete.push_back([host_dst, from, size] { memcpy(host_dst, from, size); });
-  }
-  sub.allocations.push_back(a);
-  sub.staging.push_back(std::move(staging.value()));
-  return lane->Submit(std::move(sub), what);
+  return Status::Ok();
 }
 
 Status VulkanDevice::CopyToDevice(void* device_dst, const void* host_src, size_t size, Stream* stream) {
