@@ -85,3 +85,32 @@ def test_case_builders_cover_every_factory():
         assert case.outputs, e["name"]
         for i in case.outputs:
             assert 0 <= i < len(case.args), (e["name"], i)
+
+
+def _catalogue_core(text):
+    """The catalogue without what depends on the build machine's toolchains: the backends
+    column of the summary and the per-kernel "Variants:" lines."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Variants: "):
+            continue
+        if line.startswith("| [`"):
+            line = line.rsplit("|", 2)[0] + "|"
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_catalogue_matches_bundle(std_bundle):
+    """kernels/CATALOGUE.md is `tl-pack inspect --markdown` of the manifest-built bundle; this
+    fails when a kernel, parameter, dtype, shape or factory changes without regenerating it:
+        tl-pack build kernels/manifest.json -o std.tlb && tl-pack inspect --markdown std.tlb > kernels/CATALOGUE.md"""
+    _, tl_pack = _tl_pack()
+    path = os.environ.get("TL_STD_BUNDLE") or os.path.join(os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build")),
+                                                             "kernels-test", "tilelang-std.tlb")
+    r = subprocess.run([tl_pack, "inspect", "--markdown", path], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(ROOT, "kernels", "CATALOGUE.md")) as f:
+        committed = f.read()
+    assert _catalogue_core(r.stdout) == _catalogue_core(committed), (
+        "kernels/CATALOGUE.md is stale: regenerate it with tl-pack inspect --markdown (see this test's doc)")
+    assert "| cpu" in committed or ", cpu" in committed

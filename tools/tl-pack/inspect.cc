@@ -8,15 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "catalogue.h"
 #include "verbs.h"
 
 namespace tl::pack {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: tl-pack inspect [--json] BUNDLE\n"
+    "usage: tl-pack inspect [--json | --markdown] BUNDLE\n"
     "  Prints the header, producer, kernels (signatures, variants with their requirements) and payloads.\n"
-    "  --json  one JSON object on stdout instead of the table\n";
+    "  --json      one JSON object on stdout instead of the table\n"
+    "  --markdown  the kernel catalogue (kernels/CATALOGUE.md is this for the standard library)\n";
 
 std::string Str(const flatbuffers::String* s) { return s ? std::string(s->c_str(), s->size()) : std::string(); }
 
@@ -265,7 +267,9 @@ void PrintJson(const LoadedBundle& b) {
 int RunInspect(int argc, char** argv) {
   Args args;
   std::string error;
-  if (!ParseArgs(argc, argv, {}, {"--json", "--help", "-h"}, &args, &error)) return UsageError("inspect", error);
+  if (!ParseArgs(argc, argv, {}, {"--json", "--markdown", "--help", "-h"}, &args, &error)) {
+    return UsageError("inspect", error);
+  }
   if (args.Has("--help") || args.Has("-h")) {
     std::fputs(kUsage, stdout);
     return kExitOk;
@@ -273,7 +277,9 @@ int RunInspect(int argc, char** argv) {
   if (args.positional.size() != 1) return UsageError("inspect", "expected exactly one bundle");
   StatusOr<std::unique_ptr<LoadedBundle>> bundle = LoadBundle(args.positional[0]);
   if (!bundle.ok()) return Fail("inspect", bundle.status());
-  if (args.Has("--json")) {
+  if (args.Has("--markdown")) {
+    PrintMarkdown(*bundle.value());
+  } else if (args.Has("--json")) {
     PrintJson(*bundle.value());
   } else {
     PrintTable(*bundle.value());
