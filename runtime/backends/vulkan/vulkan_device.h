@@ -38,6 +38,9 @@
 //  - Timing: synchronous launches with debug logging record two timestamp
 //    queries around the dispatch and log the kernel time.
 //
+// The VkDevice and the state shared on it (queue, allocation table, staging,
+// command lanes, pipeline cache): vulkan_context.h.
+//
 // Debug override (read at runtime creation):
 //   TL_VULKAN_NO_PUSH_DESCRIPTORS=1  use descriptor pools even where push
 //                                    descriptors exist (tests both paths).
