@@ -9,6 +9,8 @@
 #   <libdir>/pkgconfig/tilelang-runtime.pc          (relocatable: ${pcfiledir})
 #   <libdir>/cmake/TileLang/TileLangConfig.cmake    (find_package(TileLang) -> TileLang::runtime, TileLang::tl-pack)
 #   ${TL_INSTALL_PYTHONDIR}/{tilelang,tilelang_runtime}   (from build/python)
+#   share/tilelang/{tilelang-std.tlb,CATALOGUE.md,README.md}  (the standard kernel library, when
+#                                                    packed: target tilelang_std_bundle)
 #
 # The build tree gets its own pkg-config file, build/lib/pkgconfig/tilelang-runtime.pc,
 # pointing at build/lib and the source headers (with an rpath), so that the Rust
@@ -79,6 +81,27 @@ install(FILES
   ${CMAKE_BINARY_DIR}/install-files/TileLangConfig.cmake
   ${CMAKE_BINARY_DIR}/install-files/TileLangConfigVersion.cmake
   DESTINATION ${TL_INSTALL_CMAKEDIR} COMPONENT runtime)
+
+# --- The standard kernel library --------------------------------------------
+# `cmake --build build --target tilelang_std_bundle` packs kernels/manifest.json into
+# build/share/tilelang/tilelang-std.tlb (every target this machine's toolchains allow; cached in
+# build/tilelang-cache, so a second run compiles nothing). `cmake --install` then puts it, with
+# kernels/CATALOGUE.md, under <prefix>/share/tilelang/, where tl_bundle_open_by_name("tilelang-std")
+# finds it (after $TILELANG_KERNEL_PATH). Not in ALL: packing every level takes minutes.
+if(TARGET tl-pack)
+  add_custom_target(tilelang_std_bundle
+    COMMAND tl-pack build ${_tl_src}/kernels/manifest.json
+            -o ${CMAKE_BINARY_DIR}/share/tilelang/tilelang-std.tlb --cache-dir ${CMAKE_BINARY_DIR}/tilelang-cache
+    COMMENT "tl-pack build kernels/manifest.json -> share/tilelang/tilelang-std.tlb"
+    VERBATIM)
+  if(TARGET tilelang_python)
+    add_dependencies(tilelang_std_bundle tilelang_python)
+  endif()
+endif()
+install(FILES ${CMAKE_BINARY_DIR}/share/tilelang/tilelang-std.tlb
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/tilelang COMPONENT kernels OPTIONAL)
+install(FILES ${_tl_src}/kernels/CATALOGUE.md ${_tl_src}/kernels/README.md
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/tilelang COMPONENT kernels OPTIONAL)
 
 # --- Test: build and run programs against an installed tree only -------------
 # (C with pkg-config and with find_package, examples/c, the Python packages,

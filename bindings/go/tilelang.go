@@ -449,6 +449,24 @@ func (r *Runtime) OpenBundle(path string) (*Bundle, error) {
 	return wrapBundle(b), nil
 }
 
+// OpenBundleByName opens an installed bundle by name ("tilelang-std"): NAME.tlb or
+// NAME in each directory of $TILELANG_KERNEL_PATH, then <prefix>/share/tilelang
+// (runtime.h, tl_bundle_open_by_name); a name containing '/' is a path.
+func (r *Runtime) OpenBundleByName(name string) (*Bundle, error) {
+	h, err := r.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(r)
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var b *C.tl_bundle_t
+	if err := check(C.tl_bundle_open_by_name(h, cs, &b)); err != nil {
+		return nil, err
+	}
+	return wrapBundle(b), nil
+}
+
 // OpenBundleBytes opens a bundle from memory (the runtime copies the bytes).
 func (r *Runtime) OpenBundleBytes(data []byte) (*Bundle, error) {
 	h, err := r.handle()

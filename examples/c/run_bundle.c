@@ -6,7 +6,8 @@
  *   run_bundle --describe      print every device's description as JSON (the
  *                              format of tests/runtime/goldens/devices/)
  *
- * KERNEL (default "gemm") must have the signature gemm(A[M,K], B[K,N],
+ * BUNDLE is a path or an installed bundle's name ("tilelang-std": see
+ * tl_bundle_open_by_name). KERNEL (default "gemm") must have the signature gemm(A[M,K], B[K,N],
  * C[M,N]) in float32, as the runtime's test bundle and the standard kernel
  * library do. Only tilelang/runtime.h and libtilelang_runtime.so are used. */
 #include <math.h>
@@ -36,7 +37,7 @@ static const char* backend_name(uint32_t backend) {
 
 int main(int argc, char** argv) {
   const char* kernel_name = argc > 2 ? argv[2] : "gemm";
-  const int64_t M = 67, N = 45, K = 33;
+  int64_t M = 67, N = 45, K = 33;
   tl_runtime_options_t options;
   tl_runtime_t* runtime = NULL;
   tl_device_t* cpu = NULL;
@@ -99,9 +100,26 @@ int main(int argc, char** argv) {
   }
 
   if (failed(tl_runtime_default_device(runtime, "cpu", &cpu), "tl_runtime_default_device")) goto done;
-  if (failed(tl_bundle_open_file(runtime, argv[1], &bundle), "tl_bundle_open_file")) goto done;
+  /* An installed name ("tilelang-std", found along TILELANG_KERNEL_PATH and
+   * <prefix>/share/tilelang) or a path. */
+  if (failed(tl_bundle_open_by_name(runtime, argv[1], &bundle), "tl_bundle_open_by_name")) goto done;
   printf("bundle %s: %zu kernel(s)\n", argv[1], tl_bundle_kernel_count(bundle));
   if (failed(tl_bundle_find_kernel(bundle, kernel_name, &kernel), "tl_bundle_find_kernel")) goto done;
+  /* B is [K, N]: take the static sizes the kernel was packed with (the standard
+   * library's gemm_f32_nn has K = N = 512); dynamic dims keep the sizes above. */
+  for (i = 0; i < 2; ++i) {
+    tl_dim_info_t dim;
+    tl_status_t st;
+    memset(&dim, 0, sizeof(dim));
+    dim.struct_size = sizeof(dim);
+    st = tl_kernel_param_dim(kernel, 1, i, &dim);
+    if (st != NULL) {
+      tl_status_free(st);
+    } else if (dim.static_size >= 0) {
+      if (i == 0) K = dim.static_size;
+      else N = dim.static_size;
+    }
+  }
   if (failed(tl_kernel_prepare(kernel, cpu, 0, &prepared), "tl_kernel_prepare")) goto done;
   memset(&variant, 0, sizeof(variant));
   variant.struct_size = sizeof(variant);

@@ -215,7 +215,7 @@ func run(w io.Writer, path, spec string) (bool, error) {
 	}
 	defer dev.Close()
 	fmt.Fprintf(w, "using %s\n", dev)
-	bundle, err := rt.OpenBundle(path)
+	bundle, err := rt.OpenBundleByName(path) // an installed name ("tilelang-std") or a path
 	if err != nil {
 		return false, err
 	}

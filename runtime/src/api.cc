@@ -9,6 +9,9 @@
 // -> bundle). A prepared object's count is decremented under its slot's
 // mutex, and the cache hands out references under the same mutex, so an
 // object whose count reached zero is never resurrected.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -584,6 +587,64 @@ TL_API tl_status_t tl_bundle_open_file(tl_runtime_t* runtime, const char* path, 
   if (!copy) return Err(StatusCode::kResourceExhausted, "tl_bundle_open_file: %zu bytes for %s", size, path);
   if (size) memcpy(copy, bytes->data(), size);
   return OpenBundle(runtime, static_cast<const uint8_t*>(copy), size, copy, nullptr, nullptr, path, out_bundle);
+  TL_CATCH_STATUS
+}
+
+// <prefix>/share/tilelang: the nearest ancestor of this library's directory that holds
+// share/tilelang (the library sits in <prefix>/<libdir>, or in the Python package below it);
+// when none does, <libdir>/../share/tilelang. "" if the library's path is unknown.
+static std::string InstalledKernelDir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&tl_bundle_open_by_name), &info) == 0 || info.dli_fname == nullptr) return "";
+  char* real = realpath(info.dli_fname, nullptr);
+  if (real == nullptr) return "";
+  std::string dir(real);
+  free(real);
+  std::string fallback;
+  for (int up = 0; up < 6; ++up) {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) break;
+    dir.resize(slash);
+    const std::string candidate = dir + "/share/tilelang";
+    if (up == 1) fallback = candidate;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return candidate;
+  }
+  return fallback;
+}
+
+TL_API tl_status_t tl_bundle_open_by_name(tl_runtime_t* runtime, const char* name, tl_bundle_t** out_bundle) {
+  TL_CHECK_ARG(out_bundle, "tl_bundle_open_by_name: out_bundle is NULL");
+  *out_bundle = nullptr;
+  TL_CHECK_ARG(runtime, "tl_bundle_open_by_name: runtime is NULL");
+  TL_CHECK_ARG(name && *name, "tl_bundle_open_by_name: name is NULL or empty");
+  TL_TRY
+  const std::string n(name);
+  if (n.find('/') != std::string::npos) return tl_bundle_open_file(runtime, name, out_bundle);
+  std::vector<std::string> dirs;
+  if (const char* env = getenv("TILELANG_KERNEL_PATH"); env != nullptr) {
+    const std::string p(env);
+    for (size_t pos = 0; pos <= p.size();) {
+      const size_t colon = std::min(p.find(':', pos), p.size());
+      if (colon > pos) dirs.push_back(p.substr(pos, colon - pos));
+      pos = colon + 1;
+    }
+  }
+  if (std::string installed = InstalledKernelDir(); !installed.empty()) dirs.push_back(std::move(installed));
+  const bool has_ext = n.size() > 4 && n.compare(n.size() - 4, 4, ".tlb") == 0;
+  std::string looked;
+  for (const std::string& d : dirs) {
+    for (const std::string& file : has_ext ? std::vector<std::string>{n} : std::vector<std::string>{n + ".tlb", n}) {
+      const std::string path = d + "/" + file;
+      looked += (looked.empty() ? "" : ", ") + path;
+      struct stat st {};
+      if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return tl_bundle_open_file(runtime, path.c_str(), out_bundle);
+    }
+  }
+  return Err(StatusCode::kNotFound,
+             "tl_bundle_open_by_name: no bundle '%s' (looked at %s); install one under <prefix>/share/tilelang or "
+             "set TILELANG_KERNEL_PATH to a directory holding %s%s",
+             name, looked.empty() ? "nothing" : looked.c_str(), name, has_ext ? "" : ".tlb");
   TL_CATCH_STATUS
 }
 

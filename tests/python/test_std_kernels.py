@@ -114,3 +114,26 @@ def test_catalogue_matches_bundle(std_bundle):
     assert _catalogue_core(r.stdout) == _catalogue_core(committed), (
         "kernels/CATALOGUE.md is stale: regenerate it with tl-pack inspect --markdown (see this test's doc)")
     assert "| cpu" in committed or ", cpu" in committed
+
+
+def test_open_by_name_along_kernel_path(std_bundle, tmp_path, monkeypatch):
+    """tl_bundle_open_by_name: $TILELANG_KERNEL_PATH in order, NAME.tlb; NOT_FOUND lists every path."""
+    import shutil
+    rt, bundle = std_bundle
+    path = os.environ.get("TL_STD_BUNDLE") or os.path.join(os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build")),
+                                                             "kernels-test", "tilelang-std.tlb")
+    shutil.copy(path, tmp_path / "tilelang-std.tlb")
+    monkeypatch.setenv("TILELANG_KERNEL_PATH", f"{tmp_path / 'missing'}:{tmp_path}")
+    by_name = rt.open_bundle_by_name("tilelang-std")
+    assert sorted(by_name.kernels) == sorted(bundle.kernels)
+    with pytest.raises(tlrt.TLError) as e:
+        rt.open_bundle_by_name("no-such-bundle")
+    assert e.value.code_name == "NOT_FOUND"
+    assert f"{tmp_path}/no-such-bundle.tlb" in e.value.message and f"{tmp_path}/missing/no-such-bundle.tlb" in e.value.message
+    # The C example runs a kernel of the library by name.
+    exe = os.path.join(os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build")), "bin", "tl_example_c")
+    if os.access(exe, os.X_OK):
+        r = subprocess.run([exe, "tilelang-std", "gemm_f32_nn"], capture_output=True, text=True,
+                           env=dict(os.environ, TILELANG_KERNEL_PATH=str(tmp_path)))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "gemm_f32_nn 67x512x512: max |error|" in r.stdout

@@ -247,6 +247,13 @@ class Runtime:
             _check(_lib.tl_bundle_open_file(self._handle, os.fsencode(source), ctypes.byref(h)))
         return Bundle(self, h)
 
+    def open_bundle_by_name(self, name):
+        """An installed bundle by name ("tilelang-std"): NAME.tlb or NAME in each directory of
+        $TILELANG_KERNEL_PATH, then <prefix>/share/tilelang (tl_bundle_open_by_name)."""
+        h = ctypes.c_void_p()
+        _check(_lib.tl_bundle_open_by_name(self._handle, name.encode(), ctypes.byref(h)))
+        return Bundle(self, h)
+
 
 class Bundle:
     def __init__(self, runtime, handle):

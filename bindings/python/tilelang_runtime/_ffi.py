@@ -156,6 +156,7 @@ _SIGNATURES = {
     "tl_device_info": (c_status, [ctypes.c_void_p, P(DeviceInfo)]),
     "tl_device_describe": (ctypes.c_char_p, [ctypes.c_void_p]),
     "tl_bundle_open_file": (c_status, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_void_p)]),
+    "tl_bundle_open_by_name": (c_status, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_void_p)]),
     "tl_bundle_open_memory": (c_status, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, RELEASE_FN,
                                          ctypes.c_void_p, P(ctypes.c_void_p)]),
     "tl_bundle_verify": (c_status, [ctypes.c_void_p]),

@@ -593,6 +593,15 @@ impl Runtime {
         Ok(Bundle { raw })
     }
 
+    /// Opens an installed bundle by name ("tilelang-std"): NAME.tlb or NAME in each
+    /// directory of $TILELANG_KERNEL_PATH, then <prefix>/share/tilelang (runtime.h,
+    /// tl_bundle_open_by_name); a name containing '/' is a path.
+    pub fn open_bundle_by_name(&self, name: &str) -> Result<Bundle> {
+        let c = c_string("bundle name", name)?;
+        let raw = out_handle(|out| unsafe { sys::tl_bundle_open_by_name(self.as_raw(), c.as_ptr(), out) })?;
+        Ok(Bundle { raw })
+    }
+
     /// Opens a bundle from bytes (copied by the runtime).
     pub fn open_bundle_bytes(&self, bytes: &[u8]) -> Result<Bundle> {
         let raw = out_handle(|out| unsafe {

@@ -220,6 +220,7 @@ extern "C" {
     pub fn tl_device_describe(device: *mut tl_device_t) -> *const c_char;
 
     pub fn tl_bundle_open_file(runtime: *mut tl_runtime_t, path: *const c_char, out_bundle: *mut *mut tl_bundle_t) -> tl_status_t;
+    pub fn tl_bundle_open_by_name(runtime: *mut tl_runtime_t, name: *const c_char, out_bundle: *mut *mut tl_bundle_t) -> tl_status_t;
     pub fn tl_bundle_open_memory(
         runtime: *mut tl_runtime_t,
         data: *const c_void,

@@ -168,7 +168,7 @@ fn run(path: &str, spec: Option<&str>) -> BoxResult<bool> {
     }
     let dev = rt.default_device(spec)?;
     println!("using {} ({})", dev.info()?.name, dev.backend().name());
-    let bundle = rt.open_bundle(path)?;
+    let bundle = rt.open_bundle_by_name(path)?; // an installed name ("tilelang-std") or a path
     bundle.verify()?;
     let names: Vec<String> = bundle.kernels()?.iter().map(|k| k.name().to_string()).collect();
     println!("bundle {}: {}", path, names.join(", "));

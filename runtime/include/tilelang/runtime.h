@@ -288,6 +288,14 @@ typedef void (*tl_release_fn_t)(void* user, const void* data, size_t size);
  * manifest checksum, flatbuffer and manifest semantics are verified here;
  * payloads are verified when first used (or by tl_bundle_verify). */
 TL_API tl_status_t tl_bundle_open_file(tl_runtime_t* runtime, const char* path, tl_bundle_t** out_bundle);
+/* Opens an installed bundle by name (e.g. "tilelang-std"): the first regular file
+ * NAME.tlb, then NAME, in each directory of $TILELANG_KERNEL_PATH (colon-separated,
+ * in order), then in <prefix>/share/tilelang: the nearest ancestor of this
+ * library's directory holding share/tilelang (the library is in <prefix>/<libdir>,
+ * or in the Python package below it; `cmake --install` puts the standard library
+ * there). A name containing '/' is opened as a path. NOT_FOUND lists every path
+ * looked at. Otherwise as tl_bundle_open_file. Thread-safe. */
+TL_API tl_status_t tl_bundle_open_by_name(tl_runtime_t* runtime, const char* name, tl_bundle_t** out_bundle);
 /* Opens a bundle from memory. `release` NULL: the bytes are copied and the
  * caller may free them on return. `release` non-NULL: the bytes are borrowed,
  * must stay valid and unchanged until `release` is called. */
