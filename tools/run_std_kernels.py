@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Runs a representative set of the packed standard kernels on the best device and checks them.
 
-Usage: run_std_kernels.py BUNDLE.tlb [--all] [--explain]
+Usage: run_std_kernels.py BUNDLE [--all] [--explain]
+
+BUNDLE: a path, or an installed bundle's name ("tilelang-std", found by tl_bundle_open_by_name
+along $TILELANG_KERNEL_PATH and <prefix>/share/tilelang).
 
 Only the runtime's Python binding (ctypes over the C ABI) and numpy run the kernels; inputs and
 float64 references come from kernels/*.py (each factory's case builder). Prints one row per
@@ -40,7 +43,7 @@ def main(argv):
         print("  ", d)
     best = rt.best_device()
     candidates = [best] + [d for d in rt.devices() if (d.backend, d.ordinal) != (best.backend, best.ordinal)]
-    bundle = rt.open_bundle(path)
+    bundle = rt.open_bundle_by_name(path)
     entries = {e["name"]: e for e in checks.load_manifest()["kernels"]}
     names = sorted(entries) if run_all else [n for n in REPRESENTATIVE if n in entries]
     rows, failures = [], 0
