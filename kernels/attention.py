@@ -288,12 +288,12 @@ def attention_bwd_preprocess(batch, heads, seq_q, dim, block_M=64, dtype="float1
     def main(O: T.Tensor(shape, dtype), dO: T.Tensor(shape, dtype), Delta: T.Tensor((batch, heads, seq_q), accum)):
         with T.Kernel(T.ceildiv(seq_q, block_M), heads, batch, threads=128) as (bx, by, bz):
             o = T.alloc_fragment((block_M, dim), accum)
-            do = T.alloc_fragment((block_M, dim), accum)
+            dout = T.alloc_fragment((block_M, dim), accum)  # not "do": a C++ keyword in the CUDA source
             d = T.alloc_fragment((block_M,), accum)
             T.copy(O[bz, by, bx * block_M, 0], o)
-            T.copy(dO[bz, by, bx * block_M, 0], do)
+            T.copy(dO[bz, by, bx * block_M, 0], dout)
             for i, j in T.Parallel(block_M, dim):
-                o[i, j] = o[i, j] * do[i, j]
+                o[i, j] = o[i, j] * dout[i, j]
             T.reduce_sum(o, d, dim=1)
             T.copy(d, Delta[bz, by, bx * block_M])
 
