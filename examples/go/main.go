@@ -235,7 +235,8 @@ func run(w io.Writer, path, spec string) (bool, error) {
 		switch {
 		case k.Name() == "gemm_f32_nn" || (k.Name() == "gemm" && gemm == nil):
 			gemm = k
-		case strings.HasPrefix(k.Name(), "softmax") && softmax == nil:
+		case k.Name() == "softmax_f32_1024" || (strings.HasPrefix(k.Name(), "softmax") && softmax == nil):
+			// The float32 softmax (the standard library also has softmax_f16_4096, sorted first).
 			softmax = k
 		}
 	}

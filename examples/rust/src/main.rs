@@ -182,7 +182,11 @@ fn run(path: &str, spec: Option<&str>) -> BoxResult<bool> {
     } else {
         println!("no GEMM kernel (gemm_f32_nn or gemm) in the bundle");
     }
-    let softmax = bundle.kernels()?.into_iter().find(|k| k.name().starts_with("softmax"));
+    // The float32 softmax (the standard library also has a float16 one, softmax_f16_4096).
+    let kernels = bundle.kernels()?;
+    let softmax = kernels.iter().position(|k| k.name() == "softmax_f32_1024")
+        .or_else(|| kernels.iter().position(|k| k.name().starts_with("softmax")))
+        .map(|i| kernels.into_iter().nth(i).unwrap());
     if let Some(k) = softmax {
         ok &= run_softmax(&rt, &dev, &k, &mut rng)?;
         ran += 1;
