@@ -386,6 +386,27 @@ TEST_F(Vulkan, DescriptorPoolPathWithoutPushDescriptors) {
   tl_prepared_release(p);
 }
 
+TEST_F(Vulkan, CopiesThroughStagingAsOnADiscreteGpu) {
+  Close();
+  setenv("TL_VULKAN_STAGING_ONLY", "1", 1);
+  Open();
+  unsetenv("TL_VULKAN_STAGING_ONLY");
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
+  RunVadd(p, 5000, nullptr, 31);
+  // 40 MiB: three staging pieces each way, at an odd offset.
+  const size_t n = (40u << 20) + 3;
+  std::vector<uint8_t> in(n), out(n, 0);
+  std::mt19937 rng(5);
+  for (auto& v : in) v = static_cast<uint8_t>(rng());
+  DeviceBuffer b;
+  Alloc(&b, n + 7);
+  ASSERT_EQ(S(tl_buffer_copy_from_host(b.buffer, 7, in.data(), n, nullptr)), "");
+  ASSERT_EQ(S(tl_buffer_copy_to_host(b.buffer, 7, out.data(), n, nullptr)), "");
+  EXPECT_TRUE(in == out);
+  tl_prepared_release(p);
+}
+
 TEST_F(Vulkan, DebugLogTimesSynchronousLaunchesWithTimestamps) {
   Close();
   Open(nullptr, /*debug_log=*/true);

@@ -88,7 +88,8 @@ Context::~Context() {
   fn_.vkDestroyDevice(device_, nullptr);
 }
 
-Status Context::Init(const std::string& cache_dir, bool no_push) {
+Status Context::Init(const std::string& cache_dir, const Overrides& overrides) {
+  staging_only_ = overrides.staging_only;
   va_base_ = kVaTag | (uint64_t{g_next_space.fetch_add(1) & 0xFF} << kVaOrdinalShift);
   const Instance& in = *instance_;
   const VkPhysicalDeviceProperties& p = info_.props;
@@ -127,7 +128,7 @@ Status Context::Init(const std::string& cache_dir, bool no_push) {
   chain(&f11);
   chain(&f12);
   if (info_.has_f13) chain(&f13);
-  if (info_.HasExtension(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !no_push) {
+  if (info_.HasExtension(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) && !overrides.no_push_descriptors) {
     enabled_extensions_.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   }
   if (info_.HasExtension("VK_KHR_cooperative_matrix") && coopmat.cooperativeMatrix) {
@@ -338,7 +339,7 @@ StatusOr<std::pair<VkBuffer, VkDeviceMemory>> Context::CreateBuffer(uint64_t byt
   }
   const VkMemoryPropertyFlags flags = info_.memory.memoryTypes[type].propertyFlags;
   const VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  if ((flags & coherent) == coherent) {
+  if ((flags & coherent) == coherent && (host || !staging_only_)) {
     void* p = nullptr;
     if (VkResult r = fn_.vkMapMemory(device_, memory, 0, VK_WHOLE_SIZE, 0, &p); r != VK_SUCCESS) {
       fn_.vkDestroyBuffer(device_, buffer, nullptr);

@@ -105,8 +105,12 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  // `no_push`: do not use VK_KHR_push_descriptor even where present.
-  Status Init(const std::string& cache_dir, bool no_push);
+  // Debug overrides (vulkan_device.h).
+  struct Overrides {
+    bool no_push_descriptors = false;  // do not use VK_KHR_push_descriptor even where present
+    bool staging_only = false;         // never map device buffers: copies go through staging
+  };
+  Status Init(const std::string& cache_dir, const Overrides& overrides);
 
   const DeviceFns& fn() const { return fn_; }
   VkDevice device() const { return device_; }
@@ -164,6 +168,8 @@ class Context {
   void PersistPipelineCache();
 
  private:
+  // `host`: a staging buffer (host-visible, always mapped); else a device
+  // buffer, mapped when its memory is host-visible and coherent.
   StatusOr<std::pair<VkBuffer, VkDeviceMemory>> CreateBuffer(uint64_t bytes, bool host, uint8_t** mapped,
                                                              const char* what);
   int FindMemoryType(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
@@ -178,6 +184,7 @@ class Context {
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::vector<std::string> enabled_extensions_;
   bool push_descriptors_ = false;
+  bool staging_only_ = false;
   bool subgroup_size_control_ = false;
   bool creation_feedback_ = false;
 

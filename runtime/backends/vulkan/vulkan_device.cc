@@ -78,7 +78,9 @@ class VulkanDevice : public Device {
   VulkanDevice(DeviceDesc desc, PhysicalInfo info, std::shared_ptr<const Instance> instance,
                const BackendOptions& options)
       : info_(std::move(info)), instance_(std::move(instance)), cache_dir_(options.cpu_cache_dir),
-        logger_(options.logger), no_push_descriptors_(EnvTrue(getenv("TL_VULKAN_NO_PUSH_DESCRIPTORS"))) {
+        logger_(options.logger) {
+    overrides_.no_push_descriptors = EnvTrue(getenv("TL_VULKAN_NO_PUSH_DESCRIPTORS"));
+    overrides_.staging_only = EnvTrue(getenv("TL_VULKAN_STAGING_ONLY"));
     desc_ = std::move(desc);
     desc_.flags |= TL_DEVICE_FLAG_CAN_LAUNCH;
     size_control_ok_ = info_.size_control &&
@@ -113,7 +115,7 @@ class VulkanDevice : public Device {
   std::shared_ptr<const Instance> instance_;
   std::string cache_dir_;
   const Logger* logger_;
-  bool no_push_descriptors_;  // TL_VULKAN_NO_PUSH_DESCRIPTORS, read at runtime creation
+  Context::Overrides overrides_;  // TL_VULKAN_NO_PUSH_DESCRIPTORS / _STAGING_ONLY, read at runtime creation
   std::mutex ctx_mu_;
   bool tried_ = false;
   std::shared_ptr<Context> ctx_;
@@ -125,7 +127,7 @@ StatusOr<std::shared_ptr<Context>> VulkanDevice::Ctx() {
   if (!tried_) {
     tried_ = true;
     auto ctx = std::make_shared<Context>(instance_, info_, desc_.name, logger_);
-    ctx_status_ = ctx->Init(cache_dir_, no_push_descriptors_);
+    ctx_status_ = ctx->Init(cache_dir_, overrides_);
     if (ctx_status_.ok()) ctx_ = std::move(ctx);
   }
   if (!ctx_) return ctx_status_;

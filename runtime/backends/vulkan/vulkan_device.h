@@ -44,6 +44,9 @@
 // Debug override (read at runtime creation):
 //   TL_VULKAN_NO_PUSH_DESCRIPTORS=1  use descriptor pools even where push
 //                                    descriptors exist (tests both paths).
+//   TL_VULKAN_STAGING_ONLY=1         never map device buffers: every copy goes
+//                                    through staging, as on a discrete GPU
+//                                    (tests that path on lavapipe).
 //
 // Thread-safety: the device, executables and the shared VkDevice state are
 // safe from any thread (queue submission under a mutex, allocation table
