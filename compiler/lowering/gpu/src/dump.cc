@@ -42,6 +42,9 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "lane_reduce " << ir::ReduceOpName(n.op) << " " << n.var << " width=" << n.width << "\n";
           } else if constexpr (std::is_same_v<T, SComment>) {
             o << pad << "# " << n.text << "\n";
+          } else if constexpr (std::is_same_v<T, SCopyVec>) {
+            o << pad << n.dst << "[" << ir::Print(n.dst_index) << " +: " << n.lanes << "] = " << n.src << "["
+              << ir::Print(n.src_index) << " +: " << n.lanes << "]\n";
           } else if constexpr (std::is_same_v<T, SMma>) {
             o << pad << "mma." << MmaKindName(n.kind) << " " << n.c << " += " << n.a << "[" << ir::Print(n.a_base)
               << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "[" << ir::Print(n.b_base)

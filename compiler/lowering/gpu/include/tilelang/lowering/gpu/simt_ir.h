@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -108,8 +109,16 @@ struct SMma {
   int64_t m_tiles = 1, n_tiles = 1, R = 8, c_col_slots = 2;
 };
 
+// `lanes` consecutive elements src[src_index + i] -> dst[dst_index + i] as
+// one access of lanes * element bytes (4, 8 or 16), both buffers of one
+// dtype, both indices multiples of `lanes`, global bases aligned
+// (SimtKernel::param_align). Emitted only with GpuLowerOptions::vector_copies;
+// printers that do not know it must reject it.
+struct SCopyVec { std::string dst; ir::Expr dst_index; std::string src; ir::Expr src_index; int64_t lanes = 1; };
+
 struct SStmt {
-  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma> node;
+  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec>
+      node;
 };
 
 struct SimtKernel {
@@ -124,6 +133,9 @@ struct SimtKernel {
   int64_t warp_size = 32;               // GpuLowerOptions::warp_size: SLaneReduce widths are <= it
   SBlock body;
   std::vector<std::string> notes;       // decisions for the report (layouts, demotions, barriers)
+  // Bytes a global param's base address must be a multiple of (SCopyVec
+  // accesses); the bundle turns them into PTR_ALIGNED launch guards.
+  std::map<std::string, int64_t> param_align;
 };
 
 // Human-readable dump (tests, --emit-source debugging).
