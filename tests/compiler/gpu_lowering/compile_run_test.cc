@@ -41,6 +41,7 @@ tl::gpu::GpuLowerOptions CudaOptions(const std::string& kernel, int64_t shared =
   o.symbol_params = true;
   o.gemm = tl::gpu::GemmStrategy::kMmaSync;
   o.tf32 = kernel.find("tf32") != std::string::npos;
+  o.vector_copies = true;
   return o;
 }
 cu::CudaBuildOptions BundleOptions(const std::string& kernel) {
@@ -477,6 +478,15 @@ TEST(Interp, MmaI8AndStrategyChoice) {
   tl::StatusOr<tl::gpu::SimtKernel> odd = tl::gpu::LowerToSimt(Parse(text), CudaOptions("odd"));
   ASSERT_TRUE(odd.ok()) << odd.status().ToString();
   EXPECT_NE(notes(*odd).find("48x64x32 over 128 threads does not fit"), std::string::npos) << notes(*odd);
+  // Vectorized copies: 16-byte (8 x f16) global -> shared, with the tensors' bases
+  // required to be 16-byte aligned (a launch guard in the bundle).
+  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(Named("gemm_big").text), CudaOptions("gemm_big"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_NE(tl::gpu::Dump(*big).find("A_s[") , std::string::npos);
+  EXPECT_NE(tl::gpu::Dump(*big).find("+: 8] = A["), std::string::npos) << tl::gpu::Dump(*big);
+  EXPECT_EQ(big->param_align.at("A"), 16);
+  EXPECT_EQ(big->param_align.at("B"), 16);
+  EXPECT_EQ(big->param_align.count("C"), 0u);  // the accumulator is stored from registers
   // Other targets keep SIMT FMA (the default strategy never emits SMma).
   tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(Parse(Named("gemm_f16_nn").text), {99 * 1024});
   ASSERT_TRUE(simt.ok());

@@ -347,6 +347,26 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SMma>) Mma(n, mask);
+            if constexpr (std::is_same_v<T, SCopyVec>) {
+              for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+                if (!mask[t]) continue;
+                const int64_t d = static_cast<int64_t>(Eval(n.dst_index, t));
+                const int64_t si = static_cast<int64_t>(Eval(n.src_index, t));
+                if (d % n.lanes != 0 || si % n.lanes != 0) {
+                  error = "copy_vec index not a multiple of " + std::to_string(n.lanes);
+                  return;
+                }
+                std::vector<double>& src = Buf(n.src, t);
+                std::vector<double>& dst = Buf(n.dst, t);
+                if (si < 0 || d < 0 || si + n.lanes > static_cast<int64_t>(src.size()) ||
+                    d + n.lanes > static_cast<int64_t>(dst.size())) {
+                  error = "copy_vec out of bounds: " + n.src + "[" + std::to_string(si) + "] -> " + n.dst + "[" +
+                          std::to_string(d) + "]";
+                  return;
+                }
+                for (int64_t i = 0; i < n.lanes; ++i) dst[static_cast<size_t>(d + i)] = src[static_cast<size_t>(si + i)];
+              }
+            }
             // SBarrier, SComment: nothing (lockstep).
           },
           s.node);

@@ -75,6 +75,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   }
   lo.gemm = mma ? gpu::GemmStrategy::kMmaSync : gpu::GemmStrategy::kSimtFma;
   lo.tf32 = options.tf32;
+  lo.vector_copies = true;
   StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
   if (!k.ok()) return k.status();
   StatusOr<CudaSource> src = PrintCuda(*k);
@@ -130,6 +131,17 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       v->launch->param_slots.push_back(std::move(ps));
     }
     v->launch->param_buffer_bytes = src->param_buffer_bytes;
+    // Vectorized copies need aligned tensor bases: checked at launch.
+    for (const auto& [name, align] : k->param_align) {
+      for (size_t p = 0; p < f.params.size(); ++p) {
+        if (f.params[p].name != name) continue;
+        auto g = std::make_unique<tl::bundle::GuardT>();
+        g->param = static_cast<uint16_t>(p);
+        g->op = tl::bundle::GuardOp::PTR_ALIGNED;
+        g->value = align;
+        v->guards.push_back(std::move(g));
+      }
+    }
     v->build_attrs.push_back(KV("cuda.compiler", code->tool));
     if (code->registers >= 0) {
       v->build_attrs.push_back(KV("ptxas.registers", std::to_string(code->registers)));

@@ -29,6 +29,8 @@ template <typename T> __device__ __forceinline__ T tl_ceildiv(T a, T b) { return
 template <typename T> __device__ __forceinline__ T tl_max(T a, T b) { return a > b ? a : b; }
 template <typename T> __device__ __forceinline__ T tl_min(T a, T b) { return a < b ? a : b; }
 template <typename T> __device__ __forceinline__ T tl_abs(T a) { return a < 0 ? -a : a; }
+struct alignas(16) tl_v16 { unsigned x, y, z, w; };
+struct alignas(8) tl_v8 { unsigned x, y; };
 __device__ __forceinline__ unsigned tl_smem_addr(const void* p) { unsigned long long a; asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p)); return (unsigned)a; }
 __device__ __forceinline__ void tl_ldsm_x4(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x4_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
@@ -332,6 +334,12 @@ class Printer {
               o << pad << "// " << n.text << "\n";
             } else if constexpr (std::is_same_v<T, gpu::SMma>) {
               Mma(n, pad, o);
+            } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
+              const int64_t bytes = n.lanes * std::max(1, ir::BitWidth(BufType(n.dst)) / 8);
+              const char* vt = bytes == 16 ? "tl_v16" : bytes == 8 ? "tl_v8" : "unsigned int";
+              if (bytes != 16 && bytes != 8 && bytes != 4) err_ = "vector copy of " + std::to_string(bytes) + " bytes";
+              o << pad << "*reinterpret_cast<" << vt << "*>(&" << n.dst << "[" << E(n.dst_index) << "]) = *reinterpret_cast<const "
+                << vt << "*>(&" << n.src << "[" << E(n.src_index) << "]);\n";
             } else {
               err_ = std::string("SIMT statement '") + typeid(T).name() + "' is not supported by the CUDA printer";
             }

@@ -77,8 +77,8 @@ struct Side {
 
 class Lowerer {
  public:
-  Lowerer(const ir::Function& f, const GpuLayoutPlan& plan, SimtKernel* out)
-      : f_(f), plan_(plan), out_(out), syms_(ir::CollectSymbols(f)) {}
+  Lowerer(const ir::Function& f, const GpuLayoutPlan& plan, SimtKernel* out, const GpuLowerOptions& options)
+      : f_(f), plan_(plan), out_(out), options_(options), syms_(ir::CollectSymbols(f)) {}
 
   Status Run(const ir::Kernel& k) {
     for (const ir::Param& p : f_.params) {
@@ -294,11 +294,94 @@ class Lowerer {
     return q;
   }
 
+  // Whether `e` (i32 index arithmetic) is a multiple of `v` for every value
+  // of its variables: constants, products with such a factor, sums of such.
+  static bool MultipleOf(const Expr& e, int64_t v) {
+    if (v == 1) return true;
+    if (const auto* i = ir::As<ir::IntImm>(e)) return i->value % v == 0;
+    if (const auto* c = ir::As<ir::Cast>(e)) return MultipleOf(*c->value, v);
+    if (const auto* b = ir::As<ir::Binary>(e)) {
+      if (b->op == ir::BinaryOp::kMul) return MultipleOf(*b->lhs, v) || MultipleOf(*b->rhs, v);
+      if (b->op == ir::BinaryOp::kAdd || b->op == ir::BinaryOp::kSub) {
+        return MultipleOf(*b->lhs, v) && MultipleOf(*b->rhs, v);
+      }
+    }
+    return false;
+  }
+
+  // Lanes of a vectorized copy between sides a and b (1: none): both have
+  // the buffer's last dim as their last kept dim, starts there and row
+  // strides multiples of the lanes, and a last extent the lanes divide.
+  int64_t VectorLanes(const Side& a, const Side& b) {
+    if (!options_.vector_copies) return 1;
+    const Buf& ab = bufs_[a.info.buffer];
+    const Buf& bb = bufs_[b.info.buffer];
+    if (ab.dtype != bb.dtype || ab.where == Where::kRegisterFrag || bb.where == Where::kRegisterFrag ||
+        ab.where == Where::kLocal || bb.where == Where::kLocal) {
+      return 1;
+    }
+    const int64_t bytes = std::max(1, ir::BitWidth(ab.dtype) / 8);
+    int64_t lanes = 16 / bytes;
+    auto ok = [&](const Side& s, const Buf& buf) {
+      const size_t rank = s.info.starts.size();
+      if (s.kept.empty() || s.kept.back() != static_cast<int>(rank) - 1) return false;
+      const int64_t ext = s.info.extents[rank - 1];
+      const std::optional<int64_t> row = ir::FoldInt(buf.shape.back());
+      if (ext % lanes != 0 || !MultipleOf(ir::FoldConstants(ToI32(s.info.starts[rank - 1])), lanes)) return false;
+      return rank == 1 || (row && *row % lanes == 0);
+    };
+    while (lanes * bytes >= 4 && !(ok(a, ab) && ok(b, bb))) lanes /= 2;
+    return lanes * bytes >= 4 ? lanes : 1;
+  }
+
+  // Vectorized copy (VectorLanes > 1): each thread moves `lanes` elements at
+  // a time; a vector is wholly inside or outside a guarded tensor dim (the
+  // dim is a multiple of the lanes), out-of-bounds sources give zeros.
+  Status VectorCopy(const Side& a, const Side& b, int64_t lanes) {
+    std::vector<int64_t> compact = Compact(b);
+    compact.back() /= lanes;
+    Status err = Status::Ok();
+    SBlock code = FlatLoop(compact, [&](const std::vector<Expr>& q0) -> StatusOr<SBlock> {
+      std::vector<Expr> q = q0;
+      q.back() = Mul(q.back(), I(lanes));
+      const std::vector<Expr> si = SideIndex(a, q), di = SideIndex(b, q);
+      const Buf& sb = bufs_[a.info.buffer];
+      const Buf& db = bufs_[b.info.buffer];
+      const Expr dst = Linear(db.shape, di);
+      SBlock copy{S(SCopyVec{b.info.buffer, dst, a.info.buffer, Linear(sb.shape, si), lanes})};
+      SBlock zeros;
+      const std::string z = Fresh("z");
+      zeros.push_back(For(z, 0, I(lanes), 1, true, {Store(b.info.buffer, Add(dst, V(z)), CastTo(db.dtype, ir::MakeInt(0)))}));
+      SBlock out;
+      std::optional<Expr> sg = SideGuard(a, si);
+      SBlock body;
+      if (sg) {
+        body.push_back(S(SIf{*sg, std::move(copy), std::move(zeros)}));
+      } else {
+        body = std::move(copy);
+      }
+      out.push_back(IfS(SideGuard(b, di), std::move(body)));
+      return out;
+    }, &err);
+    if (!err.ok()) return err;
+    for (const Side* s : {&a, &b}) {
+      if (bufs_[s->info.buffer].where == Where::kGlobal) {
+        int64_t& al = out_->param_align[s->info.buffer];
+        al = std::max<int64_t>(al, lanes * std::max(1, ir::BitWidth(bufs_[s->info.buffer].dtype) / 8));
+      }
+    }
+    for (SStmt& s : code) cur_->push_back(std::move(s));
+    return Status::Ok();
+  }
+
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
     if (!a.ok()) return a.status();
     if (!b.ok()) return b.status();
+    if (!atomic) {
+      if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes);
+    }
     const DType dt = bufs_[b->info.buffer].dtype;
     Status err = Status::Ok();
     auto emit = [&](const std::vector<Expr>& q, std::optional<Expr> sslot, std::optional<Expr> dslot,
@@ -883,6 +966,7 @@ class Lowerer {
   const ir::Function& f_;
   const GpuLayoutPlan& plan_;
   SimtKernel* out_;
+  const GpuLowerOptions& options_;
   ir::SymbolTable syms_;
   std::map<std::string, Buf> bufs_;
   std::set<std::string> padded_;  // shared buffers with padded rows (mma operands)
@@ -949,7 +1033,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     out.notes.push_back("pipeline " + d.loop_var + ": stages requested " + std::to_string(d.requested_stages) +
                         ", applied 1 (no asynchronous copies yet)");
   }
-  Lowerer low(f, *plan, &out);
+  Lowerer low(f, *plan, &out, options);
   s = low.Run(passes::TheKernel(f));
   if (!s.ok()) return s;
   if (out.shared_bytes > options.shared_budget_bytes) {

@@ -93,6 +93,10 @@ struct GpuLowerOptions {
   bool symbol_params = false;
   GemmStrategy gemm = GemmStrategy::kSimtFma;
   bool tf32 = false;  // kMmaSync: f32 gemms on tensor cores as tf32
+  // Copies between global and shared memory as 4/8/16-byte SCopyVec where
+  // the last dim is contiguous and provably aligned (global bases then need
+  // SimtKernel::param_align).
+  bool vector_copies = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
