@@ -113,6 +113,7 @@ build() {
     cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
   done
   build_python "$bdir"
+  build_bench
   build_vulkan "$bdir"
   build_compat
   du -sh "$stage"
@@ -133,6 +134,50 @@ build_python() {
     (cd "$repo" && conformance_env && TL_CONFORMANCE_COMPILE_ONLY=1 \
       /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/conformance -k cuda 2>&1 | tail -3)
   fi
+}
+
+# The CUDA benchmarks (tools/bench/gpu_bench.py): compiled here into the same cache.
+build_bench() {
+  echo "=== compiling the benchmark kernels for CUDA (sm_90a + PTX) into .gpu/tilelang-cache ==="
+  (cd "$repo" && conformance_env && /usr/bin/python3 tools/bench/gpu_bench.py --precompile 2>&1 | tail -4)
+}
+
+# GEMM / FlashAttention / first-launch benchmarks on the device; results in $OUT/bench.{log,json}.
+run_bench() {
+  local log=${OUT:-/tmp}/bench.log
+  echo "=== benchmarks (tools/bench/gpu_bench.py) ==="
+  (cd "$repo" && conformance_env && PYTHONUNBUFFERED=1 timeout 420 python3 tools/bench/gpu_bench.py \
+    --json "${OUT:-/tmp}/bench.json") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  summary+=("$(printf '%-22s rc=%s' "bench" "$rc")")
+  if [ "$rc" -ne 0 ]; then status=1; fi
+}
+
+# The CUDA part of `run` alone: runtime + lowering tests, conformance (also under
+# CUDA_FORCE_PTX_JIT=1), benchmarks.
+run_cuda() {
+  status=0
+  summary=()
+  export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+  if ! "$stage/bin/tl_runtime_cuda_tests" --gtest_list_tests >/dev/null 2>&1; then
+    export LD_LIBRARY_PATH=$stage/lib:$stage/lib-fallback${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  fi
+  local cache
+  cache=$(mktemp -d)
+  run_cuda_tests library CUDA_CACHE_PATH="$cache"
+  rm -rf "$cache"
+  run_gpu_lowering_tests
+  run_conformance
+  mv "${OUT:-/tmp}/conformance_cuda.log" "${OUT:-/tmp}/conformance_cuda_default.log"
+  summary+=("(next: conformance with CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1)")
+  CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1 run_conformance
+  run_bench
+  echo
+  echo "=== summary ==="
+  grep -h '^\[ gemm_big \]\|^\[ run ' "${OUT:-/tmp}"/gpu_lowering.log
+  printf '%s\n' "${summary[@]}"
+  return $status
 }
 
 # Environment of the conformance suite on CUDA (here and on the device).
@@ -341,6 +386,7 @@ run() {
   rm -rf "$cache"
   run_gpu_lowering_tests
   run_conformance
+  run_bench
   run_vulkan
   run_conformance_vulkan
   echo
@@ -374,6 +420,13 @@ case "${1:-}" in
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     run_conformance_vulkan; printf '%s\n' "${summary[@]}"; exit $status ;;
+  build-bench)  # only the benchmark kernels (after build or build-python)
+    set -e; build_bench; set +e; du -sh "$stage" ;;
+  run-bench)
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    run_bench; printf '%s\n' "${summary[@]}"; exit $status ;;
+  run-cuda) run_cuda ;;
   run-python)
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -382,6 +435,8 @@ case "${1:-}" in
     echo "usage: $0 build   (here: build and stage into .gpu/)" >&2
     echo "       $0 run     (on the device machine, with .gpu carried)" >&2
     echo "       $0 build-python | run-python   (only the Python conformance part of each)" >&2
+    echo "       $0 build-bench | run-bench     (tools/bench/gpu_bench.py: GEMM, FlashAttention, first launch)" >&2
+    echo "       $0 run-cuda    (CUDA tests, conformance twice (default, CUDA_FORCE_PTX_JIT=1), benchmarks)" >&2
     echo "       $0 build-compat | run-compat   (upstream TileLang's examples, tools/compat)" >&2
     echo "       $0 build-vulkan | run-vulkan   (the Vulkan runtime tests on the NVIDIA driver)" >&2
     echo "       $0 run-vulkan-conformance      (tests/conformance -k vulkan on the NVIDIA driver)" >&2
