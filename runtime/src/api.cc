@@ -855,7 +855,10 @@ StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
     req.static_shared_bytes = l.static_shared_bytes;
     req.dynamic_shared_bytes = l.dynamic_shared_bytes;
     for (int a = 0; a < 3; ++a) req.block[a] = l.block[a];
-    for (const ParamSig& ps : k->sig.params) req.param_names.push_back(ps.name);
+    for (const ParamSig& ps : k->sig.params) {
+      req.param_names.push_back(ps.name);
+      req.param_dtypes.push_back(ps.dtype);
+    }
     req.symbol_names = k->sig.symbols;
     req.features = v.features;
     req.required_shared_bytes = v.shared_bytes;

@@ -356,6 +356,38 @@ TEST_F(Vulkan, ScalarsOfBothSizesAtTheirAlignment) {
   tl_prepared_release(p);
 }
 
+TEST_F(Vulkan, NarrowScalarsAreExtendedToFourBytes) {
+  struct Case {
+    uint8_t code, bits;
+    int64_t value;
+  };
+  // The module reads s as int32: an 8- or 16-bit signed value must arrive
+  // sign-extended, an unsigned one zero-extended.
+  for (const Case& c : {Case{TL_DTYPE_INT, 8, -5}, Case{TL_DTYPE_INT, 16, -300}, Case{TL_DTYPE_UINT, 8, 250},
+                        Case{TL_DTYPE_INT, 8, 100}}) {
+    tl_prepared_t* p = nullptr;
+    ASSERT_EQ(Prepare(AddiBundle(c.code, c.bits), "addi", &p), "");
+    const int n = 100;
+    std::vector<float> x(n), out(n);
+    for (int i = 0; i < n; ++i) x[i] = 0.25f * i;
+    DeviceBuffer dx, dout;
+    Alloc(&dx, n * 4);
+    Alloc(&dout, n * 4);
+    ASSERT_EQ(S(tl_buffer_copy_from_host(dx.buffer, 0, x.data(), n * 4, nullptr)), "");
+    const int64_t shape[1] = {n};
+    const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+    tl_arg_t args[3] = {tl_arg_tensor(dx.ptr(), f32, 1, shape, nullptr), tl_arg_tensor(dout.ptr(), f32, 1, shape, nullptr),
+                        tl_arg_scalar_bits(tl_dtype(c.code, c.bits), c.bits / 8,
+                                           static_cast<uint64_t>(c.value) & ((uint64_t{1} << c.bits) - 1))};
+    ASSERT_EQ(S(tl_launch(p, nullptr, 3, args, nullptr)), "");
+    ASSERT_EQ(S(tl_buffer_copy_to_host(dout.buffer, 0, out.data(), n * 4, nullptr)), "");
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], x[i] + float(c.value)) << "dtype code " << int(c.code) << " bits " << int(c.bits) << " i " << i;
+    }
+    tl_prepared_release(p);
+  }
+}
+
 TEST_F(Vulkan, EmptyGridLaunchesNothing) {
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
