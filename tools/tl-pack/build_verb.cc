@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "tilelang/codegen/cuda/cuda_bundle.h"
+#include "tilelang/codegen/spirv/spirv_bundle.h"
+#include "tilelang/codegen/spirv/spirv_tools.h"
 #include "tilelang/driver/cpu_bundle.h"
 #include "tilelang/formats/checksum.h"
 #include "tilelang/ir/tile_ir.h"
@@ -387,8 +389,8 @@ struct Family {
 std::vector<Family> GpuFamilies(const std::string& spec, std::string* rest, const std::string& emit_source_dir,
                                 bool quiet) {
   std::vector<Family> out;
-  // Vulkan (SPIR-V) and HIP (HSACO): known names, built by their code generators once
-  // those are wired into `tl-pack build`.
+  // HIP (HSACO): a known name, built by its code generator once that is wired into
+  // `tl-pack build`.
   std::string cpu_and_cuda;
   std::string spirv_items, hip_items;
   size_t pos = 0;
@@ -430,7 +432,20 @@ std::vector<Family> GpuFamilies(const std::string& spec, std::string* rest, cons
     out.push_back(std::move(f));
   }
   if (!spirv_items.empty()) {
-    out.push_back({"vulkan", spirv_items, "tl-pack build has no SPIR-V code generator yet", "", nullptr});
+    Family f{"vulkan", spirv_items, "", "spirv " + codegen::spirv::SpirvToolsVersion(), nullptr};
+    codegen::spirv::SpirvBuildOptions so;
+    so.emit_source_dir = emit_source_dir;
+    if (!quiet) so.log = [](const std::string& line) { std::fprintf(stderr, "tl-pack build: %s\n", line.c_str()); };
+    f.make = [so](const ir::Function& fn, tl::bundle::KernelT& kernel, formats::BundleWriter& writer) -> Status {
+      auto vs = codegen::spirv::MakeSpirvVariants(fn, so, writer);
+      if (!vs.ok() && vs.status().code() == StatusCode::kResourceExhausted) {  // over the Vulkan budget: skipped
+        return Status(StatusCode::kUnimplemented, "does not fit Vulkan's workgroup memory: " + vs.status().message());
+      }
+      if (!vs.ok()) return vs.status();
+      for (auto& v : *vs) kernel.variants.push_back(std::move(v));
+      return Status::Ok();
+    };
+    out.push_back(std::move(f));
   }
   if (!hip_items.empty()) {
     out.push_back({"hip", hip_items, "tl-pack build has no HIP code generator yet", "", nullptr});

@@ -112,6 +112,23 @@ std::string HsacoLine(const tl::bundle::Variant* v) {
          ", max workgroup " + get("max_flat_workgroup_size");
 }
 
+// The requirements a Vulkan variant is checked against, in one line:
+// "SPIR-V 1.3 (Vulkan >= 1.1), 128 threads, workgroup memory 528 B, push constants 12 B, subgroup any, 2 storage buffers"
+std::string VulkanLine(const tl::bundle::Variant* v) {
+  if (v->backend() != tl::bundle::Backend::VULKAN) return "";
+  const auto* r = v->requires_();
+  const uint32_t w = r->isa_version(), d = r->min_driver();
+  const std::string subgroup = r->subgroup_size() ? std::to_string(r->subgroup_size()) : std::string("any");
+  const uint32_t bindings = v->launch()->vk_bindings() ? v->launch()->vk_bindings()->size() : 0;
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "SPIR-V %u.%u (Vulkan >= %u.%u), %u threads, workgroup memory %u B, push constants %u B, subgroup %s, "
+                "%u storage buffers",
+                w >> 16 & 0xFFu, w >> 8 & 0xFFu, d >> 22 & 0x7Fu, d >> 12 & 0x3FFu, r->threads_per_block(),
+                r->shared_bytes(), r->push_constant_bytes(), subgroup.c_str(), bindings);
+  return buf;
+}
+
 void PrintTable(const LoadedBundle& b) {
   const auto* m = b.view.manifest();
   const auto& h = b.view.header();
@@ -149,6 +166,7 @@ void PrintTable(const LoadedBundle& b) {
                   v->priority(), ("#" + std::to_string(v->payload())).c_str(), p->stored_size(), p->raw_size(),
                   block.c_str(), features.empty() ? "" : " ", features.c_str());
     if (const std::string hsaco = HsacoLine(v); !hsaco.empty()) std::printf("      hsaco: %s\n", hsaco.c_str());
+    if (const std::string vk = VulkanLine(v); !vk.empty()) std::printf("      vulkan: %s\n", vk.c_str());
     }
   }
 
@@ -235,6 +253,16 @@ void PrintJson(const LoadedBundle& b) {
            ",\"raw_size\":" + std::to_string(p->raw_size()) + ",\"block\":[" +
            std::to_string(v->launch()->block()->Get(0)) + "," + std::to_string(v->launch()->block()->Get(1)) + "," +
            std::to_string(v->launch()->block()->Get(2)) + "]";
+      if (v->backend() == tl::bundle::Backend::VULKAN) {
+        const auto* r = v->requires_();
+        o += ",\"vulkan\":{\"spirv_version\":" + std::to_string(r->isa_version()) +
+             ",\"min_driver\":" + std::to_string(r->min_driver()) +
+             ",\"threads_per_block\":" + std::to_string(r->threads_per_block()) +
+             ",\"shared_bytes\":" + std::to_string(r->shared_bytes()) +
+             ",\"push_constant_bytes\":" + std::to_string(r->push_constant_bytes()) +
+             ",\"subgroup_size\":" + std::to_string(r->subgroup_size()) + ",\"bindings\":" +
+             std::to_string(v->launch()->vk_bindings() ? v->launch()->vk_bindings()->size() : 0) + "}";
+      }
       if (const auto facts = HsacoFacts(v); !facts.empty()) {
         o += ",\"hsaco\":{";
         for (size_t f = 0; f < facts.size(); ++f) {
