@@ -1,8 +1,10 @@
 /* A deployment program in C99: open a TileLang bundle, list the devices,
- * run a GEMM on the CPU, check it against a plain C reference, and print
- * why the runtime chose the variant it chose.
+ * run a GEMM on the CPU (or another device), check it against a plain C
+ * reference, and print why the runtime chose the variant it chose.
  *
- *   run_bundle BUNDLE.tlb [KERNEL]
+ *   run_bundle BUNDLE.tlb [KERNEL [DEVICE]]   DEVICE: "cpu" (default), "cuda",
+ *                              "cuda:1", ...; on a GPU the inputs and the
+ *                              output go through device buffers
  *   run_bundle --describe      print every device's description as JSON (the
  *                              format of tests/runtime/goldens/devices/)
  *
@@ -37,6 +39,11 @@ static const char* backend_name(uint32_t backend) {
 
 int main(int argc, char** argv) {
   const char* kernel_name = argc > 2 ? argv[2] : "gemm";
+  const char* device_spec = argc > 3 ? argv[3] : "cpu";
+  tl_buffer_t* buffers[3] = {NULL, NULL, NULL};
+  void* pointers[3];
+  size_t bytes[3];
+  int on_gpu = 0;
   int64_t M = 67, N = 45, K = 33;
   tl_runtime_options_t options;
   tl_runtime_t* runtime = NULL;
@@ -54,7 +61,7 @@ int main(int argc, char** argv) {
   int rc = 1;
 
   if (argc < 2) {
-    fprintf(stderr, "usage: %s BUNDLE.tlb [KERNEL] | --describe\n", argv[0]);
+    fprintf(stderr, "usage: %s BUNDLE.tlb [KERNEL [DEVICE]] | --describe\n", argv[0]);
     return 2;
   }
   if (strcmp(argv[1], "--describe") == 0) {
@@ -99,7 +106,8 @@ int main(int argc, char** argv) {
     tl_device_release(device);
   }
 
-  if (failed(tl_runtime_default_device(runtime, "cpu", &cpu), "tl_runtime_default_device")) goto done;
+  if (failed(tl_runtime_default_device(runtime, device_spec, &cpu), "tl_runtime_default_device")) goto done;
+  on_gpu = strcmp(device_spec, "cpu") != 0;
   /* An installed name ("tilelang-std", found along TILELANG_KERNEL_PATH and
    * <prefix>/share/tilelang) or a path. */
   if (failed(tl_bundle_open_by_name(runtime, argv[1], &bundle), "tl_bundle_open_by_name")) goto done;
@@ -139,11 +147,25 @@ int main(int argc, char** argv) {
   shape_b[1] = N;
   shape_c[0] = M;
   shape_c[1] = N;
-  args[0] = tl_arg_tensor(a, tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_a, NULL);
-  args[1] = tl_arg_tensor(b, tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_b, NULL);
-  args[2] = tl_arg_tensor(c, tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_c, NULL);
+  pointers[0] = a;
+  pointers[1] = b;
+  pointers[2] = c;
+  bytes[0] = sizeof(float) * (size_t)(M * K);
+  bytes[1] = sizeof(float) * (size_t)(K * N);
+  bytes[2] = sizeof(float) * (size_t)(M * N);
+  if (on_gpu) { /* device memory: the inputs copied in (the output is written whole) */
+    for (i = 0; i < 3; ++i) {
+      if (failed(tl_buffer_allocate(cpu, bytes[i], &buffers[i]), "tl_buffer_allocate")) goto done;
+      if (i < 2 && failed(tl_buffer_copy_from_host(buffers[i], 0, pointers[i], bytes[i], NULL), "copy in")) goto done;
+      pointers[i] = tl_buffer_device_pointer(buffers[i]);
+    }
+  }
+  args[0] = tl_arg_tensor(pointers[0], tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_a, NULL);
+  args[1] = tl_arg_tensor(pointers[1], tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_b, NULL);
+  args[2] = tl_arg_tensor(pointers[2], tl_dtype(TL_DTYPE_FLOAT, 32), 2, shape_c, NULL);
   /* NULL stream: synchronous; NULL options: grid from the bundle. */
   if (failed(tl_launch(prepared, NULL, 3, args, NULL), "tl_launch")) goto done;
+  if (on_gpu && failed(tl_buffer_copy_to_host(buffers[2], 0, c, bytes[2], NULL), "copy out")) goto done;
 
   for (r = 0; r < M; ++r) {
     for (col = 0; col < N; ++col) {
@@ -159,6 +181,7 @@ int main(int argc, char** argv) {
   if (rc) fprintf(stderr, "result does not match the reference\n");
 
 done:
+  for (i = 0; i < 3; ++i) tl_buffer_release(buffers[i]);
   free(a);
   free(b);
   free(c);
