@@ -1,11 +1,13 @@
 """Conformance suite fixtures: each test runs once per target.
 
 Targets come from $TL_CONFORMANCE_TARGETS (comma-separated; default
-"cpu,cuda,vulkan"). A target whose pipeline is not there yet (no `tl-pack compile`,
+"cpu,cuda,vulkan,hip"). A target whose pipeline is not there yet (no `tl-pack compile`,
 no runtime binding, no backend, for CUDA no CUDA device: the runtime's CUDA
 backend status message) is skipped with the reason. Vulkan without a Vulkan
 device the runtime can launch on is compiled only (every case still goes
-through tl-pack and spirv-val). `-k cuda` / `-k vulkan` select those cases.
+through tl-pack and spirv-val); so is HIP without an AMD GPU (always here: every
+case is compiled by clang-19 for gfx90a, gfx942 and gfx1100 and its code objects
+checked by tl-pack). `-k cuda` / `-k vulkan` / `-k hip` select those cases.
 """
 
 import os
@@ -15,7 +17,7 @@ import pytest
 
 import tlc_util
 
-TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda,vulkan").split(",") if t]
+TARGETS = [t for t in os.environ.get("TL_CONFORMANCE_TARGETS", "cpu,cuda,vulkan,hip").split(",") if t]
 
 
 @pytest.fixture(params=TARGETS)

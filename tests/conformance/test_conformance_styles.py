@@ -34,8 +34,8 @@ def test_artifacts(target, tmp_path):
     path = kernel.export_bundle(str(tmp_path / "gemm.tlb"))
     import tilelang_runtime
     bundle = tilelang_runtime.Runtime().open_bundle(path)
-    # A CUDA kernel cannot be called `main`: the frontend names it `main_kernel`, as upstream does.
-    assert kernel.kernel_name == ("main_kernel" if target == "cuda" else "main")
+    # A CUDA or HIP kernel cannot be called `main`: the frontend names it `main_kernel`, as upstream does.
+    assert kernel.kernel_name == ("main_kernel" if target in ("cuda", "hip") else "main")
     assert kernel.kernel_name in bundle.kernels
     ir = kernel.get_tile_ir()
     assert ir.startswith("tileir 1\n")

@@ -45,6 +45,10 @@ def cannot_run(target):
         status = tilelang.compiler.device_status("vulkan")
         if status:
             return f"no Vulkan device to run on: {status}"
+    if target == "hip":  # HSACO for gfx90a, gfx942, gfx1100, checked at build; this project has no AMD GPU
+        status = tilelang.compiler.device_status("hip")
+        if status:
+            return f"HSACO for gfx90a, gfx942, gfx1100 built and checked; not run: no AMD GPU ({status})"
     return None
 
 

@@ -4,9 +4,12 @@ Targets: "cpu" (x86-64, the host's ISA level) and "cuda" (`tl-pack compile
 --target cuda`: cubins sm_80/sm_89/sm_90a + compute_80 PTX; also "sm_90a",
 "sm_80,sm_90a", "cuda -arch=sm_90a" or {"kind": "cuda", "arch": "sm_90a"} for
 chosen archs), "vulkan" (`tl-pack compile --target vulkan`: SPIR-V 1.3 variants,
-run on a Vulkan device; TL_DEVICE=vulkan:N picks one). "hip" is part of the
-language's target set but raises TileLangNotImplementedError naming the target. "auto" picks CUDA when the runtime sees a CUDA device it can
-launch on, else the CPU.
+run on a Vulkan device; TL_DEVICE=vulkan:N picks one), "hip" (`tl-pack compile --target hip`: HSACO
+code objects for gfx90a, gfx942 and gfx1100 built by clang-19; also AMDGPU target IDs such as
+"gfx942:xnack-" or {"kind": "hip", "arch": "gfx90a,gfx942"}; $TL_HIP_TARGET narrows a plain "hip").
+HIP kernels run only where the runtime sees an AMD GPU; this project has none, so here they are
+compiled and statically checked, and calling one raises TileLangRuntimeError saying why. "auto"
+picks CUDA when the runtime sees a CUDA device it can launch on, else the CPU.
 
 A feature the backend reports as UNIMPLEMENTED (dynamic shape symbols on CUDA,
 several kernels in one function, ...) raises TileLangUnimplementedFeature
@@ -26,8 +29,35 @@ from .errors import (TileLangCompileError, TileLangError, TileLangNotImplemented
 from .function import PrimFunc
 
 TARGETS = ("auto", "cpu", "cuda", "hip", "vulkan")
-IMPLEMENTED = ("cuda", "cpu", "vulkan")   # "auto" picks cuda, else cpu
+IMPLEMENTED = ("cuda", "cpu", "vulkan", "hip")   # "auto" picks cuda, else cpu
 _SM = re.compile(r"^(sm_[0-9]+a?|compute_[0-9]+|ptx)$")
+_GFX = re.compile(r"^(gfx[0-9a-z]+(-[0-9]+)?(-generic)?(:(sramecc|xnack)[+-])*|hip|hip-cov4)$")
+
+
+def _is_hip(pack_target):
+    """Whether a tl-pack --target string names HIP code (hip, gfx target IDs)."""
+    return any(_GFX.match(x.strip()) for x in str(pack_target).split(","))
+
+
+def _split_hip(target):
+    """("hip", target ID list or None) for a HIP spec, else None."""
+    arch = None
+    if isinstance(target, dict) and target.get("kind") == "hip":
+        arch = target.get("arch")
+    elif isinstance(target, str):
+        items = [x.strip() for x in target.split(",") if x.strip()]
+        if items and all(_GFX.match(x) for x in items) and any(x.startswith("gfx") for x in items):
+            arch = ",".join(items)
+        elif target.strip() != "hip":
+            return None
+    else:
+        return None
+    if arch is not None:
+        items = [x.strip() for x in str(arch).split(",") if x.strip()]
+        if not items or not all(_GFX.match(x) for x in items):
+            raise TileLangError(f"bad AMDGPU target list {arch!r}; expected items like gfx90a, gfx942:xnack-, gfx1100")
+        arch = ",".join(items)
+    return "hip", arch
 
 
 def _split_target(target):
@@ -82,7 +112,8 @@ def resolve_target_spec(target):
     """(kind, tl-pack --target string or None for the CPU's host ISA level)."""
     if target is None or target == "auto":  # $TILELANG_DEFAULT_TARGET picks what "auto" means, as upstream
         target = os.environ.get("TILELANG_DEFAULT_TARGET") or "auto"
-    kind, arch = _split_target(target)
+    hip = _split_hip(target)
+    kind, arch = hip if hip else _split_target(target)
     if kind not in TARGETS:
         raise TileLangError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)} "
                             "(or CUDA archs such as 'sm_90a')")
@@ -100,6 +131,11 @@ def resolve_target_spec(target):
         return kind, arch or "cuda"
     if kind == "vulkan":
         return kind, "vulkan"
+    if kind == "hip":
+        env = os.environ.get("TL_HIP_TARGET")
+        if arch is None and env:
+            arch = _split_hip({"kind": "hip", "arch": env})[1]
+        return kind, arch or "hip"
     return kind, None
 
 
@@ -112,7 +148,8 @@ while""".split())
 
 
 def kernel_name_for(name, kind):
-    return name + "_kernel" if kind == "cuda" and name in _CUDA_RESERVED else name
+    # HIP C++ reserves the same names (clang: "'main' must return 'int'").
+    return name + "_kernel" if kind in ("cuda", "hip") and name in _CUDA_RESERVED else name
 
 
 def _run_tl_pack(args, what, target=None):
@@ -149,7 +186,8 @@ def compile_ir(text, target, isa, emit_source_dir=None):
         args = ["compile", src, "--target", isa, "-o", out, "--cache-dir", cache, "-q"]
         if emit_source_dir is not None:
             args += ["--emit-source", emit_source_dir]
-        kind = "cuda" if toolchain.is_cuda_target(isa) else "vulkan" if isa == "vulkan" else "cpu"
+        kind = ("cuda" if toolchain.is_cuda_target(isa) else "vulkan" if isa == "vulkan"
+                else "hip" if _is_hip(isa) else "cpu")
         _run_tl_pack(args, "compile", target=kind)
         tmp_bundle = bundle + f".{os.getpid()}.tmp"
         shutil.copyfile(out, tmp_bundle)

@@ -76,6 +76,7 @@ TEST_P(HipCompile, ThreeTargetsStaticChecks) {
   tl::gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = 64 * 1024;
   lo.warp_size = 64;
+  lo.symbol_params = true;  // as MakeHipVariants: the HIP runtime fills shape-symbol slots
   tl::StatusOr<tl::gpu::SimtKernel> k64 = tl::gpu::LowerToSimt(f, lo);
   if (!k64.ok() && k64.status().code() == tl::StatusCode::kUnimplemented) {
     // The same rejection the CUDA path gives (e.g. dynamic shapes).

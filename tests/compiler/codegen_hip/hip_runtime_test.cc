@@ -195,6 +195,62 @@ TEST_F(FakeHip, TargetIdsSelectTheirVariant) {
   }
 }
 
+// A dynamic shape: N travels as a trailing kernel argument that the runtime
+// fills from the tensors' shapes (ParamSlot.symbol, must_understand
+// launch.symbol_slots).
+TEST_F(FakeHip, ShapeSymbolsAreFilledFromTheArguments) {
+  const tl::ir::Function f = Parse(R"(tileir 1
+
+func @scale(X: tensor[N] f32, Y: tensor[N] f32, s: f32) dynamic(N: i32) {
+  kernel grid(ceildiv(N, 128)) threads(128) -> (bx) {
+    parallel (i) in (128) {
+      if bx * 128 + i < N {
+        Y[bx * 128 + i] = X[bx * 128 + i] * s
+      }
+    }
+  }
+}
+)");
+  tl::StatusOr<std::vector<uint8_t>> bytes = hip::BuildHipBundle({f}, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  setenv("FAKE_HIP_ARCH", "gfx90a:sramecc+:xnack-", 1);
+  tl_runtime_t* rt = Runtime(TL_TEST_FAKE_HIP_OK_DIR);
+  tl_device_t* gpu = nullptr;
+  ASSERT_EQ(S(tl_runtime_default_device(rt, "hip:0", &gpu)), "");
+  tl_bundle_t* bundle = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt, bytes->data(), bytes->size(), nullptr, nullptr, &bundle)), "");
+  tl_kernel_t* kernel = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(bundle, "scale", &kernel)), "");
+  tl_prepared_t* prepared = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(kernel, gpu, 0, &prepared)), "");
+  tl_buffer_t* x = nullptr;
+  tl_buffer_t* y = nullptr;
+  ASSERT_EQ(S(tl_buffer_allocate(gpu, 4 * 1000, &x)), "");
+  ASSERT_EQ(S(tl_buffer_allocate(gpu, 4 * 1000, &y)), "");
+  int64_t shape[1] = {1000};
+  const tl_dtype_t f32 = tl_dtype(TL_DTYPE_FLOAT, 32);
+  tl_arg_t args[3] = {tl_arg_tensor(tl_buffer_device_pointer(x), f32, 1, shape, nullptr),
+                      tl_arg_tensor(tl_buffer_device_pointer(y), f32, 1, shape, nullptr), tl_arg_f32(2.0f)};
+  ASSERT_EQ(S(tl_launch(prepared, nullptr, 3, args, nullptr)), "");
+  void* fake = dlopen((std::string(TL_TEST_FAKE_HIP_OK_DIR) + "/libamdhip64.so.6").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(fake, nullptr);
+  const auto* params = static_cast<const uint8_t*>(dlsym(fake, "fake_hip_last_params"));
+  const auto* size = static_cast<const size_t*>(dlsym(fake, "fake_hip_last_params_size"));
+  const auto* grid = static_cast<const unsigned*>(dlsym(fake, "fake_hip_last_grid"));
+  ASSERT_EQ(*size, 24u);  // X@0, Y@8, s@16, N@20
+  int32_t n = 0;
+  memcpy(&n, params + 20, 4);
+  EXPECT_EQ(n, 1000);
+  EXPECT_EQ(grid[0], 8u);  // ceildiv(1000, 128)
+  dlclose(fake);
+  tl_buffer_release(x);
+  tl_buffer_release(y);
+  tl_prepared_release(prepared);
+  tl_kernel_release(kernel);
+  tl_bundle_release(bundle);
+  tl_runtime_release(rt);
+}
+
 TEST(HipRuntime, NoDeviceMeansUnavailableAndTheCpuWorksOn) {
   tl_runtime_t* rt = Runtime(TL_TEST_FAKE_HIP_NO_DEVICE_DIR);
   const std::string hip = S(tl_runtime_backend_status(rt, TL_BACKEND_HIP));

@@ -70,12 +70,6 @@ def test_jit_without_parentheses_and_bad_factory():
         not_a_factory.get_tir(3)
 
 
-@pytest.mark.parametrize("target", ["hip"])  # cuda: test_frontend_cuda.py, vulkan: test_frontend_vulkan.py
-def test_gpu_targets_are_not_implemented_yet(target):
-    with pytest.raises(tilelang.TileLangNotImplementedError, match=f"target '{target}'"):
-        tilelang.compile(scale(100, 2.0), out_idx=[1], target=target)
-
-
 def test_unknown_target_and_non_prim_func():
     with pytest.raises(tilelang.TileLangError, match="unknown target 'tpu'"):
         tilelang.compile(scale(100, 2.0), target="tpu")

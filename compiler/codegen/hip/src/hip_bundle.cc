@@ -126,7 +126,8 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
     if (kernels.count(wave)) continue;
     gpu::GpuLowerOptions lo;
     lo.shared_budget_bytes = budget;
-    lo.warp_size = wave;  // lane reductions span the whole wavefront
+    lo.warp_size = wave;       // lane reductions span the whole wavefront
+    lo.symbol_params = true;   // the HIP runtime fills ParamSlot.symbol slots
     StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
     if (!k.ok()) return k.status();
     StatusOr<HipSource> src = PrintHip(*k, wave);
@@ -215,6 +216,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
       ps->offset = s.offset;
       ps->size = s.size;
       ps->align = s.align;
+      ps->symbol = static_cast<int16_t>(s.symbol);
       v->launch->param_slots.push_back(std::move(ps));
     }
     v->launch->param_buffer_bytes = src.param_buffer_bytes;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 #include <typeinfo>
 
@@ -115,6 +116,19 @@ class Printer {
                                                       std::to_string(k_.warp_size) + "-lane warps, the target's wavefront has " +
                                                       std::to_string(wave_));
     }
+    // Names C++ reserves (and `main`, which clang requires to return int)
+    // cannot be a kernel's; the Python frontend renames them to <name>_kernel.
+    static const std::set<std::string> kReserved = {
+        "main", "asm", "auto", "bool", "break", "case", "catch", "char", "class", "const", "continue", "default",
+        "delete", "do", "double", "else", "enum", "extern", "float", "for", "friend", "goto", "if", "inline", "int",
+        "long", "new", "operator", "private", "protected", "public", "register", "return", "short", "signed",
+        "sizeof", "static", "struct", "switch", "template", "this", "throw", "try", "typedef", "union", "unsigned",
+        "virtual", "void", "volatile", "while"};
+    if (kReserved.count(k_.name)) {
+      return Status(StatusCode::kInvalidArgument, "HIP printer: a kernel cannot be named '" + k_.name +
+                                                      "' (reserved in HIP C++); rename the function, e.g. to " +
+                                                      k_.name + "_kernel");
+    }
     HipSource out;
     out.name = k_.name;
     std::ostringstream o;
@@ -140,7 +154,11 @@ class Printer {
         size = p.dtype == DType::kBool ? 1 : static_cast<uint32_t>(ir::BitWidth(p.dtype) / 8);
       }
       offset = (offset + size - 1) / size * size;
-      out.slots.push_back({static_cast<int>(i), offset, size, size});
+      if (p.symbol >= 0) {
+        out.slots.push_back({-1, offset, size, size, p.symbol});
+      } else {
+        out.slots.push_back({static_cast<int>(i), offset, size, size, -1});
+      }
       offset += size;
     }
     out.param_buffer_bytes = offset;

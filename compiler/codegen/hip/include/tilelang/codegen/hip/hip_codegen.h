@@ -27,8 +27,9 @@ namespace tl::codegen::hip {
 // parameter buffer passed with HIP_LAUNCH_PARAM_BUFFER_POINTER). Checked
 // against the code object's metadata after compiling.
 struct ParamSlot {
-  int param = 0;
+  int param = 0;   // the function's parameter index, or -1 for a shape symbol
   uint32_t offset = 0, size = 0, align = 0;
+  int symbol = -1;  // >= 0: the value of shape symbol `symbol` (the runtime fills it)
 };
 
 struct HipSource {
