@@ -11,6 +11,7 @@ StatusOr<CpuKernel> LowerFunction(const ir::Function& input, const CpuLowerOptio
   TL_RETURN_IF_ERROR(passes::CheckSingleKernel(input));
   ir::Function f = input;
   TL_RETURN_IF_ERROR(passes::MakeRegionsExplicit(f));
+  passes::GuardTensorAccesses(f);
   CpuKernel out;
   out.pipelines = passes::LowerPipelinesSerial(f);
   StatusOr<passes::LayoutPlan> layouts = passes::InferLayoutsCpu(f, options.layout);

@@ -6,6 +6,7 @@
 //   Verify                      (compiler/ir)
 //   CheckSingleKernel           one `kernel` statement per function
 //   MakeRegionsExplicit         every tile-op region names all its dims
+//   GuardTensorAccesses         element accesses of tensors guarded unless proven in bounds
 //   LowerPipelinesSerial        no `pipelined` loop remains (CPU: serial)
 //   InferLayoutsCpu             a layout record per shared/fragment/local buffer
 //   InferParamAccess            read/write per tensor parameter (bundle signature)
@@ -70,6 +71,28 @@ struct RegionInfo {
 };
 // Precondition: MakeRegionsExplicit ran. Fails when the region is not explicit.
 StatusOr<RegionInfo> ResolveRegion(const ir::Region& r, const ir::SymbolTable& symbols);
+
+// ---------------------------------------------------------------------------
+// GuardTensorAccesses (safe memory access; upstream's LegalizeSafeMemoryAccess)
+// In: verified function. Out: every element access of a tensor parameter that
+// cannot be proven inside the tensor's shape is guarded: a store (and a scalar
+// `atomic_add`) is wrapped in `if IN_BOUNDS { ... }` and a load becomes
+// `select(IN_BOUNDS, load, 0)`, IN_BOUNDS being `0 <= idx && idx < DIM` per
+// unproven dim (DIM may be a dynamic symbol). So a partial tile at a tensor's
+// edge (m = 100 with 32-row tiles) drops its writes and reads zeros instead of
+// touching memory outside the tensor. Proof: intervals of block, loop and
+// parallel indices and lets, narrowed by enclosing `if` conditions over
+// immutable names; a user's own `if IDX < DIM` proves that access. Tile-op
+// regions are not touched (backends guard them per element, RegionInfo);
+// shared/fragment/local accesses are the program's duty (as upstream).
+// Idempotent in effect: a second run proves its own guards' accesses only
+// when the conditions say so, so run it once.
+struct SafeAccessReport {
+  int stores = 0;   // stores wrapped in a guard
+  int loads = 0;    // loads turned into select(guard, load, 0)
+  int atomics = 0;  // scalar atomic_adds wrapped in a guard
+};
+SafeAccessReport GuardTensorAccesses(ir::Function& f);
 
 // ---------------------------------------------------------------------------
 // LowerPipelinesSerial (pipelining, CPU flavour)
