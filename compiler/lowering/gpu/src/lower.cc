@@ -994,6 +994,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   }
   s = passes::MakeRegionsExplicit(f);
   if (!s.ok()) return s;
+  passes::GuardTensorAccesses(f);  // element accesses past a tensor: dropped / read 0
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
 
   if (options.warp_size != 32 && options.warp_size != 64) {
