@@ -138,6 +138,8 @@ build_python() {
 
 # The CUDA benchmarks (tools/bench/gpu_bench.py): compiled here into the same cache.
 build_bench() {
+  local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
+  ninja -C "$bdir" -j2 tl_example_c && mkdir -p "$stage/bin" && cp "$bdir/bin/tl_example_c" "$stage/bin/"
   echo "=== compiling the benchmark kernels for CUDA (sm_90a + PTX) into .gpu/tilelang-cache ==="
   (cd "$repo" && conformance_env && /usr/bin/python3 tools/bench/gpu_bench.py --precompile 2>&1 | tail -4)
 }
@@ -146,7 +148,8 @@ build_bench() {
 run_bench() {
   local log=${OUT:-/tmp}/bench.log
   echo "=== benchmarks (tools/bench/gpu_bench.py) ==="
-  (cd "$repo" && conformance_env && PYTHONUNBUFFERED=1 timeout 420 python3 tools/bench/gpu_bench.py \
+  [ -x "$stage/bin/tl_example_c" ] && export TL_C_EXAMPLE=$stage/bin/tl_example_c  # examples/c on a CUDA bundle
+  (cd "$repo" && conformance_env && PYTHONUNBUFFERED=1 timeout 300 python3 tools/bench/gpu_bench.py \
     --json "${OUT:-/tmp}/bench.json") 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   summary+=("$(printf '%-22s rc=%s' "bench" "$rc")")
@@ -170,9 +173,9 @@ run_cuda() {
   run_gpu_lowering_tests
   run_conformance
   mv "${OUT:-/tmp}/conformance_cuda.log" "${OUT:-/tmp}/conformance_cuda_default.log"
+  run_bench
   summary+=("(next: conformance with CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1)")
   CUDA_FORCE_PTX_JIT=1 CUDA_CACHE_DISABLE=1 run_conformance
-  run_bench
   echo
   echo "=== summary ==="
   grep -h '^\[ gemm_big \]\|^\[ run ' "${OUT:-/tmp}"/gpu_lowering.log
