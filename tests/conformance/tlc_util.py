@@ -52,6 +52,25 @@ def cannot_run(target):
     return None
 
 
+def check_hsaco(bundle_path, kernel_name):
+    """Static checks of a kernel's HIP variants (no AMD GPU runs them): one code object per default
+    target, wavefront 64 on CDNA and 32 on RDNA, LDS within 64 KiB, no scratch, no spills."""
+    import json
+    import subprocess
+    out = subprocess.run([toolchain.tl_pack_path(), "inspect", "--json", bundle_path], capture_output=True,
+                         text=True, check=True).stdout
+    kernel = next(k for k in json.loads(out)["kernels"] if k["name"] == kernel_name)
+    facts = {v["id"]: v["hsaco"] for v in kernel["variants"] if v["backend"] == "hip"}
+    assert set(facts) == {"hip.gfx90a", "hip.gfx942", "hip.gfx1100"}, facts.keys()
+    for vid, h in facts.items():
+        what = f"{kernel_name} {vid}: {h}"
+        assert h["wavefront_size"] == ("32" if vid == "hip.gfx1100" else "64"), what
+        assert int(h["group_segment_fixed_size"]) <= 65536, what
+        assert h["private_segment_fixed_size"] == "0", what
+        assert h["vgpr_spill_count"] == "0" and h["sgpr_spill_count"] == "0", what
+        assert h["uses_dynamic_stack"] == "false", what
+
+
 def to_bf16_bits(x):
     """float array -> bfloat16 bit patterns (uint16), round to nearest even."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
