@@ -12,6 +12,7 @@ PROGRAM_FILES = [
     REPO / "tests" / "conformance" / "tlc_kernels_basic.py",
     REPO / "tests" / "conformance" / "tlc_kernels_gemm.py",
     REPO / "tests" / "conformance" / "tlc_kernels_attention.py",
+    REPO / "tests" / "conformance" / "tlc_kernels_edges.py",
 ]
 
 
