@@ -377,6 +377,17 @@ TEST_P(Run, DynamicShapes) {
   }
 }
 
+TEST_P(Run, SafeMemoryEdges) {
+  std::mt19937 rng(12);
+  Tensor x = Random({77, 45}, false, rng), y = Random({77, 45}, false, rng, true);
+  std::vector<double> want(x.values.size());
+  for (int r = 0; r < 77; ++r) {
+    for (int c = 0; c < 45; ++c) want[r * 45 + c] = 2 * x.values[r * 45 + c] + (c > 0 ? x.values[r * 45 + c - 1] : 0.0);
+  }
+  Launch(Named("edges"), {&x, &y});
+  Expect(y.values, want, 1e-6, "edges");
+}
+
 TEST_P(Run, Tf32Gemm) {
   // f32 operands rounded to tf32 (10-bit mantissas): relative error ~1e-3.
   std::mt19937 rng(10);

@@ -180,6 +180,18 @@ func @gemm_i8(A: tensor[200, 150] i8, B: tensor[130, 150] i8, C: tensor[200, 130
   }
 }
 )"});
+  // T.Parallel indexing global tensors past their extents (no user guard):
+  // loads there read 0, stores there are dropped (upstream's safe memory).
+  k.push_back({"edges", R"(tileir 1
+
+func @edges(X: tensor[77, 45] f32, Y: tensor[77, 45] f32) {
+  kernel grid(ceildiv(45, 16), ceildiv(77, 32)) threads(128) -> (bx, by) {
+    parallel (i, j) in (32, 16) {
+      Y[by * 32 + i, bx * 16 + j] = X[by * 32 + i, bx * 16 + j] * 2.0:f32 + X[by * 32 + i, bx * 16 + j - 1]
+    }
+  }
+}
+)"});
   // Dynamic M, N, K (shape symbols passed as kernel parameters by the runtime).
   k.push_back({"gemm_dyn", R"(tileir 1
 
