@@ -25,8 +25,9 @@ class Buffer:
 
     @property
     def data(self):
-        raise error(f"unsupported feature: {self.name}.data (buffer views: T.Tensor(shape, dtype, buf.data) "
-                    "aliasing another buffer)")
+        """The buffer's memory, for a view: T.Tensor(shape, dtype, buf.data) (derived.py)."""
+        from .derived import BufferData
+        return BufferData(self)
 
     @property
     def ndim(self):

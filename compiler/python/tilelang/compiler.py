@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import toolchain
+from . import ir, toolchain
 from .errors import (TileLangCompileError, TileLangError, TileLangNotImplementedError,
                      TileLangUnimplementedFeature)
 from .function import PrimFunc
@@ -214,10 +214,21 @@ def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None,
         out_idx = func.attrs.get("out_idx")  # eager style: the T.empty outputs
     target, pack_target = resolve_target_spec(target)
     name = kernel_name_for(func.name, target)
-    text = (func.with_name(name) if name != func.name else func).script()
+    names = [name]
+    if len(func.function.body) > 1:
+        # Several T.Kernel blocks (flash decoding's split + combine): one Tile IR function each,
+        # with every parameter of the program, launched in order by the JITKernel.
+        names, parts = [], []
+        for i, k in enumerate(func.function.body):
+            names.append(kernel_name_for(f"{func.name}_k{i}", target))
+            parts.append(ir.Function(names[-1], func.function.params, func.function.symbols, [k],
+                                     func.function.loc))
+        text = ir.print_module(parts)
+    else:
+        text = (func.with_name(name) if name != func.name else func).script()
     if verbose:
         print(text)
     isa = pack_target or toolchain.host_isa_level()  # tl-pack --target
     bundle = compile_ir(text, target, isa)
     from .kernel import JITKernel
-    return JITKernel(func, bundle, out_idx, target, isa, text, kernel_name=name)
+    return JITKernel(func, bundle, out_idx, target, isa, text, kernel_name=names[0], kernel_names=names)

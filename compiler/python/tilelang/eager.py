@@ -19,6 +19,7 @@ import inspect
 import numbers
 
 from . import builder as B
+from . import derived
 from . import expr as E
 from . import hooks
 from . import ir
@@ -36,6 +37,7 @@ class EagerState:
         self.const_syms = {}      # name -> placeholder Var (first trace)
         self.declared = {}        # name -> Buffer or scalar Var
         self.outputs = []         # T.empty buffers, in creation order
+        self.symbol_exprs = []    # (symbol, expression): T.empty dims computed from other symbols
 
 
 class Placeholder:
@@ -79,7 +81,18 @@ def empty(*shape, dtype="float32"):
         shape = tuple(shape[0])
     elif len(shape) >= 2 and is_dtype(shape[-1]) and not isinstance(shape[-1], numbers.Integral):
         shape, dtype = shape[:-1], shape[-1]
-    spec = TensorSpec(shape, dtype)
+    dims = []
+    for d in (shape if isinstance(shape, (list, tuple)) else (shape,)):
+        if isinstance(d, E.Expr) and E.const_int(d) is None and not (isinstance(d, E.Var) and d.kind == "sym"):
+            # (H + 2 * P - K) // S + 1 over T.const / T.dynamic symbols: a symbol of its own,
+            # computed at each call from the others (derived.evaluate).
+            if not (d.dtype.is_int and derived.symbolic_only(d)):
+                raise error(f"T.empty: dimension {E.format_expr(d)} must be an integer expression of symbols")
+            sym = E.Var(b.fresh("dim"), d.dtype, "sym")
+            b.eager.symbol_exprs.append((sym, d))
+            d = sym
+        dims.append(d)
+    spec = TensorSpec(tuple(dims), dtype)
     buf = Buffer(None, spec.shape, spec.dtype, "tensor")
     b.eager.outputs.append(buf)
     b.pending.append(buf)
@@ -126,12 +139,20 @@ def trace_eager(func, bound, const_values, name=None):
     order = list(sig.parameters) + [n for n in b.eager.declared if n not in sig.parameters]
     params = [b.eager.declared[n] for n in order if n in b.eager.declared] + b.eager.outputs
     symbols = symbols_of(params, file, t.def_line)
+    n_in = len(params) - len(b.eager.outputs)
+    n_own = len(params)
+    returns = _return_positions(result, params)
+    extra = derived.finish(b, params, symbols, b.body)  # workspaces and views after the program's own
     function = ir.Function(name or func.__name__, params, symbols, b.body, (file, t.def_line))
     prim = PrimFunc(function, func)
-    n_in = len(params) - len(b.eager.outputs)
-    prim.attrs["out_idx"] = list(range(n_in, len(params)))
-    prim.attrs["inputs"] = [p.name for p in params[:n_in]]
-    prim.attrs["returns"] = _return_positions(result, params)
+    prim.attrs["out_idx"] = list(range(n_in, n_own))
+    # Python names (a parameter named like a Tile IR keyword, `kernel`, is `kernel_` in the IR).
+    prim.attrs["inputs"] = [n for n in order if n in b.eager.declared]
+    prim.attrs["returns"] = returns
+    if b.eager.symbol_exprs:
+        prim.attrs["symbol_exprs"] = list(b.eager.symbol_exprs)
+    if extra:
+        prim.attrs["derived"] = extra
     return prim, dict(b.eager.const_syms)
 
 
@@ -198,9 +219,9 @@ class EagerJIT:
         # First trace with placeholders: learn which dimension each T.const names.
         prim, syms = trace_eager(self.func, self._placeholders(bound), consts)
         consts = dict(consts)
-        for p in prim.params:
-            if p.name in arrays:
-                shape = arrays[p.name].shape
+        for py_name, p in zip(prim.attrs["inputs"], prim.params):
+            if py_name in arrays:
+                shape = arrays[py_name].shape
                 if len(shape) != len(p.shape):
                     raise TileLangError(f"{p.name}: rank {len(shape)} does not match {len(p.shape)}")
                 for d, n in zip(p.shape, shape):

@@ -9,6 +9,7 @@ import copy as _copy
 import inspect
 
 from . import builder as B
+from . import derived
 from . import expr as E
 from . import hooks
 from . import ir
@@ -33,7 +34,11 @@ class PrimFunc:
 
     @property
     def params(self):
-        return list(self.function.params)
+        """The program's own parameters (T.alloc_global workspaces and buffer views, which the
+        kernel call supplies itself, are in function.params after them: derived.py)."""
+        params = list(self.function.params)
+        n = len(self.attrs.get("derived", ()))
+        return params[:len(params) - n] if n else params
 
     def with_name(self, name):
         clone = _copy.copy(self)
@@ -112,8 +117,12 @@ def trace(func, name=None):
         b.finish()
     if not b.body:
         raise TileLangSyntaxError(f"{func.__name__} has no T.Kernel", file, transformed.def_line)
+    extra = derived.finish(b, params, symbols, b.body)
     function = ir.Function(name or func.__name__, params, symbols, b.body, (file, transformed.def_line))
-    return PrimFunc(function, func)
+    prim = PrimFunc(function, func)
+    if extra:
+        prim.attrs["derived"] = extra
+    return prim
 
 
 def symbols_of(params, file=None, line=None):

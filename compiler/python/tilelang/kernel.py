@@ -146,9 +146,12 @@ TORCH_DTYPE = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i6
 
 
 class JITKernel:
-    def __init__(self, prim_func, bundle_path, out_idx, target, isa, ir_text, kernel_name=None):
+    def __init__(self, prim_func, bundle_path, out_idx, target, isa, ir_text, kernel_name=None, kernel_names=None):
         self.prim_func = prim_func
         self.kernel_name = kernel_name or prim_func.name  # the bundle's (CUDA: `main` -> `main_kernel`)
+        # A function with several T.Kernel blocks: one bundle kernel each, launched in order.
+        self.kernel_names = list(kernel_names or [self.kernel_name])
+        self._derived = prim_func.attrs.get("derived", [])  # workspaces and views (derived.py)
         self.bundle_path = bundle_path
         self.target = target
         self.isa = isa
@@ -188,10 +191,10 @@ class JITKernel:
             try:
                 device = self._rt.device(spec)
                 bundle = self._rt.open_bundle(self.bundle_path)
-                kernel = bundle.kernel(self.kernel_name)
-                self._prepared = kernel.prepare(device)
+                self._prepared_all = [bundle.kernel(n).prepare(device) for n in self.kernel_names]
+                self._prepared = self._prepared_all[0]
             except rt_mod.TLError as e:
-                raise TileLangRuntimeError(f"target {self.target}: cannot prepare {self.kernel_name} "
+                raise TileLangRuntimeError(f"target {self.target}: cannot prepare {', '.join(self.kernel_names)} "
                                            f"on {spec}: {e}") from None
         return self._prepared
 
@@ -215,6 +218,10 @@ class JITKernel:
                 if not isinstance(a, (int, float, bool, np.generic)):
                     raise TileLangError(f"{p.name}: expected a scalar, got {type(a).__name__}")
             full[i] = a
+        if self.prim_func.attrs.get("symbol_exprs"):  # output dims computed from other symbols
+            from .derived import evaluate
+            for sym, expr in self.prim_func.attrs["symbol_exprs"]:
+                env[sym.name] = evaluate(expr, env)
         outs = []
         for i in self.out_idx:
             p = self.params[i]
@@ -233,6 +240,9 @@ class JITKernel:
                 arr = np.zeros(shape, dtype=NUMPY_DTYPE[p.dtype.ir])
             full[i] = arr
             outs.append(arr)
+        if self._derived:  # T.alloc_global workspaces and buffer views, after the program's own
+            from .derived import call_arrays
+            full = full + call_arrays(self._derived, self.params, full, env, torch_like)
         prepared = self._prepare()
         staged = []
         on_torch_cuda = torch_like is not None and getattr(torch_like, "is_cuda", False)
@@ -242,14 +252,16 @@ class JITKernel:
             torch.cuda.synchronize(torch_like.device)
         try:
             device = getattr(prepared, "device", None)
-            args = [self._to_runtime(p, a, device, staged) for p, a in zip(self.params, full)]
-            if stream is not None:
-                stream._pending.clear()  # torch's allocator orders reuse on this stream; keep nothing
-                prepared(*args, stream=stream)
-            else:
-                prepared(*args)
-            for s in staged:
-                s.copy_back()
+            args = [self._to_runtime(p, a, device, staged) for p, a in zip(self.prim_func.function.params, full)]
+            # One per T.Kernel, in program order (one stream: ordered).
+            for each in getattr(self, "_prepared_all", None) or [prepared]:
+                if stream is not None:
+                    stream._pending.clear()  # torch's allocator orders reuse on this stream; keep nothing
+                    each(*args, stream=stream)
+                else:
+                    each(*args)
+                for s in staged:
+                    s.copy_back()
         finally:
             for s in staged:
                 s.close()

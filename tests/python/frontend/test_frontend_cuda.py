@@ -172,17 +172,17 @@ def test_dynamic_shapes_on_cuda_are_unimplemented_with_file_and_line():
 
 
 @needs_toolkit
-def test_several_kernels_per_function_on_cuda_are_unimplemented():
+def test_several_kernels_per_function_on_cuda_are_one_bundle_kernel_each():
     @T.prim_func
     def two(A: T.Tensor((8,), "float32")):
         with T.Kernel(1) as bx:
             T.fill(A, 1)
         with T.Kernel(1) as bx:
             T.fill(A, 2)
-    with pytest.raises(tilelang.TileLangUnimplementedFeature) as info:
-        tilelang.compile(two, target="cuda")
-    assert info.value.target == "cuda"
-    assert "kernel" in info.value.feature
+    kernel = tilelang.compile(two, target="cuda")
+    assert kernel.kernel_names == ["two_k0", "two_k1"]  # launched in program order
+    source = kernel.get_kernel_source()
+    assert "two_k0" in source and "two_k1" in source
 
 
 @needs_toolkit

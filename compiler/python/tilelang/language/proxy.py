@@ -37,18 +37,36 @@ class _SpecMeta(type):
         return cls(key)
 
 
+def _view(shape, dtype, data, what):
+    """T.Tensor(shape, dtype, buf.data): a view of tensor buf's memory (derived.py)."""
+    from ..derived import BufferData, view
+    if not isinstance(data, BufferData):
+        raise error(f"unsupported feature: {what} with data={data!r}; only another tensor's memory "
+                    "(buf.data) can be viewed")
+    return view(data, shape, dtype, what)
+
+
 class Tensor(TensorSpec, metaclass=_SpecMeta):
-    def __init__(self, shape, dtype="float32", data=None, scope=None):
+    def __new__(cls, shape=None, dtype="float32", data=None, scope=None):
         if data is not None:
-            raise error("unsupported feature: T.Tensor(data=...) aliasing (buffer views)")
+            return _view(shape, dtype, data, "T.Tensor(shape, dtype, buf.data)")
+        return super().__new__(cls)
+
+    def __init__(self, shape, dtype="float32", data=None, scope=None):
         super().__init__(shape, dtype, "global")
 
 
 class Buffer(TensorSpec, metaclass=_SpecMeta):
+    def __new__(cls, shape=None, dtype="float32", data=None, strides=None, elem_offset=None,
+                scope="global", **kwargs):
+        if strides is not None or elem_offset is not None:
+            raise error("unsupported feature: T.Buffer strides= and elem_offset= (strided buffers); use T.Tensor")
+        if data is not None:
+            return _view(shape, dtype, data, "T.Buffer(shape, dtype, buf.data)")
+        return super().__new__(cls)
+
     def __init__(self, shape, dtype="float32", data=None, strides=None, elem_offset=None,
                  scope="global", **kwargs):
-        if strides is not None or data is not None:
-            raise error("unsupported feature: T.Buffer strides= and data= (strided or aliased buffers); use T.Tensor")
         super().__init__(shape, dtype, "global")
 
 
