@@ -13,6 +13,7 @@ PROGRAM_FILES = [
     REPO / "tests" / "conformance" / "tlc_kernels_gemm.py",
     REPO / "tests" / "conformance" / "tlc_kernels_attention.py",
     REPO / "tests" / "conformance" / "tlc_kernels_edges.py",
+    REPO / "tests" / "conformance" / "tlc_kernels_workspace.py",
 ]
 
 
