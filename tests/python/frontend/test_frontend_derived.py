@@ -261,3 +261,49 @@ def test_im2col_convolution(N, H, W, C, F, K, S, D, P):
     x = RNG.standard_normal((N, H, W, C)).astype(np.float32)
     w = RNG.standard_normal((K, K, C, F)).astype(np.float32)
     np.testing.assert_allclose(kernel(x, w), conv_ref(x, w, S, D, P), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- T.alloc_buffer
+
+def test_alloc_buffer_global_and_on_chip_scopes():
+    """TVM's T.alloc_buffer as upstream's dequantize examples use it: a global split-K buffer
+    (a workspace) and a shared tile, then a second kernel summing the splits."""
+    M, N, splits, block = 37, 45, 3, 16
+
+    @T.prim_func
+    def main(A: T.Tensor((splits, M, N), "float32"), Out: T.Tensor((M, N), "float32")):
+        part = T.alloc_buffer([splits, M, N], "float32")
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block), splits) as (bx, by, bz):
+            tile = T.alloc_buffer((block, block), "float32", scope="shared.dyn")
+            T.copy(A[bz, by * block, bx * block], tile)
+            for i, j in T.Parallel(block, block):
+                tile[i, j] = tile[i, j] * (bz + 1)
+            T.copy(tile, part[bz, by * block, bx * block])
+        with T.Kernel(T.ceildiv(N, block), T.ceildiv(M, block)) as (bx, by):
+            acc = T.alloc_buffer((block, block), "float32", scope="local.fragment")
+            T.clear(acc)
+            for s in T.serial(splits):
+                for i, j in T.Parallel(block, block):
+                    acc[i, j] += part[s, by * block + i, bx * block + j]
+            T.copy(acc, Out[by * block, bx * block])
+
+    kernel = tilelang.compile(main, out_idx=[1], target="cpu")
+    a = RNG.standard_normal((splits, M, N)).astype(np.float32)
+    ref = sum(a[s].astype(np.float64) * (s + 1) for s in range(splits))
+    np.testing.assert_allclose(kernel(a), ref, rtol=1e-5, atol=1e-5)
+
+
+def alloc_buffer_bad_scope():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1) as bx:
+            T.alloc_buffer((8,), "float32", scope="local.var")  # MARK-buffer-scope
+    return main
+
+
+def test_alloc_buffer_unknown_scope_names_it():
+    with pytest.raises(tilelang.TileLangSyntaxError) as info:
+        alloc_buffer_bad_scope()
+    line = fe_util.marker_line(__file__, "# MARK-buffer-scope")
+    assert str(info.value) == (f"{THIS}:{line}: unsupported feature: T.alloc_buffer scope 'local.var' "
+                               "(supported: global, shared, shared.dyn, local.fragment, local)")

@@ -65,3 +65,22 @@ def alloc_var(dtype, *args, scope="local.var", init=None):
     b.pending.append(var)
     b.emit(ir.VarDecl(var, None if init is None else E.cast(init, dtype)))
     return var
+
+
+_SCOPES = {"shared": alloc_shared, "shared.dyn": alloc_shared, "local.fragment": alloc_fragment,
+           "local": alloc_local}
+
+
+def alloc_buffer(shape, dtype, scope="global", data=None, **kwargs):
+    """TVM's T.alloc_buffer as upstream programs use it: scope "global" is T.alloc_global (a
+    workspace), "shared"/"shared.dyn", "local.fragment" and "local" the on-chip allocations."""
+    if data is not None:
+        raise error("unsupported feature: T.alloc_buffer(data=...) (a buffer over another's memory); "
+                    "use T.Tensor(shape, dtype, buf.data) for a view of a tensor")
+    if scope == "global":
+        from ..derived import alloc_global
+        return alloc_global(shape, dtype)
+    if scope not in _SCOPES:
+        raise error(f"unsupported feature: T.alloc_buffer scope {scope!r} (supported: global, shared, "
+                    "shared.dyn, local.fragment, local)")
+    return _SCOPES[scope](shape, dtype)
