@@ -63,6 +63,12 @@
 #     run(command="bash tools/device/gpu_check.sh run-compat", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
 #   writes $OUT/compat_cuda.md (the table), compat_cuda.json and compat_logs/ (pytest output per directory).
 #
+# The standard kernel library on CUDA (issue #10; kernels/README.md):
+#   after build:  tools/device/gpu_check.sh build-std   (packs kernels/ for host + sm_90a into .gpu/bundles)
+#   THE DEVICE CALL:
+#     run(command="bash tools/device/gpu_check.sh run-std", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
+#   runs tests/python/test_std_kernels.py with TL_DEVICE=cuda and the demo table (--all).
+#
 # Vulkan on the NVIDIA driver (issue #5; runtime/README.md "Vulkan backend"):
 #   build also builds tl_runtime_vulkan_tests (the SPIR-V kernels are assembled
 #   and embedded here by spirv-as) and the Python test bundle, staging
@@ -429,6 +435,10 @@ case "${1:-}" in
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     run_bench; printf '%s\n' "${summary[@]}"; exit $status ;;
+  build-std)  # the standard kernel library (after build): tools/device/std_kernels_gpu.sh
+    bash "$repo/tools/device/std_kernels_gpu.sh" build ;;
+  run-std)
+    bash "$repo/tools/device/std_kernels_gpu.sh" run ;;
   run-cuda) run_cuda ;;
   run-python)
     status=0; summary=()
@@ -443,6 +453,7 @@ case "${1:-}" in
     echo "       $0 build-compat | run-compat   (upstream TileLang's examples, tools/compat)" >&2
     echo "       $0 build-vulkan | run-vulkan   (the Vulkan runtime tests on the NVIDIA driver)" >&2
     echo "       $0 run-vulkan-conformance      (tests/conformance -k vulkan on the NVIDIA driver)" >&2
+    echo "       $0 build-std | run-std         (kernels/: every instance vs numpy on CUDA, demo table)" >&2
     exit 2
     ;;
 esac
