@@ -50,8 +50,8 @@
 #   with that PYTHONPATH / TL_PACK / TL_CACHE_DIR; results in
 #   $OUT/conformance_cuda.{log,xml}. Expected failures (backend UNIMPLEMENTED)
 #   are fine; failures and skips are not.
-#   Not packed for CUDA: kernels/manifest.json (its kernels use dynamic M,
-#   which the CUDA backend rejects as UNIMPLEMENTED).
+#   Not packed for CUDA here: kernels/manifest.json (its dynamic-M kernels
+#   compile for CUDA since shape symbols became kernel parameters; not staged yet).
 #
 # Upstream TileLang's examples on CUDA (issue #12; tools/compat/README.md):
 #   build also extracts upstream's examples/ (the directories run_upstream.py runs) and
