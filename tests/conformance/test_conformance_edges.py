@@ -37,3 +37,13 @@ def test_gemm_parallel_epilogue(target, rng, M, N, K):
     b, b64 = random(rng, (K, N), "float16")
     bias, bias64 = random(rng, (N,), "float16")
     assert_close(kernel(a, b, bias), np.maximum(a64 @ b64 + bias64, 0.0), "float16")
+
+
+def test_scalar_read_modify_write_outside_parallel(target, rng):
+    N, K = 6, 24
+    kernel = tlc_util.compile(E.scalar_read_modify_write(N, K), out_idx=[1], target=target)
+    x, x64 = random(rng, (N, K), "float32")
+    y = np.ones(N)
+    for k in range(K):
+        y = y * 0.5 + x64[:, k]
+    assert_close(kernel(x), y + x64.sum(axis=1))

@@ -49,6 +49,25 @@ def gemm_parallel_epilogue(M, N, K, block_M, block_N, block_K, dtype="float16", 
     return main
 
 
+def scalar_read_modify_write(N, K, threads=128):
+    """Scalar statements outside T.Parallel that read and write the same shared and global
+    element (an accumulator): every thread runs them, so a GPU lowering that lets every thread
+    store races (a fast warp's update is read and applied again by a slow one)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, K), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(N, threads=threads) as bx:
+            acc = T.alloc_shared((1,), "float32")
+            acc[0] = 0.0
+            Y[bx] = 1.0
+            for k in T.serial(K):
+                acc[0] = acc[0] + X[bx, k]
+                Y[bx] = Y[bx] * 0.5 + X[bx, k]
+            Y[bx] = Y[bx] + acc[0]
+
+    return main
+
+
 GOLDEN_CASES = [
     ("edges_parallel_direct", parallel_direct, dict(M=77, N=45, block_M=32, block_N=16)),
     ("edges_parallel_direct_dynamic", parallel_direct_dynamic, dict(N=70, block_M=32, block_N=32)),

@@ -901,6 +901,22 @@ class Lowerer {
         }
         addr = Linear(b.shape, idx);
       }
+      if (!loop_ && (b.where == Where::kShared || b.where == Where::kGlobal)) {
+        // A scalar statement outside T.Parallel runs in every thread. A
+        // read-modify-write of shared or global memory (`s[0] = s[0] + x`)
+        // would race: a fast warp's store is read again by a slow one and
+        // applied twice. So every thread computes the value, all wait until
+        // the old value is read everywhere, thread 0 stores, all wait again.
+        // (Control flow outside T.Parallel is block-uniform: the barriers
+        // cannot diverge.)
+        const std::string v = Fresh("uv");
+        const DType vt = ir::ExprDType(*e);
+        cur_->push_back(Let(v, *e));
+        cur_->push_back(S(SBarrier{}));
+        cur_->push_back(IfS(Eq(Tid(), I(0)), {Store(st->buffer, addr, CastTo(b.dtype, ir::MakeVar(v, vt)))}));
+        cur_->push_back(S(SBarrier{}));
+        return Status::Ok();
+      }
       cur_->push_back(Store(st->buffer, addr, CastTo(b.dtype, *e)));
       return Status::Ok();
     }
