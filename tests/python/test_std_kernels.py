@@ -137,3 +137,59 @@ def test_open_by_name_along_kernel_path(std_bundle, tmp_path, monkeypatch):
                            env=dict(os.environ, TILELANG_KERNEL_PATH=str(tmp_path)))
         assert r.returncode == 0, r.stdout + r.stderr
         assert "gemm_f32_nn 67x512x512: max |error|" in r.stdout
+
+
+# Issue #9: one bundle, every device at once. Each device that can launch and has a variant gets
+# its own thread, which prepares (per device) and runs several kernels again and again; every
+# result is checked. On the H200 this is the CPU and the GPU together (the bundle packed with
+# host + sm_90a); two GPUs (nvidia-h200-x2) would be covered the same way. Two CPU "devices" do
+# not exist and would prove nothing about GPU ordinals: the CUDA side of that is
+# tests/runtime_cuda (CudaMultiDevice).
+CONCURRENT_KERNELS = ["gemm_f32_nn", "softmax_f32_1024", "rmsnorm_f32_1024", "flash_attn_fwd_mha_d64"]
+
+
+def test_one_bundle_on_every_device_at_once(std_bundle):
+    import threading
+    rt, bundle = std_bundle
+    entries = [e for e in ENTRIES if e["name"] in CONCURRENT_KERNELS]
+    assert len(entries) == len(CONCURRENT_KERNELS), "a kernel of CONCURRENT_KERNELS left the manifest"
+    devices, runnable = [], {}
+    for dev in rt.devices():
+        if not dev.can_launch:
+            continue
+        ok = []
+        for e in entries:
+            try:
+                bundle.kernel(e["name"]).prepare(dev)
+                ok.append(e)
+            except tlrt.TLError:
+                pass  # no variant for this device (or over its limits): the others still run
+        if ok:
+            devices.append(dev)
+            runnable[id(dev)] = ok
+    if len(devices) < 2:
+        pytest.skip(f"needs two devices with variants in this bundle, found {[d.backend for d in devices]}")
+    failures, results = [], {}
+
+    def work(dev, seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(3):
+                for e in runnable[id(dev)]:
+                    r = checks.run_instance(bundle, e, dev, rng)
+                    results.setdefault(f"{dev.backend}:{dev.ordinal}", set()).add(r.variant)
+                    if not r.ok:
+                        failures.append(f"{e['name']} on {r.device} [{r.variant}]: max error {r.err:.3e}")
+        except Exception as ex:  # reported below, with the device
+            failures.append(f"{dev.backend}:{dev.ordinal}: {type(ex).__name__}: {ex}")
+
+    threads = [threading.Thread(target=work, args=(d, 1000 + i)) for i, d in enumerate(devices)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, "\n".join(failures)
+    # Each device ran its own variant family (no silent fallback to device 0 / the CPU).
+    for dev in devices:
+        variants = results[f"{dev.backend}:{dev.ordinal}"]
+        assert all(v.startswith(dev.backend) for v in variants), (dev.backend, variants)

@@ -440,6 +440,20 @@ case "${1:-}" in
   run-std)
     bash "$repo/tools/device/std_kernels_gpu.sh" run ;;
   run-cuda) run_cuda ;;
+  run-core)  # run without the benchmarks and the module-loader pass: CUDA tests, generated kernels,
+             # conformance on CUDA and on NVIDIA's Vulkan driver, the Vulkan runtime tests
+    status=0; summary=()
+    export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+    if ! "$stage/bin/tl_runtime_cuda_tests" --gtest_list_tests >/dev/null 2>&1; then
+      export LD_LIBRARY_PATH=$stage/lib:$stage/lib-fallback${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+    run_cuda_tests library CUDA_CACHE_PATH="$(mktemp -d)"
+    run_gpu_lowering_tests
+    run_conformance
+    run_vulkan
+    run_conformance_vulkan
+    echo "=== summary ==="; printf '%s\n' "${summary[@]}"; exit $status ;;
   run-python)
     status=0; summary=()
     export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
