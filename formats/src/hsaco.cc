@@ -32,11 +32,13 @@ struct Msg {
   double f = 0;
   std::string s;
   std::vector<Msg> items;                      // kArray
-  std::vector<std::pair<Msg, Msg>> entries;    // kMap, in order
+  // kMap, in order: key, value, key, value... (flat: a vector of pairs of
+  // the still-incomplete Msg does not compile with clang's libstdc++ checks)
+  std::vector<Msg> entries;
 
   const Msg* Get(const char* key) const {
-    for (const auto& [k, v] : entries) {
-      if (k.kind == Kind::kStr && k.s == key) return &v;
+    for (size_t e = 0; e + 1 < entries.size(); e += 2) {
+      if (entries[e].kind == Kind::kStr && entries[e].s == key) return &entries[e + 1];
     }
     return nullptr;
   }
@@ -163,11 +165,8 @@ class MsgReader {
   Status Map(Msg* out, uint64_t count, int depth) {
     if (count > (n_ - pos_) / 2) return Fail("map of " + std::to_string(count) + " entries overruns the note");
     out->kind = Msg::Kind::kMap;
-    out->entries.resize(static_cast<size_t>(count));
-    for (auto& [k, v] : out->entries) {
-      TL_RETURN_IF_ERROR(Read(&k, depth + 1));
-      TL_RETURN_IF_ERROR(Read(&v, depth + 1));
-    }
+    out->entries.resize(2 * static_cast<size_t>(count));
+    for (Msg& m : out->entries) TL_RETURN_IF_ERROR(Read(&m, depth + 1));
     return Status::Ok();
   }
 
