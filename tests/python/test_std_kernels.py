@@ -193,3 +193,28 @@ def test_one_bundle_on_every_device_at_once(std_bundle):
     for dev in devices:
         variants = results[f"{dev.backend}:{dev.ordinal}"]
         assert all(v.startswith(dev.backend) for v in variants), (dev.backend, variants)
+
+
+def test_pack_for_hip_targets(tmp_path):
+    """`tl-pack build --target host,hip`: HSACO variants for gfx90a, gfx942 and gfx1100 beside the CPU
+    ones (clang-19 at pack time; never executed here: no AMD GPU), with the code object's facts."""
+    import json
+    build, tl_pack = _tl_pack()
+    names = ["softmax_f32_1024", "gemm_f32_nn"]
+    manifest = dict(MANIFEST)
+    manifest["kernels"] = [dict(e, module=e["module"]) for e in ENTRIES if e["name"] in names]
+    mpath = tmp_path / "manifest.json"
+    mpath.write_text(json.dumps(manifest))
+    out = tmp_path / "hip.tlb"
+    from tilelang import toolchain
+    cmd = [tl_pack, "build", str(mpath), "-o", str(out), "--target", toolchain.host_isa_level() + ",hip",
+           "--cache-dir", os.path.join(build, "tilelang-cache")]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(build, "python"), ROOT])))
+    assert r.returncode == 0, f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}"
+    assert "hip (hip): 2 of 2 kernels" in r.stderr, r.stderr
+    info = json.loads(subprocess.run([tl_pack, "inspect", "--json", str(out)], capture_output=True, text=True,
+                                     check=True).stdout)
+    for k in info["kernels"]:
+        ids = sorted(v["id"] for v in k["variants"])
+        assert [i for i in ids if i.startswith("hip.")] == ["hip.gfx1100", "hip.gfx90a", "hip.gfx942"], (k["name"], ids)

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "tilelang/codegen/hip/hip_bundle.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 #include "tilelang/codegen/spirv/spirv_bundle.h"
 #include "tilelang/codegen/spirv/spirv_tools.h"
@@ -387,10 +388,8 @@ struct Family {
 
 // Splits `spec` into GPU families and the CPU rest.
 std::vector<Family> GpuFamilies(const std::string& spec, std::string* rest, const std::string& emit_source_dir,
-                                bool quiet) {
+                                bool quiet, const std::string& cache_dir) {
   std::vector<Family> out;
-  // HIP (HSACO): a known name, built by its code generator once that is wired into
-  // `tl-pack build`.
   std::string cpu_and_cuda;
   std::string spirv_items, hip_items;
   size_t pos = 0;
@@ -448,7 +447,27 @@ std::vector<Family> GpuFamilies(const std::string& spec, std::string* rest, cons
     out.push_back(std::move(f));
   }
   if (!hip_items.empty()) {
-    out.push_back({"hip", hip_items, "tl-pack build has no HIP code generator yet", "", nullptr});
+    Family f{"hip", hip_items, "", "", nullptr};
+    StatusOr<codegen::hip::SplitHipTargetsResult> split_hip = codegen::hip::SplitHipTargets(hip_items);
+    StatusOr<codegen::hip::HipToolchain> tc = split_hip.ok()
+                                                  ? codegen::hip::HipToolchain::Create({"", cache_dir})
+                                                  : StatusOr<codegen::hip::HipToolchain>(split_hip.status());
+    if (!tc.ok()) {
+      f.skipped = tc.status().message();
+    } else {
+      f.identity = tc->identity();
+      codegen::hip::HipBuildOptions ho = split_hip->hip;
+      ho.emit_source_dir = emit_source_dir;
+      if (!quiet) ho.log = [](const std::string& line) { std::fprintf(stderr, "tl-pack build: %s\n", line.c_str()); };
+      f.make = [tc = *tc, ho](const ir::Function& fn, tl::bundle::KernelT& kernel,
+                              formats::BundleWriter& writer) -> Status {
+        auto vs = codegen::hip::MakeHipVariants(fn, tc, ho, writer);
+        if (!vs.ok()) return vs.status();
+        for (auto& v : *vs) kernel.variants.push_back(std::move(v));
+        return Status::Ok();
+      };
+    }
+    out.push_back(std::move(f));
   }
   return out;
 }
@@ -530,7 +549,9 @@ int RunBuild(int argc, char** argv) {
   }
   std::string cpu_spec;
   std::vector<Family> families =
-      GpuFamilies(ExpandHost(target_spec.empty() ? "cpu" : target_spec), &cpu_spec, args.Get("--emit-source"), quiet);
+      GpuFamilies(ExpandHost(target_spec.empty() ? "cpu" : target_spec), &cpu_spec, args.Get("--emit-source"), quiet,
+                  !args.Get("--cache-dir").empty() ? args.Get("--cache-dir")
+                                                   : (std::getenv("TL_CACHE_DIR") ? std::getenv("TL_CACHE_DIR") : ""));
   if (cpu_spec.empty()) {
     return UsageError(verb, "the targets name no CPU level; tl-pack build always packs CPU variants (the kernel "
                             "signatures come from the CPU lowering): add cpu, host or x86-64-vN");
