@@ -212,7 +212,9 @@ def test_pack_for_hip_targets(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.join(build, "python"), ROOT])))
     assert r.returncode == 0, f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}"
-    assert "hip (hip): 2 of 2 kernels" in r.stderr, r.stderr
+    # The build cache is shared by the test stages (CPU, then lavapipe), so the second run of this test
+    # finds the whole bundle cached; either way the bundle must hold the HSACO variants checked below.
+    assert ("hip (hip): 2 of 2 kernels" in r.stderr or "nothing changed" in r.stderr), r.stderr
     info = json.loads(subprocess.run([tl_pack, "inspect", "--json", str(out)], capture_output=True, text=True,
                                      check=True).stdout)
     for k in info["kernels"]:
