@@ -11,6 +11,12 @@ tilelang.profiler on generated inputs (or those of set_autotune_inputs); the
 fastest kernel is returned with .config, .latency and .ref_latency set and is
 cached per argument tuple. Configurations that fail to compile or to check are
 skipped; when none is left, the error names each configuration's failure.
+
+On an eager-style jit function (T.const / T.empty) a call runs: each
+configuration is compiled for the call's shapes (`.compile`), tuned as above,
+and the call returns the outputs of the fastest one, run on the call's
+arguments (upstream's AutoTuneImpl does the same); the chosen configuration is
+cached per (shapes, other arguments).
 """
 
 import contextlib
@@ -79,7 +85,8 @@ class AutoTuner:
         best, failures = None, []
         for config in configs:
             try:
-                kernel = self.fn(*args, **{**kwargs, **config})
+                compile_fn = self.fn.compile if _is_eager(self.fn) else self.fn
+                kernel = compile_fn(*args, **{**kwargs, **config})
                 profiler = kernel.get_profiler(self.supply_type)
                 inputs = _INPUTS[-1] if _INPUTS else None
                 if self.ref_prog is not None and not self.skip_check:
@@ -101,6 +108,11 @@ class AutoTuner:
             best.ref_latency = profiler.do_bench(self.ref_prog, warmup=self.warmup, rep=self.rep,
                                                  input_tensors=_INPUTS[-1] if _INPUTS else None)
         return best
+
+
+def _is_eager(fn):
+    from .eager import EagerJIT
+    return isinstance(fn, EagerJIT)
 
 
 class AutoTuneImpl:
@@ -131,6 +143,8 @@ class AutoTuneImpl:
     def __call__(self, *args, **kwargs):
         if self._tuned_keys(args, kwargs) <= self._given(args, kwargs):
             return self.fn(*args, **kwargs)
+        if _is_eager(self.fn):
+            return self._call_eager(args, kwargs)
         from .jit import _key
         key = _key(args, kwargs)
         if key not in self._cache:
@@ -140,8 +154,26 @@ class AutoTuneImpl:
             self._cache[key] = kernel
         return self._cache[key]
 
+    def _eager_config(self, args, kwargs):
+        """The tuned configuration for an eager function's call (tuned on first use per shapes)."""
+        fn = self.fn
+        from .jit import _key
+        bound = fn.sig.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in fn.sig.parameters})
+        shapes = {k: (tuple(v.shape), str(v.dtype)) if hasattr(v, "shape") else v for k, v in bound.arguments.items()}
+        key = ("eager", _key((), shapes), _key((), {k: v for k, v in kwargs.items() if k not in fn.sig.parameters}))
+        if key not in self._cache:
+            self._cache[key] = AutoTuner(fn, **self.tuner_kwargs).run(*args, **kwargs).config
+        return self._cache[key]
+
+    def _call_eager(self, args, kwargs):
+        return self.fn(*args, **{**kwargs, **self._eager_config(args, kwargs)})
+
     def compile(self, *args, **kwargs):
-        return self(*args, **kwargs)
+        if not _is_eager(self.fn):
+            return self(*args, **kwargs)
+        if self._tuned_keys(args, kwargs) <= self._given(args, kwargs):
+            return self.fn.compile(*args, **kwargs)
+        return self.fn.compile(*args, **{**kwargs, **self._eager_config(args, kwargs)})
 
     def __getattr__(self, name):  # get_tir, get_kernel_source, ... of the jit function underneath
         fn = self.__dict__.get("fn")

@@ -9,9 +9,11 @@
         with T.Kernel(...): ...
         return C
 
-The function is traced twice: once with placeholder symbols for the T.const
-sizes (to learn which tensor dimension each names), then with the sizes bound,
-giving one prim_func per distinct (sizes, other arguments). Kernel parameters
+The function is traced twice: first until the tensor arguments are declared,
+with placeholder symbols for the T.const sizes (to learn which tensor
+dimension each names; the body may need them constant, e.g. a fragment of
+[blk_m, N], so that trace stops before it), then with the sizes bound, giving
+one prim_func per distinct (sizes, other arguments). Kernel parameters
 are the declared tensors in signature order, then the T.empty outputs.
 """
 
@@ -38,6 +40,11 @@ class EagerState:
         self.declared = {}        # name -> Buffer or scalar Var
         self.outputs = []         # T.empty buffers, in creation order
         self.symbol_exprs = []    # (symbol, expression): T.empty dims computed from other symbols
+        self.stop_after = None    # learning trace: stop once these parameters are declared
+
+
+class _DeclarationsDone(Exception):
+    """Ends a learning trace after the last declaration it needs (not an error)."""
 
 
 class Placeholder:
@@ -116,7 +123,28 @@ def declare(name, annotation, previous):
     else:
         raise error(f"declaration of {name}: expected T.Tensor((...), dtype) or a dtype")
     b.eager.declared[name] = value
+    if b.eager.stop_after is not None and b.eager.stop_after <= set(b.eager.declared):
+        raise _DeclarationsDone()
     return value
+
+
+def learn_declarations(func, bound, const_values, names):
+    """Trace func only until the parameters `names` are declared: returns ({name: Buffer or Var},
+    {T.const name: placeholder Var}). A trace that ends first (a name never declared) returns what
+    it saw; errors before the declarations propagate."""
+    t = _transformed(func)
+    b = B.Builder()
+    b.eager = EagerState(const_values)
+    b.eager.stop_after = set(names)
+    b.declared = True
+    sig = inspect.signature(func)
+    with B.tracing(b):
+        fn = t.instantiate(hooks, func)
+        try:
+            fn(**{k: v for k, v in bound.items() if k in sig.parameters})
+        except _DeclarationsDone:
+            pass
+    return dict(b.eager.declared), dict(b.eager.const_syms)
 
 
 def trace_eager(func, bound, const_values, name=None):
@@ -202,7 +230,10 @@ class EagerJIT:
         """The prim_func for these arguments; T.const sizes come from array arguments or kwargs."""
         bound, consts = self._bind(args, kwargs)
         consts = self._consts_from_arrays(bound, consts)
-        prim, unbound = trace_eager(self.func, self._placeholders(bound), consts)
+        # Sizes still unbound are named before the body, which may need them constant, is traced.
+        _, unbound = learn_declarations(self.func, self._placeholders(bound), consts, self.tensor_names)
+        if not unbound:
+            prim, unbound = trace_eager(self.func, self._placeholders(bound), consts)
         if unbound:
             raise TileLangError(f"{self.func.__name__}: T.const {', '.join(unbound)} not bound; pass "
                                 f"{', '.join(f'{n}=...' for n in unbound)} or call with arrays")
@@ -216,11 +247,11 @@ class EagerJIT:
                   and not isinstance(bound.get(n), Placeholder)}
         if not arrays:
             return consts
-        # First trace with placeholders: learn which dimension each T.const names.
-        prim, syms = trace_eager(self.func, self._placeholders(bound), consts)
+        # First trace with placeholders, up to the declarations: which dimension each T.const names.
+        declared, syms = learn_declarations(self.func, self._placeholders(bound), consts, arrays)
         consts = dict(consts)
-        for py_name, p in zip(prim.attrs["inputs"], prim.params):
-            if py_name in arrays:
+        for py_name, p in declared.items():
+            if py_name in arrays and isinstance(p, Buffer):
                 shape = arrays[py_name].shape
                 if len(shape) != len(p.shape):
                     raise TileLangError(f"{p.name}: rank {len(shape)} does not match {len(p.shape)}")

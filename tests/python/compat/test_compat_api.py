@@ -168,6 +168,45 @@ def test_autotune_reports_every_failing_config():
         bad(32)
 
 
+@tilelang.autotune(configs=[{"blk_m": 8}, {"blk_m": 16}, {"blk_m": 32}], warmup=1, rep=2)
+@tilelang.jit(target="cpu")
+def tuned_row_max(x, blk_m, threads=128):
+    # example_topk's pattern: autotune over an eager function whose call passes tensors
+    M, N = T.const("M, N")
+    x: T.Tensor([M, N], "float32")
+    out = T.empty([M], "float32")
+    with T.Kernel(T.ceildiv(M, blk_m), threads=threads) as bx:
+        frag = T.alloc_fragment([blk_m, N], "float32")
+        red = T.alloc_fragment([blk_m], "float32")
+        T.copy(x[bx * blk_m, 0], frag)
+        T.reduce_max(frag, red, dim=1, clear=True)
+        T.copy(red, out[bx * blk_m])
+    return out
+
+
+def test_autotune_on_an_eager_function_returns_the_outputs(monkeypatch):
+    compiled = []
+    real = tilelang.compiler.compile
+
+    def counting(*a, **k):
+        compiled.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(tilelang.compiler, "compile", counting)
+    x = np.random.default_rng(3).standard_normal((72, 40)).astype(np.float32)
+    out = tuned_row_max(x)  # blk_m not given: each config compiled for (72, 40), timed; the best runs
+    np.testing.assert_array_equal(out, x.astype(np.float64).max(axis=1))
+    assert len(compiled) == 3
+    out2 = tuned_row_max(x * 2)  # same shapes: the tuned configuration is reused, nothing compiled
+    np.testing.assert_array_equal(out2, (x * 2).max(axis=1))
+    assert len(compiled) == 3
+    kernel = tuned_row_max.compile(x)
+    assert kernel.params[0].shape[0] == 72 and len(compiled) == 3
+    y = np.random.default_rng(4).standard_normal((20, 40)).astype(np.float32)
+    np.testing.assert_array_equal(tuned_row_max(y), y.max(axis=1))  # new shapes: tuned again
+    assert len(compiled) == 6
+    np.testing.assert_array_equal(tuned_row_max(y, blk_m=8), y.max(axis=1))  # given: no tuning
+
+
 def test_testing_gates_and_seed():
     reason = tilelang.testing.cuda_skip_reason()
 

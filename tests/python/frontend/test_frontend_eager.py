@@ -72,3 +72,42 @@ def test_const_and_empty_outside_eager_functions_are_errors():
         T.const("M")
     with pytest.raises(tilelang.TileLangError, match="T.empty is only valid"):
         T.empty((4,), "float32")
+
+
+@tilelang.jit(target="cpu")
+def eager_row_top2(logits, blk_m=16):
+    # Upstream's example_topk shape: fragments whose width is a T.const size (constant only
+    # once the call's arrays bind it), so the size-learning trace must stop before the body.
+    M, N = T.const("M, N")
+    logits: T.Tensor([M, N], "float32")
+    gates = T.empty([M, 2], "float32")
+    idx = T.empty([M, 2], "int32")
+    with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+        frag = T.alloc_fragment([blk_m, N], "float32")
+        cand = T.alloc_fragment([blk_m, N], "int32")
+        best = T.alloc_fragment([blk_m], "float32")
+        best_i = T.alloc_fragment([blk_m], "int32")
+        T.copy(logits[bx * blk_m, 0], frag)
+        for k in T.serial(2):
+            T.fill(cand, -1)
+            T.reduce_max(frag, best, dim=1, clear=True)
+            for i, j in T.Parallel(blk_m, N):
+                cand[i, j] = T.if_then_else(best[i] == frag[i, j], j, cand[i, j])
+            T.reduce_max(cand, best_i, dim=1, clear=True)
+            for i, j in T.Parallel(blk_m, N):
+                frag[i, j] = T.if_then_else(best[i] == frag[i, j], -10000.0, frag[i, j])
+            for i in T.Parallel(blk_m):
+                gates[bx * blk_m + i, k] = best[i]
+                idx[bx * blk_m + i, k] = best_i[i]
+    return gates, idx
+
+
+def test_const_sizes_bound_from_arrays_may_shape_fragments():
+    x = np.random.default_rng(7).random((40, 24)).astype(np.float32)
+    gates, idx = eager_row_top2(x, blk_m=16)
+    ref = np.argsort(-x.astype(np.float64), axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(idx, ref)
+    np.testing.assert_array_equal(gates, np.take_along_axis(x, ref, 1))
+    # without arrays the sizes stay unbound, named as before
+    with pytest.raises(tilelang.TileLangError, match="T.const M, N not bound"):
+        eager_row_top2.get_tir(blk_m=16)
