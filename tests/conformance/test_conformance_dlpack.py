@@ -1,5 +1,10 @@
 """Conformance: DLPack tensors (torch) in, torch out, on the target's device;
-numpy bf16 (uint16 bit patterns) staged to the device. Skips without torch."""
+numpy bf16 (uint16 bit patterns) staged to the device. Skips without torch.
+
+Vulkan: torch has no Vulkan device, so CPU tensors are what torch users pass; they are staged
+like numpy arrays (copied to device buffers, outputs copied back into the torch tensors).
+CUDA: a CUDA tensor runs in place; a CPU tensor is refused naming the argument and the device
+(torch refuses mixing devices too)."""
 
 import numpy as np
 import pytest
@@ -21,6 +26,9 @@ def test_torch_tensors_in_torch_out(target, rng):
     c = kernel(torch.from_numpy(a).to(dev), torch.from_numpy(b).to(dev))
     assert isinstance(c, torch.Tensor) and c.device.type == dev and c.dtype == torch.float32
     assert_close(c.cpu().numpy(), a64 + b64, "float32")
+    if target == "cuda":
+        with pytest.raises(TypeError, match=r"parameter 'A': a CPU tensor .*cannot be used on device cuda:"):
+            kernel(torch.from_numpy(a), torch.from_numpy(b))
     # numpy in -> numpy out on the same kernel
     assert isinstance(kernel(a, b), np.ndarray)
 

@@ -115,3 +115,46 @@ def test_cpu_device_rejects_spirv(rt, bundle):
         bundle.kernel("vadd").prepare(rt.device("cpu"))
     assert e.value.code_name == "INCOMPATIBLE"
     assert "vulkan.spirv1.3" in str(e.value)
+
+
+class _HostTensor:
+    """A DLPack producer of host memory that is not a numpy array, as a torch CPU tensor is
+    (torch has no Vulkan device: CPU tensors are what torch users have to give)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_host_dlpack_tensors_are_staged(bundle, dev):
+    p = bundle.kernel("vadd").prepare(dev)
+    rng = np.random.default_rng(9)
+    n = 777
+    x = rng.standard_normal(n).astype(np.float32)
+    y_store = rng.standard_normal(2 * n).astype(np.float32)
+    y = y_store[::2]  # strided: staged through a contiguous copy
+    out_store = np.full(3 * n, np.nan, dtype=np.float32)
+    out = out_store[1::3]  # strided output: copied back element by element
+    alpha = np.float32(0.75)
+    p(_HostTensor(x), _HostTensor(y), _HostTensor(out), alpha)
+    ref = x.astype(np.float64) + np.float64(alpha) * y.astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+    assert np.isnan(out_store[0::3]).all() and np.isnan(out_store[2::3]).all()  # nothing else written
+    # Contiguous output: written back in place.
+    out2 = np.full(n, np.nan, dtype=np.float32)
+    p(_HostTensor(x), _HostTensor(y), _HostTensor(out2), alpha)
+    np.testing.assert_allclose(out2, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_host_dlpack_tensors_cannot_be_staged_for_a_stream(bundle, dev):
+    p = bundle.kernel("vadd").prepare(dev)
+    s = dev.stream()
+    x = np.ones(4, dtype=np.float32)
+    with pytest.raises(TypeError, match="host DLPack tensors"):
+        p(_HostTensor(x), _HostTensor(x), _HostTensor(x.copy()), np.float32(1), stream=s)
+    s.synchronize(timeout=10)

@@ -61,20 +61,33 @@ struct DeviceBuffer {
   void* ptr() const { return tl_buffer_device_pointer(buffer); }
 };
 
+// A fresh directory under $TL_VK_TEST_TMP_DIR, else the build tree's tmp/
+// (which does not exist where the binary travelled to another machine).
 std::string TestTmpDir(const std::string& name) {
-  std::string dir = std::string(TL_VK_TEST_TMP_DIR) + "/" + name;
-  std::string cmd = "rm -rf '" + dir + "'";
+  const char* env = getenv("TL_VK_TEST_TMP_DIR");
+  const std::string root = env && *env ? env : TL_VK_TEST_TMP_DIR;
+  std::string dir = root + "/" + name;
+  std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "' && chmod 700 '" + dir + "'";
   if (system(cmd.c_str()) != 0) abort();
-  mkdir(dir.c_str(), 0700);
   return dir;
 }
 
 class Vulkan : public ::testing::Test {
  protected:
-  void SetUp() override { Open(); }
+  // Without a Vulkan device the test is skipped (GTEST_SKIP in SetUp stops
+  // the body).
+  void SetUp() override { Open(nullptr, false, /*skip_without_device=*/true); }
   void TearDown() override { Close(); }
 
-  void Open(const char* cache_dir = nullptr, bool debug_log = false) {
+  // A new runtime in place of the current one, inside a test body: the first
+  // runtime had a device, so a runtime without one is a failure here, not a
+  // skip. Call as ASSERT_NO_FATAL_FAILURE(Reopen(...)).
+  void Reopen(const char* cache_dir = nullptr, bool debug_log = false) {
+    Close();
+    Open(cache_dir, debug_log, /*skip_without_device=*/false);
+  }
+
+  void Open(const char* cache_dir, bool debug_log, bool skip_without_device) {
     tl_runtime_options_t o;
     tl_runtime_options_init(&o);
     o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_VULKAN);
@@ -93,7 +106,8 @@ class Vulkan : public ::testing::Test {
     if (tl_runtime_device_count(rt_) == 0) {
       std::string why = S(tl_runtime_backend_status(rt_, TL_BACKEND_VULKAN));
       if (why.empty()) why = "the Vulkan loader reports no devices";
-      GTEST_SKIP() << "no Vulkan device: " << why;
+      if (skip_without_device) GTEST_SKIP() << "no Vulkan device: " << why;
+      FAIL() << "a new runtime found no Vulkan device, though an earlier one in this process did: " << why;
     }
     ASSERT_EQ(S(tl_runtime_device_at(rt_, 0, &dev_)), "");
     info_.struct_size = sizeof(info_);
@@ -402,10 +416,10 @@ TEST_F(Vulkan, EmptyGridLaunchesNothing) {
 }
 
 TEST_F(Vulkan, DescriptorPoolPathWithoutPushDescriptors) {
-  Close();
   setenv("TL_VULKAN_NO_PUSH_DESCRIPTORS", "1", 1);
-  Open();
+  Reopen();
   unsetenv("TL_VULKAN_NO_PUSH_DESCRIPTORS");
+  if (HasFatalFailure()) return;
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   const std::string explain = tl_prepared_explain(p);
@@ -419,10 +433,10 @@ TEST_F(Vulkan, DescriptorPoolPathWithoutPushDescriptors) {
 }
 
 TEST_F(Vulkan, CopiesThroughStagingAsOnADiscreteGpu) {
-  Close();
   setenv("TL_VULKAN_STAGING_ONLY", "1", 1);
-  Open();
+  Reopen();
   unsetenv("TL_VULKAN_STAGING_ONLY");
+  if (HasFatalFailure()) return;
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   RunVadd(p, 5000, nullptr, 31);
@@ -440,8 +454,7 @@ TEST_F(Vulkan, CopiesThroughStagingAsOnADiscreteGpu) {
 }
 
 TEST_F(Vulkan, DebugLogTimesSynchronousLaunchesWithTimestamps) {
-  Close();
-  Open(nullptr, /*debug_log=*/true);
+  ASSERT_NO_FATAL_FAILURE(Reopen(nullptr, /*debug_log=*/true));
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   RunVadd(p, 4096, nullptr, 9);
@@ -873,6 +886,62 @@ TEST_F(Vulkan, LimitsAreCheckedBeforePipelineCreation) {
 }
 
 //===--------------------------------------------------------------------===//
+// Several runtimes in one process
+//===--------------------------------------------------------------------===//
+
+// Runtimes overlapping and one after another, with a fork() (system()) in
+// between, share the process's VkInstance and all launch. On the H200's
+// NVIDIA driver a runtime created after the previous one was destroyed (and
+// after a system() call) got VK_ERROR_INCOMPATIBLE_DRIVER from a second
+// vkCreateInstance; the backend now creates one instance per process.
+TEST_F(Vulkan, SeveralRuntimesInOneProcess) {
+  auto make = [](std::vector<std::string>* logs, tl_runtime_t** rt) {
+    tl_runtime_options_t o;
+    tl_runtime_options_init(&o);
+    o.backend_mask = TL_BACKEND_BIT(TL_BACKEND_VULKAN);
+    o.flags = TL_RUNTIME_FLAG_IGNORE_ENVIRONMENT;
+    o.log = [](void* user, tl_log_level_t, const char* message, size_t length) {
+      static_cast<std::vector<std::string>*>(user)->emplace_back(message, length);
+    };
+    o.log_user = logs;
+    o.log_level = TL_LOG_DEBUG;
+    return S(tl_runtime_create(&o, rt));
+  };
+  auto reused = [](const std::vector<std::string>& logs) {
+    for (const auto& l : logs) {
+      if (l.find("vulkan: reusing the process's VkInstance") != std::string::npos) return true;
+    }
+    return false;
+  };
+  // A second runtime while the fixture's is alive.
+  std::vector<std::string> logs2;
+  tl_runtime_t* rt2 = nullptr;
+  ASSERT_EQ(make(&logs2, &rt2), "");
+  EXPECT_TRUE(reused(logs2)) << "runtime 2 created its own VkInstance";
+  ASSERT_GE(tl_runtime_device_count(rt2), 1u) << S(tl_runtime_backend_status(rt2, TL_BACKEND_VULKAN));
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
+  RunVadd(p, 300, nullptr, 41);
+  tl_prepared_release(p);
+  // The fixture's runtime goes; a fork in between (as TestTmpDir's system()).
+  Close();
+  ASSERT_EQ(system("true"), 0);
+  tl_runtime_release(rt2);
+  // Every runtime is gone now: a third one still finds the device and runs.
+  std::vector<std::string> logs3;
+  tl_runtime_t* rt3 = nullptr;
+  ASSERT_EQ(make(&logs3, &rt3), "");
+  EXPECT_TRUE(reused(logs3)) << "runtime 3 created its own VkInstance";
+  ASSERT_GE(tl_runtime_device_count(rt3), 1u)
+      << "no Vulkan device after the earlier runtimes: " << S(tl_runtime_backend_status(rt3, TL_BACKEND_VULKAN));
+  rt_ = rt3;
+  ASSERT_EQ(S(tl_runtime_device_at(rt_, 0, &dev_)), "");
+  ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
+  RunVadd(p, 1000, nullptr, 42);
+  tl_prepared_release(p);
+}
+
+//===--------------------------------------------------------------------===//
 // Pipeline cache
 //===--------------------------------------------------------------------===//
 
@@ -892,8 +961,7 @@ std::vector<std::string> CacheFiles(const std::string& dir) {
 
 TEST_F(Vulkan, PipelineCachePersistsAcrossRuntimes) {
   const std::string dir = TestTmpDir("pipeline_cache");
-  Close();
-  Open(dir.c_str());
+  ASSERT_NO_FATAL_FAILURE(Reopen(dir.c_str()));
   tl_prepared_t* p = nullptr;
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   std::string explain = tl_prepared_explain(p);
@@ -906,8 +974,7 @@ TEST_F(Vulkan, PipelineCachePersistsAcrossRuntimes) {
   EXPECT_GE(st.st_size, 24 + 32);  // our header + at least Vulkan's cache header
 
   // A second runtime seeds its cache from the file.
-  Close();
-  Open(dir.c_str());
+  ASSERT_NO_FATAL_FAILURE(Reopen(dir.c_str()));
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   explain = tl_prepared_explain(p);
   EXPECT_TRUE(Has(explain, "read " + std::to_string(st.st_size - 24) + " bytes from pipeline cache file " + files[0]))
@@ -927,7 +994,7 @@ TEST_F(Vulkan, PipelineCachePersistsAcrossRuntimes) {
     f.seekp(40);
     f.put('\x5a');
   }
-  Open(dir.c_str());
+  ASSERT_NO_FATAL_FAILURE(Reopen(dir.c_str()));
   ASSERT_EQ(Prepare(VaddBundle(), "vadd", &p), "");
   explain = tl_prepared_explain(p);
   EXPECT_TRUE(Has(explain, "pipeline cache file " + files[0] + " ignored: checksum mismatch")) << explain;

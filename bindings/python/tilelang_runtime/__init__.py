@@ -399,10 +399,24 @@ def _variant_info(fill):
             "jit": bool(vi.jit), "shared_bytes": vi.shared_bytes}
 
 
+def _is_host_dlpack(a):
+    """A non-numpy __dlpack__ object whose memory is host memory (a torch CPU tensor)."""
+    if isinstance(a, np.ndarray) or not hasattr(a, "__dlpack_device__"):
+        return False
+    try:
+        return a.__dlpack_device__()[0] in (_ffi.DL_CPU, _ffi.DL_CUDA_HOST)
+    except Exception:
+        return False
+
+
 class _DLPackView:
     """Borrowed view of a __dlpack__ producer's tensor; call close() after use."""
 
     def __init__(self, obj):
+        if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+            # torch refuses to export a tensor that requires grad; its detached view shares the
+            # storage, so the kernel reads and writes the same memory (upstream passes data_ptr).
+            obj = obj.detach()
         capsule = obj.__dlpack__()
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype = ctypes.c_void_p
@@ -497,9 +511,10 @@ class Prepared:
     def __call__(self, *args, grid=None, stream=None):
         full, allocated = self._bind(args)
         host_arrays = self.device.backend != "cpu" and any(isinstance(a, np.ndarray) for a in full)
-        if stream is not None and (allocated or host_arrays or _FORCE_STAGING):
+        host_tensors = self.device.backend == "vulkan" and any(_is_host_dlpack(a) for a in full)
+        if stream is not None and (allocated or host_arrays or host_tensors or _FORCE_STAGING):
             raise TypeError("queued launches take every argument, as device memory: outputs cannot be allocated "
-                            "and numpy arrays cannot be staged for a stream")
+                            "and numpy arrays cannot be staged for a stream (nor host DLPack tensors)")
         params = self.kernel.params
         c_args = (_ffi.Arg * len(full))()
         keep, views, staged = [], [], []
@@ -521,14 +536,16 @@ class Prepared:
             _check(_lib.tl_launch(self._handle, stream._handle if stream else None, len(full), c_args, opts))
             if stream is not None:
                 stream._pending.append(keep)
-            for p, array, buf in staged:  # results back into the numpy arrays
+            for p, array, buf, target in staged:  # results back into the host arrays and tensors
                 if p.access in ("write", "read_write") and array.nbytes:
                     _check(_lib.tl_buffer_copy_to_host(buf, 0, array.ctypes.data, array.nbytes, None))
+                    if target is not None and not np.shares_memory(target, array):
+                        np.copyto(target, array)
         finally:
+            for _, _, buf, _ in staged:
+                _lib.tl_buffer_release(buf)
             for v in views:
                 v.close()
-            for _, _, buf in staged:
-                _lib.tl_buffer_release(buf)
         if not allocated:
             return None
         outs = [full[i] for i in allocated]
@@ -552,17 +569,44 @@ class Prepared:
         c.scalar_size = len(raw)
         ctypes.memmove(c.value.bytes, raw, min(len(raw), 8))
 
-    def _stage(self, p, a, staged):
-        """Copies a host array into a new device buffer; returns its device pointer."""
+    def _stage(self, p, a, staged, target=None):
+        """Copies a host array into a new device buffer; returns its device pointer.
+        Written parameters are copied back into `a`, then into `target` when given
+        (the strided host tensor `a` is a contiguous copy of)."""
         if not a.flags.c_contiguous:
             raise TypeError(f"parameter '{p.name}': staging to device {self.device.backend} needs a C-contiguous "
                             f"array (strides {a.strides})")
         buf = ctypes.c_void_p()
         _check(_lib.tl_buffer_allocate(self.device._handle, a.nbytes, ctypes.byref(buf)))
-        staged.append((p, a, buf))
+        staged.append((p, a, buf, target))
         if a.nbytes:
             _check(_lib.tl_buffer_copy_from_host(buf, 0, a.ctypes.data, a.nbytes, None))
         return _lib.tl_buffer_device_pointer(buf)
+
+    @staticmethod
+    def _dlpack_host_array(p, v):
+        """A numpy view of a host DLPack tensor's memory (strides honoured)."""
+        code, bits, lanes = v.dtype
+        np_dtype = _DL_TO_NP.get((code, bits)) if lanes == 1 else None
+        if np_dtype is None and code == 4 and bits == 16 and lanes == 1:
+            np_dtype = np.dtype(np.uint16)  # bfloat16: the bit patterns
+        if np_dtype is None:
+            raise TypeError(f"parameter '{p.name}': DLPack dtype {_dtype_name(code, bits, lanes)} cannot be staged "
+                            f"from host memory")
+        shape = [int(n) for n in v.shape]
+        item = np_dtype.itemsize
+        strides = [int(s) for s in v.strides] if v.strides is not None else None
+        if strides is None:  # compact row-major
+            strides, acc = [0] * len(shape), 1
+            for i in range(len(shape) - 1, -1, -1):
+                strides[i], acc = acc, acc * shape[i]
+        if any(s < 0 for s in strides):
+            raise TypeError(f"parameter '{p.name}': negative DLPack strides {strides} cannot be staged")
+        count = 0 if any(n == 0 for n in shape) else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        if count == 0:
+            return np.empty(shape, dtype=np_dtype)
+        base = np.frombuffer((ctypes.c_char * (count * item)).from_address(v.data), dtype=np_dtype)
+        return np.lib.stride_tricks.as_strided(base, shape=shape, strides=[s * item for s in strides])
 
     def _tensor(self, c, p, a, keep, views, staged):
         c.kind = _ffi.ARG_TENSOR
@@ -587,10 +631,24 @@ class Prepared:
             views.append(v)
             want = {"cpu": (_ffi.DL_CPU, _ffi.DL_CUDA_HOST), "cuda": (_ffi.DL_CUDA,), "hip": (_ffi.DL_ROCM,),
                     "vulkan": (_ffi.DL_VULKAN,)}
-            if v.device_type not in want.get(self.device.backend, ()):
-                raise TypeError(f"parameter '{p.name}': DLPack device type {v.device_type} does not match "
-                                f"device {self.device.backend}")
-            data, shape, strides = v.data, v.shape, v.strides
+            backend = self.device.backend
+            if backend == "vulkan" and v.device_type in (_ffi.DL_CPU, _ffi.DL_CUDA_HOST):
+                # Host tensors (torch CPU tensors: torch has no Vulkan device) are staged
+                # as numpy arrays are: copied into a device buffer, and written
+                # parameters copied back into the tensor after the synchronous launch.
+                host = self._dlpack_host_array(p, v)
+                data = self._stage(p, np.ascontiguousarray(host), staged, host)
+                shape, strides = list(host.shape), None
+            elif v.device_type not in want.get(backend, ()):
+                names = {_ffi.DL_CPU: "CPU", _ffi.DL_CUDA: "CUDA", _ffi.DL_CUDA_HOST: "CUDA host (pinned)",
+                         _ffi.DL_ROCM: "ROCm", _ffi.DL_VULKAN: "Vulkan"}
+                where = names.get(v.device_type, f"DLPack device type {v.device_type}")
+                hint = (" (move it with .to('cuda') first, or pass a numpy array to have it copied)"
+                        if backend in ("cuda", "hip") and v.device_type in (_ffi.DL_CPU, _ffi.DL_CUDA_HOST) else "")
+                raise TypeError(f"parameter '{p.name}': a {where} tensor (DLPack device type {v.device_type}) "
+                                f"cannot be used on device {backend}:{self.device.ordinal}{hint}")
+            else:
+                data, shape, strides = v.data, v.shape, v.strides
             code, bits, lanes = v.dtype
         else:
             raise TypeError(f"parameter '{p.name}': expected a numpy array or a __dlpack__ object, "

@@ -3,8 +3,11 @@
 // learned about one physical device, handed to the device that launches on it.
 //
 // Ownership: an Instance is shared (std::shared_ptr) by the backend and every
-// device, executable and stream created from it, and destroys the VkInstance
-// when the last one goes; the loader library stays mapped (RTLD_NODELETE).
+// device, executable and stream created from it. The backend takes the
+// process-wide one (ProcessInstance in vulkan_backend.cc, which says why), so
+// in practice the VkInstance lives until the process exits; the destructor
+// only runs for an instance that was never published. The loader library
+// stays mapped (RTLD_NODELETE).
 // Thread-safety: immutable after creation.
 #pragma once
 

@@ -7,7 +7,10 @@
 // runs ("vk.coopmat.f16.f16.f32.f32.16x16x16", VULKAN_CONTRACT.md).
 // Launch, buffers and streams: vulkan_device.h (CreateVulkanDevice).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -87,37 +90,42 @@ void AddSubgroupTokens(const VkPhysicalDeviceSubgroupProperties& sub, std::vecto
   }
 }
 
-}  // namespace
-
-std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
-  auto backend = std::make_unique<Backend>();
-  backend->kind = kBackendVulkan;
-  auto lib = DynamicLibrary::Open("Vulkan loader", {"libvulkan.so.1"}, options.driver_search_paths);
-  if (!lib.ok()) {
-    backend->status = lib.status();
-    return backend;
+// The environment variables the Vulkan loader reads when it creates an
+// instance (which drivers and layers it loads). A runtime created after one of
+// them changed gets an instance of its own.
+std::string LoaderEnvironmentKey() {
+  static const char* const kVars[] = {"VK_DRIVER_FILES",          "VK_ICD_FILENAMES",         "VK_ADD_DRIVER_FILES",
+                                      "VK_LOADER_DRIVERS_SELECT", "VK_LOADER_DRIVERS_DISABLE", "VK_INSTANCE_LAYERS",
+                                      "VK_LOADER_LAYERS_ENABLE",  "VK_LOADER_LAYERS_DISABLE",  "VK_LAYER_PATH",
+                                      "VK_ADD_LAYER_PATH"};
+  std::string key;
+  for (const char* var : kVars) {
+    const char* v = getenv(var);
+    key += std::string(var) + "=" + (v ? v : "") + "\n";
   }
+  return key;
+}
+
+// Creates the VkInstance on `lib` and resolves the instance entry points.
+StatusOr<std::shared_ptr<vk::Instance>> CreateInstance(std::unique_ptr<DynamicLibrary> lib) {
   auto st = std::make_shared<vk::Instance>();
-  st->library = std::move(lib.value());
+  st->library = std::move(lib);
   const std::string path = st->library->path();
   st->vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(st->library->Symbol("vkGetInstanceProcAddr"));
   if (!st->vkGetInstanceProcAddr) {
-    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks vkGetInstanceProcAddr");
-    return backend;
+    return Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks vkGetInstanceProcAddr");
   }
 #define TL_VK_GLOBAL(name) st->name = reinterpret_cast<PFN_##name>(st->vkGetInstanceProcAddr(VK_NULL_HANDLE, #name));
 #include "vulkan_symbols.h"
 #undef TL_VK_GLOBAL
   if (!st->vkCreateInstance) {
-    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " returns no vkCreateInstance");
-    return backend;
+    return Status(StatusCode::kUnavailable, "Vulkan loader " + path + " returns no vkCreateInstance");
   }
   uint32_t loader_version = VK_API_VERSION_1_0;
   if (st->vkEnumerateInstanceVersion) st->vkEnumerateInstanceVersion(&loader_version);
   if (loader_version < VK_API_VERSION_1_1) {
-    backend->status = MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s supports API %u.%u; 1.1 is needed",
-                                 path.c_str(), VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
-    return backend;
+    return MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s supports API %u.%u; 1.1 is needed", path.c_str(),
+                      VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
   }
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
@@ -128,10 +136,9 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
   ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   ci.pApplicationInfo = &app;
   if (VkResult rc = st->vkCreateInstance(&ci, nullptr, &st->instance); rc != VK_SUCCESS) {
-    backend->status = MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s: vkCreateInstance failed with VkResult %d",
-                                 path.c_str(), static_cast<int>(rc));
     st->instance = VK_NULL_HANDLE;
-    return backend;
+    return MakeStatus(StatusCode::kUnavailable, "Vulkan loader %s: vkCreateInstance failed with %s", path.c_str(),
+                      vk::ResultText(rc).c_str());
   }
   std::string missing;
 #define TL_VK_INSTANCE(name)                                                                     \
@@ -142,9 +149,62 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
 #include "vulkan_symbols.h"
 #undef TL_VK_INSTANCE
 #undef TL_VK_INSTANCE_OPTIONAL
-  if (!missing.empty()) {
-    backend->status = Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks: " + missing);
+  if (!missing.empty()) return Status(StatusCode::kUnavailable, "Vulkan loader " + path + " lacks: " + missing);
+  return st;
+}
+
+// One VkInstance per (loader library, loader environment) for the whole
+// process, created by the first runtime that needs it and never destroyed.
+//
+// Why: destroying the last VkInstance makes the loader dlclose every driver
+// (ICD) it loaded, and the next vkCreateInstance loads and initializes them
+// again. NVIDIA's driver (580.159 on the H200) does not survive that in every
+// process: there a runtime created after another was destroyed got
+// VK_ERROR_INCOMPATIBLE_DRIVER (-9) from vkCreateInstance (after a fork() for
+// system() in between; runtimes created and destroyed in turn without one
+// worked). Keeping one instance alive keeps the drivers loaded and
+// initialized once, as in an application that creates one instance for its
+// lifetime; runtimes share it (VkPhysicalDevice handles belong to it; each
+// runtime still creates its own VkDevice). Destroying it at exit is not
+// attempted either: static destructors and the drivers' own exit handlers run
+// in no fixed order, and the process is ending. The loader library is never
+// unloaded for the same reason (RTLD_NODELETE, dynamic_library.cc).
+// A failure is not remembered: the next runtime tries again.
+StatusOr<std::shared_ptr<const vk::Instance>> ProcessInstance(const BackendOptions& options, bool* reused) {
+  static std::mutex* mu = new std::mutex;
+  static auto* instances = new std::map<std::string, std::shared_ptr<const vk::Instance>>;
+  *reused = false;
+  auto lib = DynamicLibrary::Open("Vulkan loader", {"libvulkan.so.1"}, options.driver_search_paths);
+  if (!lib.ok()) return lib.status();
+  const std::string key = lib.value()->path() + "\n" + LoaderEnvironmentKey();
+  std::lock_guard<std::mutex> lock(*mu);
+  auto it = instances->find(key);
+  if (it != instances->end()) {
+    *reused = true;
+    return it->second;  // `lib` is closed again; RTLD_NODELETE keeps the loader mapped
+  }
+  auto created = CreateInstance(std::move(lib.value()));
+  if (!created.ok()) return created.status();
+  std::shared_ptr<const vk::Instance> instance = std::move(created.value());
+  instances->emplace(key, instance);
+  return instance;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
+  auto backend = std::make_unique<Backend>();
+  backend->kind = kBackendVulkan;
+  bool reused = false;
+  auto acquired = ProcessInstance(options, &reused);
+  if (!acquired.ok()) {
+    backend->status = acquired.status();
     return backend;
+  }
+  std::shared_ptr<const vk::Instance> st = acquired.value();
+  if (options.logger) {
+    options.logger->Log(TL_LOG_DEBUG, "vulkan: %s the process's VkInstance (loader %s)",
+                        reused ? "reusing" : "created", st->library->path().c_str());
   }
   uint32_t count = 0;
   st->vkEnumeratePhysicalDevices(st->instance, &count, nullptr);
@@ -262,7 +322,7 @@ std::unique_ptr<Backend> CreateVulkanBackend(const BackendOptions& options) {
     d.Finalize();
     backend->devices.push_back(CreateVulkanDevice(std::move(d), std::move(info), st, options));
   }
-  backend->state = st;
+  backend->state = std::const_pointer_cast<vk::Instance>(st);
   return backend;
 }
 
