@@ -207,6 +207,32 @@ def test_autotune_on_an_eager_function_returns_the_outputs(monkeypatch):
     np.testing.assert_array_equal(tuned_row_max(y, blk_m=8), y.max(axis=1))  # given: no tuning
 
 
+class GradTensor:
+    """A DLPack producer that behaves like a torch tensor with requires_grad=True: its own
+    __dlpack__ raises torch's BufferError, .detach() is a view of the same memory."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype, self.requires_grad = array, array.shape, array.dtype, True
+
+    def __dlpack__(self, stream=None):
+        raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def detach(self):
+        return self.array
+
+
+def test_tensors_that_require_grad_are_passed_detached(gemm_kernel):
+    # upstream's varlen attention examples pass q/k/v made with requires_grad=True
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((96, 72)).astype(np.float16)
+    b = rng.standard_normal((72, 80)).astype(np.float16)
+    c = gemm_kernel(GradTensor(a), GradTensor(b))
+    np.testing.assert_allclose(c, ref_matmul(a, b), rtol=1e-3, atol=1e-3)
+
+
 def test_testing_gates_and_seed():
     reason = tilelang.testing.cuda_skip_reason()
 
