@@ -213,6 +213,25 @@ func @gemm_dyn(A: tensor[M, K] f16, B: tensor[K, N] f16, C: tensor[M, N] f32) dy
   }
 }
 )"});
+  // An f16 accumulator (upstream's accum_dtype="float16"): tensor cores,
+  // accumulated in f32 registers, rounded to f16 when stored.
+  k.push_back({"gemm_f16acc", R"(tileir 1
+
+func @gemm_f16acc(A: tensor[200, 150] f16, B: tensor[150, 130] f16, C: tensor[200, 130] f16) {
+  kernel grid(ceildiv(130, 64), ceildiv(200, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] f16
+    alloc B_s: shared[32, 64] f16
+    alloc C_f: fragment[64, 64] f16
+    fill C_f, 0.0:f16
+    for k in pipelined(0, ceildiv(150, 32), stages=3) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
   // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
   k.push_back({"gemm_big", R"(tileir 1
 

@@ -129,8 +129,17 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
     return std::nullopt;
   }
   std::optional<MmaKind> kind;
-  if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && c.dtype == ir::DType::kF32) kind = MmaKind::kF16;
-  if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && c.dtype == ir::DType::kF32) kind = MmaKind::kBF16;
+  // A 16-bit float accumulator (upstream's accum_dtype="float16") uses the
+  // same f32-accumulating instruction: the printers carry f16/bf16 values in
+  // f32 registers anyway, so C keeps one f32 register per element and the
+  // MmaAccumulatorLayout family unchanged (the .f16.f16.f16.f16 form would
+  // pack two elements per register, a second layout). The accumulator is
+  // rounded to f16 where it is stored or written by other code, not after
+  // every mma: at least as precise as the hardware's f16 accumulation, at
+  // the same mma.sync rate on sm_80/sm_90 (only the register count differs).
+  const bool acc16 = c.dtype == a.dtype || c.dtype == ir::DType::kF32;
+  if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && acc16) kind = MmaKind::kF16;
+  if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && acc16) kind = MmaKind::kBF16;
   if (tf32 && a.dtype == ir::DType::kF32 && b.dtype == ir::DType::kF32 && c.dtype == ir::DType::kF32) {
     kind = MmaKind::kTF32;
   }

@@ -48,7 +48,8 @@ namespace tl::gpu {
 // kSimtFma emits nothing but the portable SIMT statements.
 //   kSimtFma   per-thread FMA over shared operands (every target)
 //   kMmaSync   SMma (CUDA mma.sync, sm_80+) where the instruction fits
-//              (f16/bf16 x f16/bf16 -> f32, i8 x i8 -> i32, and with
+//              (f16/bf16 x f16/bf16 -> f32 or the operands' own 16-bit
+//              type, accumulated in f32 registers, i8 x i8 -> i32, and with
 //              `tf32` f32 x f32 -> f32 as tf32 (lossy: 10-bit mantissas, so
 //              off by default); operands in shared memory; the accumulator
 //              fits MmaAccumulatorFits; K a multiple of the instruction's k),

@@ -80,7 +80,9 @@ struct SLaneReduce { std::string var; ir::ReduceOp op; int64_t width; ir::DType 
 struct SComment { std::string text; };
 
 // Tensor-core operand/accumulator types of SMma (PTX mma.sync shapes):
-//   kF16, kBF16: m16n8k16, f16/bf16 operands, f32 accumulator
+//   kF16, kBF16: m16n8k16, f16/bf16 operands, f32 accumulator (C may be an
+//                f16/bf16 buffer: its registers hold f32 like every 16-bit
+//                register, the mma does not round; stores round as usual)
 //   kTF32:       m16n8k8, f32 operands rounded to tf32 (cvt.rna), f32 accumulator
 //   kI8:         m16n8k32, s8 operands, s32 accumulator
 enum class MmaKind : uint8_t { kF16, kBF16, kTF32, kI8 };
