@@ -20,6 +20,7 @@ from .pass_config import PassConfigKey  # noqa: F401
 from .utils.tensor import TensorSupplyType  # noqa: F401
 from .language.math import cdiv  # noqa: F401
 from .autotuner import autotune  # noqa: F401
+from . import layout  # noqa: F401 - tilelang.layout.make_swizzled_layout without importing tilelang.layout
 from . import tvm  # noqa: F401,E402 - as upstream, `import tvm` works after `import tilelang` (tvm.py)
 
 __version__ = "0.1.0"

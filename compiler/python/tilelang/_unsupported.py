@@ -8,7 +8,7 @@ iterating, indexing) raises TileLangUnsupportedAPI naming the API. Attribute
 access gives another stand-in, so `tvm.tir.op.X(...)` names the whole path.
 """
 
-from .errors import TileLangUnsupportedAPI
+from .errors import TileLangUnsupportedAPI, located
 
 
 class Unsupported:
@@ -17,7 +17,7 @@ class Unsupported:
         object.__setattr__(self, "_why", why)
 
     def _fail(self, *args, **kwargs):
-        raise TileLangUnsupportedAPI(f"unsupported feature: {self._name} ({self._why})")
+        raise TileLangUnsupportedAPI(located(f"unsupported feature: {self._name} ({self._why})"))
 
     def __getattr__(self, name):
         if name.startswith("__"):

@@ -83,6 +83,13 @@ def user_location():
     return None, None
 
 
+def located(message):
+    """message, then " (at FILE:LINE)" of the user's statement when one is on the stack (errors raised
+    where a prefix would hide the "unsupported feature:" start that reasons are read from)."""
+    file, line = user_location()
+    return f"{message} (at {file}:{line})" if file is not None else message
+
+
 def error(message):
     """Build a TileLangSyntaxError located at the user's current statement."""
     file, line = user_location()

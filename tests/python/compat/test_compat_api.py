@@ -19,6 +19,7 @@ import pytest
 import tilelang
 import tilelang.language as T
 import tilelang.testing
+from tilelang.errors import display_path
 from tilelang.profiler import do_bench
 from tilelang.utils.tensor import TensorSupplyType, torch_assert_close
 
@@ -278,8 +279,8 @@ def test_unsupported_upstream_names_say_which_feature():
     assert not hasattr(T, "tcgen05_gemm")
     from tilelang import tvm
     assert tvm.DataType("float16").bits == 16
-    with pytest.raises(tilelang.TileLangNotImplementedError, match=r"unsupported feature: tvm.tirx.reinterpret \(TVM"):
-        tvm.tirx.reinterpret("handle", 0)
+    with pytest.raises(tilelang.TileLangNotImplementedError, match=r"unsupported feature: tvm.tirx.call_intrin \(TVM"):
+        tvm.tirx.call_intrin("handle", 0)
     # upstream test files import such names at module level: the import works, the use fails
     from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
     with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: tilelang.cuda.intrinsics"):
@@ -293,8 +294,9 @@ def test_reasons_name_the_feature():
     try:
         T.alloc_barrier  # noqa: B018
     except AttributeError as e:
+        line = e.__traceback__.tb_lineno
         assert compat_reason.reason_of(e) == ("unsupported feature: T.alloc_barrier is not part of this "
-                                              "project's tile language")
+                                              f"project's tile language (at {display_path(__file__)}:{line})")
     assert compat_reason.reason_of(ModuleNotFoundError("No module named 'fla'", name="fla")) == "missing module fla"
     assert compat_reason.reason_of(AssertionError("Too many mismatched elements: 3 > 1")).startswith(
         "numerical mismatch: Too many mismatched")

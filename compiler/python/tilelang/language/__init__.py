@@ -14,6 +14,7 @@ from .loops import Parallel, Pipelined, Serial, Unroll, Vectorized, serial, unro
 from .math import (Cast, Select, abs, cast, cdiv, ceil, ceildiv, clamp, cos, exp, exp2,  # noqa: F401
                    floor, floordiv, floormod, if_then_else, infinity, log, log1p, log2, max, min, pow,
                    round, rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
+from .reinterpret import reinterpret  # noqa: F401
 from .proxy import Buffer, FragmentBuffer, LocalBuffer, SharedBuffer, Tensor  # noqa: F401
 from .symbolics import dynamic, symbolic  # noqa: F401
 from .tileops import (GemmWarpPolicy, atomic_add, clear, copy, cumsum, fill, gemm, reduce,  # noqa: F401
@@ -38,5 +39,5 @@ def __getattr__(name):
     from ..dtypes import UNSUPPORTED
     if name in UNSUPPORTED:
         return name
-    from ..errors import TileLangUnsupportedAPI
-    raise TileLangUnsupportedAPI(f"unsupported feature: T.{name} is not part of this project's tile language")
+    from ..errors import TileLangUnsupportedAPI, located
+    raise TileLangUnsupportedAPI(located(f"unsupported feature: T.{name} is not part of this project's tile language"))
