@@ -500,15 +500,25 @@ TEST(Interp, MmaI8AndStrategyChoice) {
       tl::gpu::LowerToSimt(Parse(Named("gemm_f16acc").text), CudaOptions("gemm_f16acc"));
   ASSERT_TRUE(acc16.ok()) << acc16.status().ToString();
   EXPECT_NE(notes(*acc16).find("(mma.sync f16)"), std::string::npos) << notes(*acc16);
-  // A 48-row tile over 128 threads cannot use mma (M must be a multiple of 64): SIMT FMA.
-  std::string text = Named("gemm_f16_nn").text;
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"fragment[64, 64]", "fragment[48, 64]"}, {"shared[64, 32]", "shared[48, 32]"}, {"by * 64:64", "by * 48:48"}}) {
-    for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, from.size(), to);
+  // Warp grids: 64x64 over 4 warps is 2 x 2 (each warp 32x32); a 48-row tile
+  // fits as 1 x 4 (48 rows, 16 columns per warp); a 40-row tile fits no grid
+  // (m-tiles are 16 rows): SIMT FMA.
+  tl::StatusOr<tl::gpu::SimtKernel> sq = tl::gpu::LowerToSimt(Parse(Named("gemm_f16_nn").text), CudaOptions("sq"));
+  ASSERT_TRUE(sq.ok());
+  EXPECT_NE(notes(*sq).find("64x64 over 2x16x4 (v=2, 32 slots) (mma.sync f16)"), std::string::npos) << notes(*sq);
+  EXPECT_NE(tl::gpu::Dump(*sq).find("tiles=2x4 R=16 C=2"), std::string::npos) << tl::gpu::Dump(*sq);
+  for (const auto& [rows, want] : std::vector<std::pair<std::string, std::string>>{
+           {"48", "48x64 over 4x8x4 (v=2, 24 slots) (mma.sync f16)"}, {"40", "40x64x32 over 128 threads does not fit"}}) {
+    std::string text = Named("gemm_f16_nn").text;
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"fragment[64, 64]", "fragment[" + rows + ", 64]"}, {"shared[64, 32]", "shared[" + rows + ", 32]"},
+             {"by * 64:64", "by * " + rows + ":" + rows}}) {
+      for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, from.size(), to);
+    }
+    tl::StatusOr<tl::gpu::SimtKernel> odd = tl::gpu::LowerToSimt(Parse(text), CudaOptions("odd"));
+    ASSERT_TRUE(odd.ok()) << odd.status().ToString();
+    EXPECT_NE(notes(*odd).find(want), std::string::npos) << notes(*odd);
   }
-  tl::StatusOr<tl::gpu::SimtKernel> odd = tl::gpu::LowerToSimt(Parse(text), CudaOptions("odd"));
-  ASSERT_TRUE(odd.ok()) << odd.status().ToString();
-  EXPECT_NE(notes(*odd).find("48x64x32 over 128 threads does not fit"), std::string::npos) << notes(*odd);
   // Vectorized copies: 16-byte (8 x f16) global -> shared, with the tensors' bases
   // required to be 16-byte aligned (a launch guard in the bundle).
   tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(Named("gemm_big").text), CudaOptions("gemm_big"));

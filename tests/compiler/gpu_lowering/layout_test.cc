@@ -6,6 +6,7 @@
 
 #include "tilelang/lowering/gpu/layout.h"
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
 
 namespace {
 
@@ -61,6 +62,129 @@ TEST(Layout, GemmAccumulatorAndProjection) {
     }
   }
   EXPECT_EQ(tl::gpu::GemmAccumulatorLayout(64, 64, 128).slots(), 32);
+}
+
+// The 2-D warp grid of tensor-core accumulators, against the PTX ISA's
+// mma.m16n8k16 fragments ("Matrix fragments for mma.m16n8k16", f16/bf16):
+// lane l, gid = l / 4, tig = l % 4:
+//   A a_i (i < 8): tile row gid + 8 ((i / 2) % 2), k  2 tig + i % 2 + 8 (i / 4)
+//   B b_i (i < 4): k 2 tig + i % 2 + 8 (i / 2),    tile col gid
+//   C c_i (i < 4): tile row gid + 8 (i / 2),       tile col 2 tig + i % 2
+// SMma (simt_ir.h) places warp (wr, wc)'s m-tile j at rows (2j + r / 8) R +
+// 8 wr + r % 8 (tile row r) and n-tile n at columns (n C + wc) 8 + c, and the
+// printer keeps c_i in slot (2j + i / 2) * col_slots + 2n + i % 2. Checked:
+// every C element is computed by exactly one (lane, register), which is the
+// (thread, slot) MmaAccumulatorLayout names; each warp reads exactly M / wm
+// rows of A and N / wn columns of B, the grid's share.
+TEST(Layout, MmaWarpGridMatchesPtxFragments) {
+  for (auto [m, n, t, want_wm, want_wn] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>>{
+           {128, 128, 128, 2, 2}, {128, 128, 256, 4, 2}, {64, 64, 128, 2, 2}, {48, 64, 128, 1, 4},
+           {128, 256, 256, 2, 4}, {64, 32, 64, 2, 1}, {16, 128, 256, 1, 8}}) {
+    int64_t wm = 0, wn = 0;
+    ASSERT_TRUE(tl::gpu::MmaWarpGrid(m, n, t, 1 << 30, &wm, &wn)) << m << "x" << n;
+    EXPECT_EQ(std::make_pair(wm, wn), std::make_pair(want_wm, want_wn)) << m << "x" << n << " over " << t;
+    const FragmentLayout l = tl::gpu::MmaAccumulatorLayout(m, n, t);
+    CheckExact(l);
+    EXPECT_EQ(l.C, wn);
+    EXPECT_EQ(l.R, 8 * wm);
+    const int64_t m_tiles = m / (2 * l.R), n_tiles = n / (8 * l.C);
+    std::map<std::pair<int64_t, int64_t>, int> computed;
+    for (int64_t w = 0; w < t / 32; ++w) {
+      const int64_t wr = w % wm, wc = w / wm;
+      std::set<int64_t> a_rows, b_cols;
+      for (int64_t lane = 0; lane < 32; ++lane) {
+        const int64_t gid = lane / 4, tig = lane % 4;
+        for (int64_t j = 0; j < m_tiles; ++j) {
+          auto row = [&](int64_t r) { return (2 * j + r / 8) * l.R + 8 * wr + r % 8; };
+          for (int64_t i = 0; i < 8; ++i) a_rows.insert(row(gid + 8 * ((i / 2) % 2)));
+          for (int64_t nt = 0; nt < n_tiles; ++nt) {
+            auto col = [&](int64_t c) { return (nt * l.C + wc) * 8 + c; };
+            for (int64_t i = 0; i < 4; ++i) b_cols.insert(col(gid));
+            for (int64_t i = 0; i < 4; ++i) {
+              const int64_t r = row(gid + 8 * (i / 2)), c = col(2 * tig + i % 2);
+              ++computed[{r, c}];
+              EXPECT_EQ(l.Thread(r, c), w * 32 + lane) << r << "," << c;
+              EXPECT_EQ(l.Slot(r, c), (2 * j + i / 2) * l.col_slots() + 2 * nt + i % 2) << r << "," << c;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(static_cast<int64_t>(a_rows.size()), m / wm) << "warp " << w;
+      EXPECT_EQ(static_cast<int64_t>(b_cols.size()), n / wn) << "warp " << w;
+      for (int64_t r : a_rows) EXPECT_EQ((r % l.R) / 8, wr);
+      for (int64_t c : b_cols) EXPECT_EQ((c / 8) % l.C, wc);
+    }
+    ASSERT_EQ(static_cast<int64_t>(computed.size()), m * n);
+    for (const auto& [e, times] : computed) EXPECT_EQ(times, 1);
+  }
+  // Stacked along M on request; nothing fits a 40-row tile (m-tiles are 16 rows).
+  EXPECT_EQ(tl::gpu::MmaAccumulatorLayout(128, 128, 256, 1).C, 1);
+  EXPECT_EQ(tl::gpu::MmaAccumulatorLayout(128, 128, 256, 1).R, 64);
+  EXPECT_FALSE(tl::gpu::MmaAccumulatorFits(40, 64, 128));
+  EXPECT_FALSE(tl::gpu::MmaAccumulatorFits(64, 64, 256, 1));  // 8 warps x 16 rows > 64
+  EXPECT_TRUE(tl::gpu::MmaAccumulatorFits(64, 64, 256));      // 4 x 2 warps
+}
+
+// Attention-style use of mma accumulators: the scores are reduced per row and
+// the output is scaled by a row vector, so both keep warps stacked along M
+// (rows in one quad of lanes, shuffle reductions); a plain GEMM's accumulator
+// gets the 2-D grid.
+TEST(Inference, WarpGridPerGemm) {
+  const std::string text = R"(tileir 1
+
+func @attn(Q: tensor[128, 64] f16, K: tensor[64, 64] f16, V: tensor[64, 64] f16, O: tensor[128, 64] f32, P: tensor[128, 64] f32) {
+  kernel grid(1) threads(128) -> (bx) {
+    alloc Q_s: shared[64, 64] f16
+    alloc K_s: shared[64, 64] f16
+    alloc V_s: shared[64, 64] f16
+    alloc S: fragment[64, 64] f32
+    alloc S16: fragment[64, 64] f16
+    alloc Acc: fragment[64, 64] f32
+    alloc Plain: fragment[64, 64] f32
+    alloc m: fragment[64] f32
+    copy Q[bx * 64:64, 0:64] -> Q_s
+    copy K[0:64, 0:64] -> K_s
+    copy V[0:64, 0:64] -> V_s
+    gemm Q_s, K_s -> S trans_b clear_accum
+    reduce max S -> m dim=1 clear
+    parallel (i, j) in (64, 64) {
+      S[i, j] = exp(S[i, j] - m[i])
+    }
+    copy S -> S16
+    gemm S16, V_s -> Acc clear_accum
+    parallel (i2, j2) in (64, 64) {
+      Acc[i2, j2] = Acc[i2, j2] / m[i2]
+    }
+    copy Acc -> O[bx * 64:64, 0:64]
+    gemm Q_s, V_s -> Plain clear_accum
+    copy Plain -> P[bx * 64:64, 0:64]
+  }
+}
+)";
+  tl::StatusOr<tl::ir::Module> mod = tl::ir::ParseModule(text);
+  ASSERT_TRUE(mod.ok()) << mod.status().ToString();
+  tl::ir::Function f = mod->functions.at(0);
+  ASSERT_TRUE(tl::passes::MakeRegionsExplicit(f).ok());
+  tl::StatusOr<tl::gpu::GpuLayoutPlan> plan = tl::gpu::InferGpuLayouts(f, 128, tl::gpu::GemmStrategy::kMmaSync);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::string notes;
+  for (const std::string& x : plan->notes) notes += x + "\n";
+  EXPECT_EQ(plan->layouts.at("S").C, 1) << notes;
+  EXPECT_EQ(plan->layouts.at("S").R, 32) << notes;
+  EXPECT_EQ(plan->layouts.at("Acc").C, 1) << notes;
+  EXPECT_EQ(plan->layouts.at("Plain").C, 2) << notes;
+  EXPECT_EQ(plan->mma.size(), 3u) << notes;
+  EXPECT_EQ(plan->demoted.count("m"), 0u) << notes;
+  EXPECT_NE(notes.find("fragment S: warps stacked along M"), std::string::npos) << notes;
+  // The whole kernel lowers (mma for all three gemms, shuffles for the row max).
+  tl::gpu::GpuLowerOptions o;
+  o.gemm = tl::gpu::GemmStrategy::kMmaSync;
+  o.shared_budget_bytes = 99 * 1024;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(mod->functions.at(0), o);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string dump = tl::gpu::Dump(*k);
+  EXPECT_NE(dump.find("mma.f16 Plain"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("C=2"), std::string::npos) << dump;
 }
 
 std::string Body(const std::string& text) {

@@ -221,6 +221,7 @@ struct Machine {
     }
     for (size_t t = 0; t < mask.size(); ++t) {
       const int64_t w = static_cast<int64_t>(t) / 32, l = static_cast<int64_t>(t) % 32;
+      const int64_t wr = w % (n.R / 8), wc = w / (n.R / 8);  // warp grid (simt_ir.h)
       const int64_t ab = static_cast<int64_t>(Eval(n.a_base, t)), bb = static_cast<int64_t>(Eval(n.b_base, t));
       const int64_t k0 = static_cast<int64_t>(Eval(n.k0, t));
       std::vector<double>& A = Buf(n.a, t);
@@ -236,10 +237,10 @@ struct Machine {
       };
       for (int64_t j = 0; j < n.m_tiles; ++j) {
         for (int64_t h = 0; h < 2; ++h) {
-          const int64_t row = (2 * j + h) * n.R + w * 8 + l / 4;
+          const int64_t row = (2 * j + h) * n.R + wr * 8 + l / 4;
           for (int64_t nt = 0; nt < n.n_tiles; ++nt) {
             for (int64_t e = 0; e < 2; ++e) {
-              const int64_t col = nt * 8 + 2 * (l % 4) + e;
+              const int64_t col = (nt * n.C + wc) * 8 + 2 * (l % 4) + e;
               double sum = 0;
               for (int64_t q = 0; q < kk; ++q) {
                 sum += at(A, ab + row * n.a_row_stride + (k0 + q) * n.a_col_stride, n.a) *

@@ -364,7 +364,12 @@ class Printer {
     const std::string bks = std::to_string(n.b_k_stride), bns = std::to_string(n.b_n_stride);
     const std::string p1 = pad + "  ", p2 = pad + "    ", p3 = pad + "      ";
     o << pad << "{  // mma." << gpu::MmaKindName(n.kind) << " k-step: " << n.c << " += " << n.a << " * " << n.b << "\n";
-    o << p1 << "const int tl_w = tl_tid >> 5, tl_l = tl_tid & 31, tl_g = tl_l >> 2, tl_t = tl_l & 3;\n";
+    // This warp is (tl_w, tl_wc) of the wm x C warp grid (SMma in simt_ir.h):
+    // tl_w picks its rows of A and C, tl_wc its columns of B and C.
+    const std::string WM = std::to_string(n.R / 8), WC = std::to_string(n.C);
+    o << p1 << "const int tl_l = tl_tid & 31, tl_g = tl_l >> 2, tl_t = tl_l & 3;\n";
+    o << p1 << "const int tl_w = (tl_tid >> 5) % " << WM << ", tl_wc = (tl_tid >> 5) / " << WM << ";\n";
+    o << p1 << "(void)tl_wc;\n";
     o << p1 << "const int tl_ab = " << E(n.a_base) << ", tl_bb = " << E(n.b_base) << ", tl_k0 = " << E(n.k0) << ";\n";
     o << p1 << "(void)tl_g; (void)tl_t;\n";
     o << p1 << "unsigned tl_fa[" << MT << "][4], tl_fb[" << NT << "][2];\n";
@@ -407,10 +412,12 @@ class Printer {
       const std::string ld2 = n.b_n_stride == 1 ? "tl_ldsm_x2_t" : "tl_ldsm_x2";
       // Matrix q: n-tile 2p + q/2, k block q%2; lane l addresses its row l%8.
       auto addr = [&](const std::string& ntile, const std::string& kblk) {
+        // The warp's n-tile `ntile` is the tile ntile * C + tl_wc of B.
+        const std::string nt = "((" + ntile + ") * " + WC + " + tl_wc)";
         if (n.b_n_stride == 1) {  // stored K x N: rows are k
-          return "&" + n.b + "[tl_bb + (tl_k0 + " + kblk + " * 8 + (tl_l & 7)) * " + bks + " + (" + ntile + ") * 8]";
+          return "&" + n.b + "[tl_bb + (tl_k0 + " + kblk + " * 8 + (tl_l & 7)) * " + bks + " + " + nt + " * 8]";
         }
-        return "&" + n.b + "[tl_bb + ((" + ntile + ") * 8 + (tl_l & 7)) * " + bns + " + tl_k0 + " + kblk + " * 8]";
+        return "&" + n.b + "[tl_bb + (" + nt + " * 8 + (tl_l & 7)) * " + bns + " + tl_k0 + " + kblk + " * 8]";
       };
       o << p1 << "#pragma unroll\n" << p1 << "for (int tl_p = 0; tl_p < " << n.n_tiles / 2 << "; ++tl_p) {\n";
       o << p2 << "const int tl_q = tl_l >> 3;\n" << p2 << "unsigned tl_r[4];\n";
@@ -426,7 +433,7 @@ class Printer {
     } else {
       o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
       o << p2 << "#pragma unroll\n" << p2 << "for (int tl_q = 0; tl_q < 2; ++tl_q) {\n";
-      const std::string col = "tl_n * 8 + tl_g";
+      const std::string col = "(tl_n * " + WC + " + tl_wc) * 8 + tl_g";
       if (b16) {
         const std::string k = "tl_k0 + tl_q * 8 + 2 * tl_t";
         o << p3 << "tl_fb[tl_n][tl_q] = tl_pack16(" << B(k, col) << ", " << B(k + " + 1", col) << ");\n";

@@ -49,7 +49,8 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "mma." << MmaKindName(n.kind) << " " << n.c << " += " << n.a << "[" << ir::Print(n.a_base)
               << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "[" << ir::Print(n.b_base)
               << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0) << " tiles="
-              << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << "\n";
+              << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << (n.C > 1 ? " C=" + std::to_string(n.C) : std::string())
+              << "\n";
           }
         },
         s.node);

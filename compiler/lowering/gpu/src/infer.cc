@@ -158,7 +158,8 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
   const int64_t k = g.trans_a ? ra->extents[ra->extents.size() - 2] : ra->extents.back();
   if (!MmaAccumulatorFits(cs[0], cs[1], threads) || k % MmaK(*kind) != 0) {
     *why = "shape " + std::to_string(cs[0]) + "x" + std::to_string(cs[1]) + "x" + std::to_string(k) + " over " +
-           std::to_string(threads) + " threads does not fit (M multiple of threads/2, N of 8, K of " +
+           std::to_string(threads) + " threads does not fit (no warp grid wm x wn with M a multiple of 16 wm and N of 8 wn;"
+           " K a multiple of " +
            std::to_string(MmaK(*kind)) + ")";
     return std::nullopt;
   }
@@ -264,6 +265,45 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
                               : strategy == GemmStrategy::kMmaSync ? " (SIMT FMA: " + why + ")" : std::string()));
   });
 
+  // 2b. Warp grids of tensor-core accumulators. MmaAccumulatorLayout splits
+  // the warps over M and N, so a row of C spans several warps: a reduction
+  // over it or a row vector beside it would go through shared memory. An
+  // accumulator whose rows are reduced or scaled by a row vector (attention's
+  // scores and output) gets its warps stacked along M instead (a row in one
+  // quad of lanes: shuffles only, as FlashAttention-2 splits its warps), or,
+  // where that does not fit, the SIMT layout.
+  if (strategy == GemmStrategy::kMmaSync) {
+    std::set<std::string> row_coupled;
+    ir::ForEachStmt(body, [&](const ir::Stmt& s) {
+      if (const auto* r = ir::As<ir::Reduce>(s)) row_coupled.insert(r->src.buffer);
+      if (const auto* p = ir::As<ir::Parallel>(s)) {
+        std::vector<Access> acc;
+        ParallelAccesses(p->body, syms, &acc);
+        bool row = false;
+        for (const Access& a : acc) row = row || Classify(*p, a.indices, shape_of(a.buffer)) == Pattern::kRow;
+        for (const Access& a : acc) {
+          if (row) row_coupled.insert(a.buffer);
+        }
+      }
+    });
+    std::vector<std::string> accs;
+    for (const auto& [c, kind] : plan.mma) accs.push_back(c);
+    for (const std::string& c : accs) {
+      FragmentLayout& l = plan.layouts.at(c);
+      if (l.C == 1 || !row_coupled.count(c)) continue;
+      if (MmaAccumulatorFits(l.rows, l.cols, threads, 1)) {
+        l = MmaAccumulatorLayout(l.rows, l.cols, threads, 1);
+        plan.notes.push_back("fragment " + c + ": warps stacked along M, " + l.ToString() +
+                             " (its rows are reduced or scaled by a row vector)");
+      } else {
+        l = GemmAccumulatorLayout(l.rows, l.cols, threads);
+        plan.mma.erase(c);
+        plan.notes.push_back("fragment " + c + ": SIMT FMA, " + l.ToString() +
+                             " (its rows are reduced or scaled by a row vector, and warps stacked along M do not fit)");
+      }
+    }
+  }
+
   // 3. Propagation in program order until nothing changes (demotion is
   // monotone and layouts are only set once per round, so this ends).
   for (int round = 0; round < 8; ++round) {
@@ -290,8 +330,10 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
           const Pattern pat = Classify(*p, a.indices, sh);
           if (pat == Pattern::kFull) want(a.buffer, L, "T.Parallel" + where);
           if (pat == Pattern::kRow) {
-            if (L.replicated) {
-              demote(a.buffer, "row vector read in a replicated loop" + where);
+            if (L.replicated || L.C > 1) {
+              demote(a.buffer, (L.replicated ? "row vector read in a replicated loop"
+                                             : "row vector beside a layout split across warps by columns") +
+                                   where);
             } else {
               want(a.buffer, ProjectRows(L, sh), "T.Parallel" + where + " (row vector)");
             }
@@ -304,6 +346,11 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
         }
         if (!plan.layouts.count(r->src.buffer)) plan.layouts[r->src.buffer] = DefaultLayout(shape_of(r->src.buffer), threads);
         const FragmentLayout& src = plan.layouts[r->src.buffer];
+        if (src.C > 1) {  // a row spans warps (see 2b)
+          demote(r->src.buffer, "reduction of a layout split across warps by columns" + where);
+          demote(r->dst.buffer, "reduction of a layout split across warps by columns" + where);
+          return;
+        }
         if (src.replicated) {
           demote(r->src.buffer, "reduction of a replicated fragment" + where);
           demote(r->dst.buffer, "reduction of a replicated fragment" + where);

@@ -18,12 +18,13 @@ int64_t Pow2DivisorAtMost(int64_t t, int64_t limit) {
 }
 
 int64_t FragmentLayout::Thread(int64_t row, int64_t col) const {
-  return (row % R) * g + (replicated ? 0 : (col / v) % g);
+  if (replicated) return (row % R) * g;
+  return ((col / (v * g)) % C) * R * g + (row % R) * g + (col / v) % g;
 }
 
 int64_t FragmentLayout::Slot(int64_t row, int64_t col) const {
   if (replicated) return row / R;
-  return (row / R) * col_slots() + (col / (v * g)) * v + col % v;
+  return (row / R) * col_slots() + (col / (v * g * C)) * v + col % v;
 }
 
 std::vector<int64_t> FragmentLayout::Owners(int64_t row, int64_t col) const {
@@ -36,15 +37,15 @@ std::vector<int64_t> FragmentLayout::Owners(int64_t row, int64_t col) const {
 std::optional<std::pair<int64_t, int64_t>> FragmentLayout::Element(int64_t thread, int64_t slot) const {
   if (thread < 0 || thread >= threads || slot < 0 || slot >= slots()) return std::nullopt;
   const int64_t rs = slot / col_slots(), cs = slot % col_slots();
-  const int64_t row = rs * R + thread / g;
-  const int64_t col = replicated ? 0 : ColOf(thread % g, cs);
+  const int64_t row = RowOf(thread, rs);
+  const int64_t col = replicated ? 0 : ColOf(thread, cs);
   if (row >= rows || col >= cols) return std::nullopt;
   return std::make_pair(row, col);
 }
 
 std::string FragmentLayout::ToString() const {
-  std::string s = std::to_string(rows) + "x" + std::to_string(cols) + " over " + std::to_string(R) + "x" +
-                  std::to_string(g) + " (v=" + std::to_string(v) + ", " + std::to_string(slots()) + " slots)";
+  std::string s = std::to_string(rows) + "x" + std::to_string(cols) + " over " +
+                  (C > 1 ? std::to_string(C) + "x" : std::string()) + std::to_string(R) + "x" + std::to_string(g) + " (v=" + std::to_string(v) + ", " + std::to_string(slots()) + " slots)";
   if (replicated) s += " replicated";
   return s;
 }
@@ -63,18 +64,40 @@ FragmentLayout DefaultLayout(const std::vector<int64_t>& shape, int64_t threads)
   return l;
 }
 
-bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads) {
-  return threads >= 32 && threads % 32 == 0 && m > 0 && m % (threads / 2) == 0 && n > 0 && n % 8 == 0;
+bool MmaWarpGrid(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols, int64_t* wm, int64_t* wn) {
+  if (threads < 32 || threads % 32 != 0 || m <= 0 || n <= 0) return false;
+  const int64_t warps = threads / 32;
+  int64_t best = -1;
+  for (int64_t c = 1; c <= warps && c <= max_warp_cols; ++c) {
+    const int64_t r = warps / c;
+    if (warps % c != 0 || m % (16 * r) != 0 || n % (8 * c) != 0) continue;
+    // Shared-memory operand elements one warp reads per k: its A rows and B columns.
+    const int64_t cost = m / r + n / c;
+    if (best < 0 || cost < best) {
+      best = cost;
+      *wm = r;
+      *wn = c;
+    }
+  }
+  return best >= 0;
 }
 
-FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
+bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols) {
+  int64_t wm = 0, wn = 0;
+  return MmaWarpGrid(m, n, threads, max_warp_cols, &wm, &wn);
+}
+
+FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols) {
+  int64_t wm = threads / 32, wn = 1;  // (stacked along M when nothing fits; callers check Fits)
+  MmaWarpGrid(m, n, threads, max_warp_cols, &wm, &wn);
   FragmentLayout l;
   l.shape = {m, n};
   l.threads = threads;
   l.rows = m;
   l.cols = n;
   l.g = 4;
-  l.R = threads / 4;
+  l.R = 8 * wm;
+  l.C = wn;
   l.v = 2;
   return l;
 }

@@ -160,7 +160,7 @@ class Lowerer {
       names.push_back(v->name);
     }
     if (names == loop_vars_ && fl == *loop_) return slot_full_;
-    if (fl.replicated && !loop_->replicated && names.size() + 1 == loop_vars_.size() &&
+    if (fl.replicated && !loop_->replicated && loop_->C == 1 && names.size() + 1 == loop_vars_.size() &&
         std::equal(names.begin(), names.end(), loop_vars_.begin()) && fl.R == loop_->R && fl.g == loop_->g &&
         fl.rows == loop_->rows) {
       return slot_row_;
@@ -178,7 +178,9 @@ class Lowerer {
     const std::string rs = Fresh("rs"), cs = Fresh("cs"), row = Fresh("row"), col = Fresh("col");
     SBlock outer;
     SBlock per_row;
-    per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)))));
+    // FragmentLayout::RowOf / ColOf (column blocks only when C > 1).
+    Expr in_block = L.C > 1 ? TMod(Tid(), L.R * L.g) : Tid();
+    per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(in_block, L.g)))));
     std::optional<Expr> row_guard;
     if (L.rows % L.R != 0) row_guard = Lt(V(row), I(L.rows));
     // Logical index from (row, col).
@@ -202,10 +204,11 @@ class Lowerer {
       per_row.push_back(IfS(row_guard, std::move(*b)));
     } else {
       SBlock per_col;
-      Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
+      Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g * L.C)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
+      if (L.C > 1) colx = Add(colx, Mul(TDiv(Tid(), L.R * L.g), I(L.v * L.g)));
       per_col.push_back(Let(col, ir::FoldConstants(colx)));
       std::optional<Expr> col_guard;
-      if (L.cols % (L.v * L.g) != 0) col_guard = Lt(V(col), I(L.cols));
+      if (L.cols % (L.v * L.g * L.C) != 0) col_guard = Lt(V(col), I(L.cols));
       Expr slot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), V(cs)));
       StatusOr<SBlock> b = body(index_of(V(row), V(col)), slot, V(rs));
       if (!b.ok()) {
@@ -533,9 +536,13 @@ class Lowerer {
                          std::to_string(KB) + "x" + std::to_string(N) + " do not match the accumulator " +
                          std::to_string(L.rows) + "x" + std::to_string(L.cols));
     }
+    if (L.rows % (2 * L.R) != 0 || L.cols % (8 * L.C) != 0 || L.g != 4 || L.v != 2 || L.R % 8 != 0) {
+      return Err(st, "gemm: accumulator layout " + L.ToString() + " is not an mma.sync warp grid");
+    }
     m.R = L.R;
+    m.C = L.C;
     m.m_tiles = L.rows / (2 * L.R);
-    m.n_tiles = L.cols / 8;
+    m.n_tiles = L.cols / (8 * L.C);
     m.c_col_slots = L.col_slots();
     if (g.clear_accum) {
       const std::string z = Fresh("s");
@@ -650,6 +657,7 @@ class Lowerer {
     const DType t = db.dtype;
     if (sb.where == Where::kRegisterFrag) {
       const FragmentLayout& L = *sb.layout;
+      if (L.C != 1) return Err(st, "internal: reduction of " + L.ToString() + " (InferGpuLayouts keeps it in shared memory)");
       const std::string rs = Fresh("rs"), row = Fresh("row"), acc = Fresh("acc"), cs = Fresh("cs"), col = Fresh("col");
       SBlock per_row;
       per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)))));

@@ -6,14 +6,17 @@
 //
 //   A fragment of shape [d0, ..., d{n-1}] is viewed as `rows x cols`, rows =
 //   d0 * ... * d{n-2} (1 for rank 1), cols = d{n-1}. The block's T threads are
-//   `R` row groups of `g` lanes (T = R * g, g a power of two dividing T):
+//   `C` column blocks of `R` row groups of `g` lanes (T = C * R * g, g a power
+//   of two; C = 1 except for the 2-D warp grid of a tensor-core accumulator):
 //
-//     thread(row, col) = (row % R) * g + (col / v) % g
-//     slot(row, col)   = (row / R) * col_slots + (col / (v * g)) * v + col % v
-//     row_slots = ceil(rows / R), col_slots = ceil(cols / (v * g)) * v
+//     thread(row, col) = ((col / (v * g)) % C) * R * g + (row % R) * g + (col / v) % g
+//     slot(row, col)   = (row / R) * col_slots + (col / (v * g * C)) * v + col % v
+//     row_slots = ceil(rows / R), col_slots = ceil(cols / (v * g * C)) * v
 //
-//   so each thread owns contiguous runs of `v` columns, strided by v * g, in
-//   the rows of its group. Extents are rounded up: (thread, slot) pairs past
+//   so each thread owns contiguous runs of `v` columns, strided by v * g * C,
+//   in the rows of its group; with C > 1 the runs of v * g columns are dealt
+//   round-robin to the C blocks of R * g threads, so a row is spread over C
+//   blocks (warps) as well as over g lanes. Extents are rounded up: (thread, slot) pairs past
 //   the shape own nothing and are guarded in generated code, so no shape and
 //   thread count is ever rejected (100 x 7 over 128 threads works).
 //
@@ -22,8 +25,9 @@
 //   row % R, at slot row / R. It is what a row reduction produces and what a
 //   row vector read inside a 2-D T.Parallel loop needs.
 //
-// Invariants: T = R * g; g is a power of two; v >= 1; replicated implies
-// cols == 1. Warp shuffles can combine the g lanes of a group when g is at
+// Invariants: T = C * R * g; g is a power of two; v >= 1; replicated implies
+// cols == 1 and C == 1 (row vectors and reductions of a C > 1 layout are kept
+// in shared memory by InferGpuLayouts). Warp shuffles can combine the g lanes of a group when g is at
 // most the warp (GpuLowerOptions::warp_size: 32, or 64 on AMD CDNA; groups
 // are aligned to g, so they never straddle a warp); larger groups combine
 // through shared memory.
@@ -43,10 +47,11 @@ struct FragmentLayout {
   int64_t threads = 1;         // T
   int64_t rows = 1, cols = 1;
   int64_t R = 1, g = 1, v = 1;
+  int64_t C = 1;  // column blocks (see above)
   bool replicated = false;
 
   int64_t row_slots() const { return (rows + R - 1) / R; }
-  int64_t col_slots() const { return replicated ? 1 : ((cols + v * g - 1) / (v * g)) * v; }
+  int64_t col_slots() const { return replicated ? 1 : ((cols + v * g * C - 1) / (v * g * C)) * v; }
   int64_t slots() const { return row_slots() * col_slots(); }  // registers per thread
 
   // The (thread, slot) owning logical (row, col); with `replicated`, the
@@ -57,8 +62,12 @@ struct FragmentLayout {
   std::vector<int64_t> Owners(int64_t row, int64_t col) const;
   // The element at (thread, slot), or nullopt for a padding slot.
   std::optional<std::pair<int64_t, int64_t>> Element(int64_t thread, int64_t slot) const;
-  // The column of column-slot `cs` for lane `lane` (may be >= cols: guard).
-  int64_t ColOf(int64_t lane, int64_t cs) const { return (cs / v) * (v * g) + lane * v + cs % v; }
+  // The row of row-slot `rs` and the column of column-slot `cs` for thread
+  // `t` (may be >= rows / cols: guard).
+  int64_t RowOf(int64_t t, int64_t rs) const { return rs * R + (t % (R * g)) / g; }
+  int64_t ColOf(int64_t t, int64_t cs) const {
+    return (cs / v) * (v * g * C) + ((t / (R * g)) % C) * (v * g) + (t % g) * v + cs % v;
+  }
 
   // "rows x cols over R x g (v=4)" / "... replicated".
   std::string ToString() const;
@@ -81,14 +90,21 @@ FragmentLayout DefaultLayout(const std::vector<int64_t>& shape, int64_t threads)
 // one shared-memory row of B contiguous (no bank conflicts).
 FragmentLayout GemmAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
 
-// The tensor-core (mma.sync m16n8kK) accumulator: C[M, N] with R = T / 4
-// row groups of g = 4 lanes, runs of v = 2 columns: lane l of warp w holds
-// rows (2j + h) * R + 8w + l / 4 and columns 8n + 2 (l % 4) + {0, 1}, exactly
-// the mma C fragment of m-tile j (h: its upper/lower 8 rows) and n-tile n.
-// Warps are stacked along M. Valid when MmaAccumulatorFits.
-FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
-// T a multiple of 32, M a multiple of 2R = T / 2, N a multiple of 8.
-bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads);
+// The tensor-core (mma.sync m16n8kK) accumulator over a wm x wn warp grid
+// (MmaWarpGrid): C = wn column blocks of R = 8 wm row groups of g = 4 lanes,
+// runs of v = 2 columns. Lane l of warp w = wc * wm + wr holds rows
+// (2j + h) * R + 8 wr + l / 4 and columns 8 (n wn + wc) + 2 (l % 4) + {0, 1},
+// exactly the mma C fragment of its m-tile j (h: upper/lower 8 rows) and
+// n-tile n: warp (wr, wc) owns M / wm rows and N / wn columns, so it reads
+// only those rows of A and columns of B. `max_warp_cols` 1 stacks the warps
+// along M (a row then lives in one quad of lanes). Valid when
+// MmaAccumulatorFits (with the same max_warp_cols).
+FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols = 1 << 30);
+bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols = 1 << 30);
+// The warp grid: wm * wn = T / 32 warps with M a multiple of 16 wm and N of
+// 8 wn, wn <= max_warp_cols, minimizing the operand elements a warp reads
+// per k (M / wm + N / wn; ties: more warps along M). False if none fits.
+bool MmaWarpGrid(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols, int64_t* wm, int64_t* wn);
 
 // The projection of `l` onto its rows (drops the last dim), replicated over
 // each group's lanes. `shape` is the projected logical shape.

@@ -92,16 +92,18 @@ const char* MmaKindName(MmaKind k);
 // One k-step of a warp's tensor-core GEMM (emitted only with
 // GemmStrategy::kMmaSync; printers that do not know it must reject it).
 // Warp-collective: every lane of every warp executes it, never under
-// divergence. Per thread it means, with w = tl_tid / 32, l = tl_tid % 32:
+// divergence. Per thread it means, with w = tl_tid / 32, l = tl_tid % 32,
+// wm = R / 8 warp rows, wr = w % wm, wc = w / wm (C warp columns):
 //   for j < m_tiles, h < 2, n < n_tiles, e < 2:
-//     row = (2j + h) * R + w * 8 + l / 4          (C fragment row)
-//     col = n * 8 + 2 * (l % 4) + e               (C fragment column)
+//     row = (2j + h) * R + wr * 8 + l / 4         (C fragment row)
+//     col = (n * C + wc) * 8 + 2 * (l % 4) + e    (C fragment column)
 //     c[(2j + h) * c_col_slots + 2n + e] += sum over kk < MmaK(kind) of
 //         A(row, k0 + kk) * B(k0 + kk, col)
 //   A(x, y) = a[a_base + x * a_row_stride + y * a_col_stride]   (shared)
 //   B(x, y) = b[b_base + x * b_k_stride + y * b_n_stride]       (shared)
-// i.e. C's layout is the FragmentLayout family with g = 4 lanes, v = 2
-// (MmaAccumulatorLayout). Operands are rounded to the kind's input type
+// i.e. C's layout is the FragmentLayout family with g = 4 lanes, v = 2 and C
+// column blocks (MmaAccumulatorLayout): warp (wr, wc) reads A rows and B
+// columns of its own only. Operands are rounded to the kind's input type
 // (tf32 for kTF32); the accumulation is the hardware's.
 struct SMma {
   MmaKind kind = MmaKind::kF16;
@@ -109,6 +111,7 @@ struct SMma {
   ir::Expr a_base, b_base, k0;  // i32 element offsets / first k
   int64_t a_row_stride = 0, a_col_stride = 0, b_k_stride = 0, b_n_stride = 0;
   int64_t m_tiles = 1, n_tiles = 1, R = 8, c_col_slots = 2;
+  int64_t C = 1;  // warp columns
 };
 
 // `lanes` consecutive elements src[src_index + i] -> dst[dst_index + i] as
