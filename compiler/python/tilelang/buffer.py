@@ -51,13 +51,18 @@ class Buffer:
         if len(key) > self.ndim:
             raise error(f"{self.name}: {len(key)} indices for a buffer of rank {self.ndim}")
         if len(key) == self.ndim and not any(isinstance(k, slice) for k in key):
-            return E.Load(self, [self._index(d, k) for d, k in enumerate(key)])
+            load = E.Load(self, [self._index(d, k) for d, k in enumerate(key)])
+            if self.dtype.kind == "q":  # fp8: the float32 value of the stored bits
+                from . import fp8
+                load.dtype = E.canonical("uint8")
+                return fp8.decode(load, self.dtype)
+            return load
         key = key + (slice(None),) * (self.ndim - len(key))
         return Region(self, [self._range(d, k) for d, k in enumerate(key)])
 
     def __setitem__(self, key, value):
         from . import builder
-        target = self[key]
+        target = getattr(self[key], "_fp8_load", self[key])
         if not isinstance(target, E.Load):
             raise error(f"{self.name}: storing into a slice is not supported; use T.fill or T.copy")
         builder.current().store(self, target.indices, value)
@@ -161,6 +166,7 @@ def as_region(obj, what):
         return obj.region()
     if isinstance(obj, Region):
         return obj
+    obj = getattr(obj, "_fp8_load", obj)
     if isinstance(obj, E.Load):
         return Region(obj.buffer, [(i, 1, True) for i in obj.indices], head=True)
     raise error(f"{what}: expected a buffer, a slice of one, or an element address, "

@@ -124,6 +124,10 @@ class Builder:
     # -- statements used by several language modules
     def store(self, buffer, indices, value):
         self._require_kernel("a store")
+        if buffer.dtype.kind == "q":  # fp8: the encoded bits (fp8.py)
+            from . import fp8
+            self.emit(ir.Store(buffer, indices, fp8.encode(value, buffer.dtype)))
+            return
         self.emit(ir.Store(buffer, indices, E.cast(value, buffer.dtype)))
 
     def assign_var(self, var, value):

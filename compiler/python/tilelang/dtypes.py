@@ -25,6 +25,9 @@ _TABLE = {
     "bfloat16": ("bf16", "f", 16),
     "float32": ("f32", "f", 32),
     "float64": ("f64", "f", 64),
+    # 8-bit floats: u8 bit patterns in Tile IR, converted at loads and stores (fp8.py)
+    "float8_e4m3fn": ("u8", "q", 8),
+    "float8_e5m2": ("u8", "q", 8),
 }
 
 # Other spellings accepted wherever a dtype is expected (upstream accepts these too).
@@ -39,7 +42,7 @@ _ALIASES = {
 
 # Upstream dtypes Tile IR v1 has no representation for: named by T.<name> (so upstream code can
 # compare with them) and rejected where a buffer or cast would need them.
-UNSUPPORTED = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz",
+UNSUPPORTED = ("float8_e4m3", "float8_e4m3fnuz", "float8_e5m2fnuz",
                "float8_e8m0fnu", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4", "uint4", "int2",
                "uint2", "int1", "uint1")
 
@@ -85,6 +88,8 @@ class DType(str):
     def as_numpy(self):
         """numpy dtype; bfloat16 has none in numpy and maps to uint16 (its bit pattern)."""
         import numpy
+        if self.kind == "q":  # fp8: its bit patterns
+            return numpy.dtype("uint8")
         return numpy.dtype("uint16" if self == "bfloat16" else "bool" if self == "bool" else str(self))
 
     def __repr__(self):
@@ -110,7 +115,8 @@ def canonical(dtype):
             return DTYPES[name]
         if name in UNSUPPORTED:
             raise error(f"unsupported feature: dtype {name} (an unknown dtype to Tile IR v1, which has bool, "
-                        "int8-64, uint8-64, float16, bfloat16, float32, float64)")
+                        "int8-64, uint8-64, float16, bfloat16, float32, float64; float8_e4m3fn and float8_e5m2 "
+                        "are stored as uint8)")
     raise error(f"unknown dtype {dtype!r}")
 
 

@@ -187,6 +187,12 @@ def as_expr(value, dtype=None):
 
 def cast(value, dtype):
     dtype = canonical(dtype)
+    if dtype.kind == "q":  # T.cast(x, T.float8_e4m3fn): x rounded to fp8, as a float32 value
+        from . import fp8
+        load = getattr(value, "_fp8_load", None)
+        if load is not None and canonical(load.buffer.dtype) == dtype:
+            return value
+        return fp8.decode(fp8.encode(value, dtype), dtype)
     if not isinstance(value, Expr):
         return const(value, dtype)
     if value.dtype == dtype:

@@ -13,6 +13,7 @@ are then allocated with torch on the same device (torch in -> torch out).
 """
 
 import os
+import sys
 import shutil
 import tempfile
 
@@ -239,6 +240,8 @@ class JITKernel:
             else:
                 arr = np.zeros(shape, dtype=NUMPY_DTYPE[p.dtype.ir])
             full[i] = arr
+            if torch_like is not None and p.dtype.kind == "q":  # fp8: bytes for the kernel, torch's fp8 out
+                arr = arr.view(getattr(torch, str(p.dtype)))
             outs.append(arr)
         if self._derived:  # T.alloc_global workspaces and buffer views, after the program's own
             from .derived import call_arrays
@@ -330,6 +333,8 @@ class JITKernel:
         and device are checked by the runtime, which names the argument."""
         shape = tuple(int(n) for n in a.shape)
         if _is_torch(a):
+            if p.dtype.kind == "q" and str(a.dtype) == f"torch.{p.dtype}":
+                a = a.view(getattr(sys.modules["torch"], "uint8"))  # fp8: its bytes (Tile IR holds u8 patterns)
             want = TORCH_DTYPE[p.dtype.ir]
             if str(a.dtype) != "torch." + want:
                 raise TileLangError(f"{p.name}: dtype {a.dtype} does not match {p.dtype} (torch.{want})")

@@ -265,9 +265,9 @@ def test_unsupported_upstream_names_say_which_feature():
         T.alloc_tmem  # noqa: B018
     assert T.float8_e4m3fn == "float8_e4m3fn" and T.tfloat32 == "tfloat32" and T.tfloat32 != T.float32
 
-    with pytest.raises(tilelang.TileLangSyntaxError, match="unsupported feature: dtype float8_e4m3fn"):
+    with pytest.raises(tilelang.TileLangSyntaxError, match="unsupported feature: dtype float4_e2m1fn"):
         @T.prim_func
-        def fp8(A: T.Tensor((16,), T.float8_e4m3fn)):
+        def fp8(A: T.Tensor((16,), T.float4_e2m1fn)):
             with T.Kernel(1, threads=32) as bx:
                 pass
 

@@ -150,4 +150,4 @@ def test_dtype_spellings():
     assert canonical("half") == "float16" and canonical(np.dtype("int16")) == "int16"
     assert canonical(FakeTorchDtype()) == "bfloat16" and canonical(T.uint32) is T.uint32
     with pytest.raises(tilelang.TileLangError, match="unknown dtype"):
-        canonical("float8_e4m3fn")
+        canonical("float8_e4m3fnuz")

@@ -61,6 +61,9 @@ def alloc_var(dtype, *args, scope="local.var", init=None):
     if not b.in_kernel:
         raise error("T.alloc_var must be inside a T.Kernel")
     dtype = canonical(dtype)
+    if dtype.kind == "q":
+        raise error(f"unsupported feature: T.alloc_var of {dtype} (fp8 values live in buffers; use a float32 "
+                    "variable)")
     var = E.MutableVar(None, dtype)
     b.pending.append(var)
     b.emit(ir.VarDecl(var, None if init is None else E.cast(init, dtype)))

@@ -30,12 +30,44 @@ def _emit(stmt):
     b.emit(stmt)
 
 
+def _no_fp8(what, *regions):
+    for r in regions:
+        if r.buffer.dtype.kind == "q":
+            raise error(f"unsupported feature: {what} on {r.buffer.dtype} buffer {r.name} (fp8 buffers take "
+                        "element loads and stores, T.copy and T.fill; convert to float16/float32 first)")
+
+
+def _converting_copy(s, d):
+    """T.copy between an fp8 buffer and another dtype: a T.Parallel loop of loads and stores
+    (fp8.py converts at each), over the tile's extents that are not 1."""
+    from .loops import _ParallelLoop
+    shape = _const_shape(s.squeezed_shape())
+    if shape is None or not shape:
+        raise error(f"T.copy: converting {s.dtype} to {d.dtype} needs a tile of constant shape, "
+                    f"got {_fmt_shape(s.shape)}")
+
+    def index(region, ivs):
+        out, k = [], 0
+        for start, ext, single in region.ranges:
+            if E.const_int(ext) == 1:
+                out.append(start)
+            else:
+                out.append(start + ivs[k])
+                k += 1
+        return out
+    for ivs in _ParallelLoop(list(shape)):
+        ivs = ivs if isinstance(ivs, tuple) else (ivs,)
+        _builder.current().store(d.buffer, index(d, ivs), s.buffer[tuple(index(s, ivs))])
+
+
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
          prefer_instruction=None, annotations=None, loop_layout=None):
-    if isinstance(src, E.Load) and isinstance(dst, E.Load):
+    src_load, dst_load = (getattr(x, "_fp8_load", x) for x in (src, dst))  # fp8 element addresses
+    if isinstance(src_load, E.Load) and isinstance(dst_load, E.Load):
         # Scalar-to-scalar copy is a plain store (with conversion), as upstream.
-        _builder.current().store(dst.buffer, dst.indices, src)
+        _builder.current().store(dst_load.buffer, dst_load.indices, src)
         return
+    dst = dst_load
     if isinstance(dst, E.Expr) and not isinstance(dst, E.Load):
         raise error("T.copy: the destination must be a buffer, a slice of one, or an element address")
     s = as_region(src, "T.copy source")
@@ -48,6 +80,9 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
     if ss is not None and ds is not None and ss != ds:
         raise error(f"T.copy: source shape {_fmt_shape(s.shape)} does not match destination "
                     f"{_fmt_shape(d.shape)}")
+    if (s.dtype.kind == "q" or d.dtype.kind == "q") and s.dtype != d.dtype:
+        _converting_copy(s, d)
+        return
     _emit(ir.Copy(s, d))
 
 
@@ -55,6 +90,10 @@ def fill(buffer, value, annotations=None):
     r = as_region(buffer, "T.fill")
     if r.head:
         r = Region(r.buffer, r.ranges)
+    if r.dtype.kind == "q":  # fp8: the encoded bits
+        from .. import fp8
+        _emit(ir.Fill(r, fp8.encode(value, r.dtype)))
+        return
     _emit(ir.Fill(r, E.cast(value, r.dtype)))
 
 
@@ -84,6 +123,7 @@ def _2d(region, what):
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0, mbar=None, annotations=None):
     a, b, c = (as_region(x, "T.gemm") for x in (A, B, C))
+    _no_fp8("T.gemm", a, b, c)
     for r, what in ((a, "A"), (b, "B")):
         if r.buffer.scope_name not in ("shared", "fragment", "local"):
             raise error(f"T.gemm: operand {what} ({r.name}) must be in shared memory or a fragment, "
@@ -113,6 +153,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 def _reduce(op, buffer, out, dim, clear):
     s = as_region(buffer, f"T.reduce_{op}")
     d = as_region(out, f"T.reduce_{op}")
+    _no_fp8(f"T.reduce_{op}", s, d)
     rank = len(s.shape)
     if not isinstance(dim, numbers.Integral) or not -rank <= dim < rank:
         raise error(f"T.reduce_{op}: dim {dim!r} out of range for a source of rank {rank}")
@@ -156,6 +197,7 @@ def reduce(buffer, out, reduce_type, dim=-1, clear=True, batch=1, nan_propagate=
 def cumsum(src, dst=None, dim=0, reverse=False, annotations=None):
     s = as_region(src, "T.cumsum")
     d = s if dst is None else as_region(dst, "T.cumsum")
+    _no_fp8("T.cumsum", s, d)
     rank = len(s.shape)
     if not isinstance(dim, numbers.Integral) or not -rank <= dim < rank:
         raise error(f"T.cumsum: dim {dim!r} out of range for rank {rank}")
@@ -174,6 +216,7 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, 
         d = as_region(dst, "T.atomic_add")
         d = resolve_head(d, src.shape, "T.atomic_add")
         src = resolve_head(src, d.shape, "T.atomic_add")
+        _no_fp8("T.atomic_add", src, d)
         ss, ds = _const_shape(src.squeezed_shape()), _const_shape(d.squeezed_shape())
         if ss is not None and ds is not None and ss != ds:
             raise error(f"T.atomic_add: source shape {_fmt_shape(src.shape)} does not match destination "
@@ -183,4 +226,5 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False, 
     if not isinstance(dst, E.Load):
         raise error("T.atomic_add: with a scalar value the destination must be one element, e.g. C[i, j]")
     d = Region(dst.buffer, [(i, 1, True) for i in dst.indices])
+    _no_fp8("T.atomic_add", d)
     _emit(ir.AtomicAdd(d, value=E.cast(value, dst.dtype)))

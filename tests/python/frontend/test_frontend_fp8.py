@@ -1,0 +1,143 @@
+"""float8_e4m3fn / float8_e5m2 buffers (fp8.py): u8 bit patterns in Tile IR, decoded at loads and
+encoded at stores (round to nearest even, saturating as upstream's CUDA casts, NaN kept).
+Checked on the CPU against a float64 numpy model of the formats."""
+
+import numpy as np
+import pytest
+
+import fe_util
+import tilelang
+import tilelang.language as T
+from tilelang.dtypes import canonical
+from tilelang.errors import display_path
+
+THIS = display_path(__file__)
+FORMATS = {"float8_e4m3fn": (4, 3, 7, 0x7E), "float8_e5m2": (5, 2, 15, 0x7B)}
+
+
+def table(dtype):
+    """float64 value of each of the 256 patterns."""
+    ebits, mbits, bias, _ = FORMATS[dtype]
+    b = np.arange(256)
+    s, e, m = b >> 7, (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
+    v = np.where(e == 0, m * 2.0 ** (1 - bias - mbits), ((1 << mbits) + m) * 2.0 ** (e - bias - mbits))
+    top = (1 << ebits) - 1
+    if dtype == "float8_e5m2":
+        v = np.where(e == top, np.where(m == 0, np.inf, np.nan), v)
+    else:
+        v = np.where((e == top) & (m == (1 << mbits) - 1), np.nan, v)
+    return np.where(s == 1, -v, v)
+
+
+def ref_encode(x, dtype):
+    """Pattern of float32 x: nearest finite value, ties to the even pattern, saturating; NaN -> 0x7F."""
+    max_bits = FORMATS[dtype][3]
+    pos = table(dtype)[:max_bits + 1]
+    out = np.empty(x.shape, np.uint8)
+    for n, v in enumerate(x.astype(np.float64).ravel()):
+        if np.isnan(v):
+            out.flat[n] = 0x7F
+            continue
+        a = min(abs(v), pos[-1])
+        i = int(np.searchsorted(pos, a))
+        if pos[i] != a:
+            lo, hi = i - 1, i
+            i = lo if a - pos[lo] < pos[hi] - a or (a - pos[lo] == pos[hi] - a and lo % 2 == 0) else hi
+        out.flat[n] = i | (0x80 if v < 0 else 0)
+    return out
+
+
+def roundtrip(n, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Q: T.Tensor((n,), dtype), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            q = T.alloc_fragment((128,), dtype)
+            for i in T.Parallel(128):
+                q[i] = X[bx * 128 + i]        # encode at the store
+            T.copy(q, Q[bx * 128])            # fp8 -> fp8: bytes
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = Q[bx * 128 + i] * 1.0  # decode at the load
+    return main
+
+
+def interesting_floats(dtype, rng):
+    vals = table(dtype)
+    finite = vals[np.isfinite(vals)]
+    mids = (np.sort(finite)[1:] + np.sort(finite)[:-1]) / 2  # exact ties between neighbours
+    big = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-30, -1e-30])
+    rand = rng.standard_normal(2048) * np.exp2(rng.integers(-12, 12, 2048))
+    x = np.concatenate([finite, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf), big, rand])
+    x = x.astype(np.float32)
+    return np.concatenate([x, np.zeros((-len(x)) % 128, np.float32)])
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_stores_round_to_nearest_even_and_saturate_loads_decode_exactly(dtype):
+    x = interesting_floats(dtype, np.random.default_rng(21))
+    kernel = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")
+    q, y = kernel(x)
+    want = ref_encode(x, dtype)
+    zero = (x == 0) | (np.abs(x) < 1e-20)
+    np.testing.assert_array_equal(q[~zero], want[~zero])
+    assert np.all(q[zero] & 0x7F == 0)  # +-0 (the sign of a zero is not kept)
+    decoded = table(dtype)[q.astype(np.int64)]
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(decoded))
+    np.testing.assert_array_equal(y[~np.isnan(y)], decoded[~np.isnan(decoded)])
+
+
+@tilelang.jit(target="cpu")
+def per_row_cast_to_fp8(X, blk_m=4):
+    # upstream's example_per_token_cast_to_fp8, one group per row block
+    M, N = T.const("M, N")
+    X: T.Tensor((M, N), "float32")
+    X_fp8 = T.empty((M, N), T.float8_e4m3fn)
+    X_s = T.empty((M,), "float32")
+    with T.Kernel(T.ceildiv(M, blk_m), threads=128) as bx:
+        y = T.alloc_fragment((blk_m, N), "float32")
+        amax = T.alloc_fragment((blk_m,), "float32")
+        y_fp8 = T.alloc_fragment((blk_m, N), T.float8_e4m3fn)
+        T.copy(X[bx * blk_m, 0], y)
+        T.reduce_absmax(y, amax, dim=1)
+        for i in T.Parallel(blk_m):
+            amax[i] = T.max(amax[i], 1e-4) / 448.0
+        for i, j in T.Parallel(blk_m, N):
+            y[i, j] = T.clamp(y[i, j] / amax[i], -448.0, 448.0)
+        T.copy(y, y_fp8)                       # float32 -> fp8: converted element-wise
+        T.copy(y_fp8, X_fp8[bx * blk_m, 0])    # fp8 -> fp8: bytes
+        T.copy(amax, X_s[bx * blk_m])
+    return X_fp8, X_s
+
+
+def test_upstream_style_per_token_cast_matches_numpy():
+    x = np.random.default_rng(22).standard_normal((24, 160)).astype(np.float32)
+    q, s = per_row_cast_to_fp8(x)
+    assert q.dtype == np.uint8 and q.shape == x.shape  # numpy has no fp8: the bit patterns
+    want_s = np.maximum(np.abs(x.astype(np.float64)).max(1), 1e-4) / 448.0
+    np.testing.assert_allclose(s, want_s, rtol=1e-6)
+    y = np.clip(x / s[:, None], -448.0, 448.0).astype(np.float32)
+    np.testing.assert_array_equal(q, ref_encode(y, "float8_e4m3fn"))
+    # dequantized, the values are within fp8's half-ulp of the input
+    back = table("float8_e4m3fn")[q.astype(np.int64)] * s[:, None]
+    np.testing.assert_allclose(back, x, rtol=2.0 ** -4, atol=s.max() * 2.0 ** -9)
+
+
+def fp8_gemm():
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), T.float8_e4m3fn), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((32, 32), T.float8_e4m3fn)
+            c = T.alloc_fragment((32, 32), "float32")
+            T.copy(A, a)
+            T.gemm(a, a, c)  # MARK-fp8-gemm
+    return main
+
+
+def test_other_tile_ops_on_fp8_name_the_op_and_line():
+    with pytest.raises(tilelang.TileLangSyntaxError) as info:
+        fp8_gemm()
+    line = fe_util.marker_line(__file__, "# MARK-fp8-gemm")
+    assert str(info.value) == (f"{THIS}:{line}: unsupported feature: T.gemm on float8_e4m3fn buffer a (fp8 "
+                               "buffers take element loads and stores, T.copy and T.fill; convert to "
+                               "float16/float32 first)")
+    with pytest.raises(tilelang.TileLangSyntaxError, match="unsupported feature: dtype float8_e4m3fnuz"):
+        canonical(T.float8_e4m3fnuz)  # the other fp8/fp4 variants stay unknown to Tile IR
