@@ -56,8 +56,9 @@ def install_torch_placeholder():
     return True
 
 
-# (directory, module, test name, builder(mod, T) -> prim_func or compiled kernel).
-# Sizes and tile arguments are those of the upstream test (or main()'s defaults).
+# (directory, module, test name, builder(mod, T) -> prim_func or compiled kernel[, "compile"]).
+# Sizes and tile arguments are those of the upstream test (or main()'s defaults). "compile": not
+# launched by --run (tensors of offsets such as cu_seqlens would be random numbers).
 def _eager(fn, **kw):
     return fn.get_tir(**kw)
 
@@ -114,6 +115,21 @@ SPECS = [
                          block_N=128, block_K=32, num_stages=3, threads=256)),
     ("linear_attention", "example_linear_attn_fwd", "fused_chunk_linear_attn_fwd",
      lambda m, T: m.tl_fused_chunk_fwd_kernel.get_tir(1, 512, 16, 128, 128)),
+    ("dequantize_gemm", "example_dequant_gemm_fp4_hopper", "dequant gemm fp4 (hopper)",
+     lambda m, T: m.matmul.get_tir(256, 256, 256, T.float16, T.float16, T.float32, num_bits=4, block_M=128,
+                                   block_N=128, block_K=128, num_stages=2, threads=256, split=1)),
+    ("dequantize_gemm", "example_dequant_gemm_w4a8", "dequant gemm w4a8",
+     lambda m, T: m.matmul_int8xint4.get_tir(128, 256, 256, T.int8, T.int32, T.int32, num_bits=4, block_M=32,
+                                             block_N=32, block_K=128, num_stages=1, threads=128)),
+    ("dequantize_gemm", "example_dequant_gemm_bf16_mxfp4_hopper", "dequant gemm bf16 mxfp4 (hopper)",
+     lambda m, T: m.matmul.get_tir(256, 256, 256, T.bfloat16, T.bfloat16, T.float32, num_bits=4, scale_size=32,
+                                   block_M=256, block_N=128, block_K=128, num_stages=2, threads=256, split=1,
+                                   fast_dequant=True, with_bias=False)),
+    ("flash_decoding", "example_gqa_decode_varlen_logits", "gqa decode varlen logits",
+     lambda m, T: m.flashattn.get_tir(1, 32, 8, 8192, 6000, 128, True), "compile"),
+    ("topk", "example_topk", "tl_topk (eager call, sizes from the array)",
+     lambda m, T: m.tl_topk.compile(__import__("numpy").random.default_rng(0).random((320, 128), "float32"), 6,
+                                    blk_m=64, threads=128)),
     ("dequantize_gemm", "example_dequant_gemv_fp16xint4", "dequantize_gemv",
      lambda m, T: m.dequantize_gemv.get_tir(1, 1024, 1024, T.float16, T.float16, T.float16, 4, T.int8, "uint", 4,
                                             32, True, False, True, -1, False)),
@@ -174,7 +190,7 @@ def probe_test_functions(path, target):
 
 
 def build(spec, upstream):
-    d, modname, _, builder = spec
+    d, modname, _, builder = spec[:4]
     path = os.path.join(upstream, "examples", d)
     if path not in sys.path:
         sys.path.insert(0, path)
@@ -236,6 +252,8 @@ def main(argv=None):
                 scalars = [p.name for p in kernel.params if not hasattr(p, "shape")]
                 if scalars:  # lengths and offsets (varlen): random values would index out of bounds
                     note = f"compiled; not run (scalar parameters {', '.join(scalars)})"
+                elif spec[4:] == ("compile",):
+                    note = "compiled; not run (offset tensors)"
                 else:
                     run_once(kernel)
             rows.append((spec[0], spec[2], "ok", note))

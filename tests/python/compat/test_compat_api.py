@@ -234,6 +234,33 @@ def test_tensors_that_require_grad_are_passed_detached(gemm_kernel):
     np.testing.assert_allclose(c, ref_matmul(a, b), rtol=1e-3, atol=1e-3)
 
 
+def test_simplify_prim_func_returns_the_program_and_thread_level_tir_names_its_line():
+    # testing/python/kernel/test_tilelang_kernel_gemm_simt.py imports it; its kernel is thread-level TIR
+    from tilelang.transform import simplify_prim_func
+
+    @simplify_prim_func
+    def gemm(M, N, K):
+        return matmul(M, N, K, 32, 32, 32)
+    kernel = tilelang.compile(gemm(64, 32, 32), out_idx=[2], target="cpu")
+    a = np.random.default_rng(6).standard_normal((64, 32)).astype(np.float16)
+    b = np.random.default_rng(7).standard_normal((32, 32)).astype(np.float16)
+    np.testing.assert_allclose(kernel(a, b), ref_matmul(a, b), rtol=1e-3, atol=1e-3)
+
+    @simplify_prim_func
+    def simt(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=n) as bx:
+                tid = T.get_thread_binding()  # MARK-simt
+                A[tid] = 0.0
+        return main
+    with pytest.raises(tilelang.TileLangNotImplementedError) as info:
+        simt(32)
+    line = next(n for n, text in enumerate(open(__file__), 1) if "# MARK-simt" in text)
+    assert str(info.value) == ("unsupported feature: T.get_thread_binding is not part of this project's tile "
+                               f"language (at {display_path(__file__)}:{line})")
+
+
 def test_testing_gates_and_seed():
     reason = tilelang.testing.cuda_skip_reason()
 
