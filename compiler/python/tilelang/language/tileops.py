@@ -60,6 +60,61 @@ def _converting_copy(s, d):
         _builder.current().store(d.buffer, index(d, ivs), s.buffer[tuple(index(s, ivs))])
 
 
+def _partial_fragment(s, d):
+    """The fragment side of a copy that moves only part of a fragment to or from a non-fragment
+    (T.copy(acc_o[:valid_block_H, :], O_shared)), or None."""
+    for f, o in ((s, d), (d, s)):
+        if f.buffer.scope_name == "fragment" and o.buffer.scope_name != "fragment" and not f.is_whole() \
+                and _const_shape(f.buffer.shape) is not None:
+            return f, o
+    return None
+
+
+def _predicated_fragment_copy(f, o, f_is_src):
+    """The copy as a T.Parallel over the fragment's whole shape, predicated on the part. The GPU
+    layout inference keeps a fragment in registers only when the T.Parallel loops touching it span
+    it whole; a partial copy would move it to shared memory (and a gemm accumulating into it could
+    not run). Same elements, same values on every backend."""
+    from .loops import _ParallelLoop
+    b = _builder.current()
+    for ivs in _ParallelLoop(list(_const_shape(f.buffer.shape))):
+        ivs = ivs if isinstance(ivs, tuple) else (ivs,)
+        cond, offsets = None, []
+        for (start, ext, single), iv, dim in zip(f.ranges, ivs, f.buffer.shape):
+            first, n = E.const_int(start), E.const_int(ext)
+            if single or n == 1:
+                part = iv == start
+            elif first == 0 and n == E.const_int(dim):
+                part = None
+                offsets.append(iv)
+            else:
+                part = iv < start + ext if first == 0 else E.binary("&&", iv >= start, iv < start + ext)
+                offsets.append(iv - start if first != 0 else iv)
+            if part is not None:
+                cond = part if cond is None else E.binary("&&", cond, part)
+        other, k = [], 0
+        for start, ext, single in o.ranges:
+            if single or E.const_int(ext) == 1:
+                other.append(start)
+            else:
+                other.append(start + offsets[k])
+                k += 1
+        stmt = ir.If(E.to_bool(cond)) if cond is not None else None
+        with (b.open(stmt, stmt.then) if stmt is not None else _nothing()):
+            if f_is_src:
+                b.store(o.buffer, other, f.buffer[tuple(iv for iv in ivs)])
+            else:
+                b.store(f.buffer, list(ivs), o.buffer[tuple(other)])
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
 def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=None,
          prefer_instruction=None, annotations=None, loop_layout=None):
     src_load, dst_load = (getattr(x, "_fp8_load", x) for x in (src, dst))  # fp8 element addresses
@@ -82,6 +137,10 @@ def copy(src, dst, *, coalesced_width=None, disable_tma=False, eviction_policy=N
                     f"{_fmt_shape(d.shape)}")
     if (s.dtype.kind == "q" or d.dtype.kind == "q") and s.dtype != d.dtype:
         _converting_copy(s, d)
+        return
+    part = _partial_fragment(s, d)
+    if part is not None and ss is not None and ds is not None:
+        _predicated_fragment_copy(part[0], part[1], part[0] is s)
         return
     _emit(ir.Copy(s, d))
 
