@@ -31,7 +31,8 @@ def target(request, monkeypatch):
 
         def compiled_only(self, *args, **kwargs):
             if request.param == "hip":  # the code objects' facts, as llvm-readelf would show them
-                tlc_util.check_hsaco(self.bundle_path, self.kernel_name)
+                tlc_util.check_hsaco(self.bundle_path, self.kernel_name,
+                                     getattr(self, "tl_expect_matrix_cores", None))
             pytest.skip(f"compiled only ({why})")
         monkeypatch.setattr(tilelang.JITKernel, "__call__", compiled_only)
     return request.param

@@ -16,6 +16,7 @@ M, N, KK = 100, 72, 80   # none a multiple of the 64 x 64 x 32 tile
 def test_gemm(target, rng, in_dtype, trans_A, trans_B):
     prog = K.matmul(M, N, KK, 64, 64, 32, trans_A, trans_B, in_dtype=in_dtype)
     kernel = tlc_util.compile(prog, out_idx=[2], target=target)
+    tlc_util.expect_matrix_cores(kernel, in_dtype != "float32")  # HIP: MFMA / WMMA for 16-bit inputs
     a, a64 = random(rng, (KK, M) if trans_A else (M, KK), in_dtype)
     b, b64 = random(rng, (N, KK) if trans_B else (KK, N), in_dtype)
     ref = (a64.T if trans_A else a64) @ (b64.T if trans_B else b64)
@@ -37,7 +38,8 @@ _ACT = {"relu": lambda x: np.maximum(x, 0),
 
 @pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
 def test_gemm_bias_act(target, rng, act):
-    kernel = tlc_util.compile(K.matmul_bias_act(M, N, KK, 64, 64, 32, act=act), out_idx=[3], target=target)
+    kernel = tlc_util.expect_matrix_cores(
+        tlc_util.compile(K.matmul_bias_act(M, N, KK, 64, 64, 32, act=act), out_idx=[3], target=target))
     a, a64 = random(rng, (M, KK), "float16")
     b, b64 = random(rng, (KK, N), "float16")
     bias, bias64 = random(rng, (N,), "float16")

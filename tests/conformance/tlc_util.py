@@ -52,11 +52,28 @@ def cannot_run(target):
     return None
 
 
-def check_hsaco(bundle_path, kernel_name):
+def expect_matrix_cores(kernel, expected=True):
+    """Marks a compiled kernel whose HIP code objects must (or must not) use AMD matrix cores:
+    v_mfma_* for gfx90a and gfx942, v_wmma_* for gfx1100 (checked by check_hsaco)."""
+    kernel.tl_expect_matrix_cores = expected
+    return kernel
+
+
+def _objdump():
+    for p in ("/usr/lib/llvm-19/bin/llvm-objdump", "/usr/bin/llvm-objdump-19"):
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def check_hsaco(bundle_path, kernel_name, matrix_cores=None):
     """Static checks of a kernel's HIP variants (no AMD GPU runs them): one code object per default
-    target, wavefront 64 on CDNA and 32 on RDNA, LDS within 64 KiB, no scratch, no spills."""
+    target, wavefront 64 on CDNA and 32 on RDNA, LDS within 64 KiB, no scratch, no spills. With
+    llvm-objdump-19: MFMA on gfx90a exactly when on gfx942 (one lowering), and, where the test says
+    (`matrix_cores`, see expect_matrix_cores), v_mfma_* on both CDNA targets and v_wmma_* on gfx1100."""
     import json
     import subprocess
+    import tempfile
     out = subprocess.run([toolchain.tl_pack_path(), "inspect", "--json", bundle_path], capture_output=True,
                          text=True, check=True).stdout
     kernel = next(k for k in json.loads(out)["kernels"] if k["name"] == kernel_name)
@@ -69,6 +86,21 @@ def check_hsaco(bundle_path, kernel_name):
         assert h["private_segment_fixed_size"] == "0", what
         assert h["vgpr_spill_count"] == "0" and h["sgpr_spill_count"] == "0", what
         assert h["uses_dynamic_stack"] == "false", what
+    objdump = _objdump()
+    if objdump is None:
+        return
+    found = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for vid in facts:
+            obj = os.path.join(tmp, vid + ".hsaco")
+            subprocess.run([toolchain.tl_pack_path(), "extract", bundle_path, "--kernel", kernel_name, "--variant",
+                            vid, "-o", obj], capture_output=True, text=True, check=True)
+            dis = subprocess.run([objdump, "-d", obj], capture_output=True, text=True, check=True).stdout
+            found[vid] = ("v_wmma_" if vid == "hip.gfx1100" else "v_mfma_") in dis
+    assert found["hip.gfx90a"] == found["hip.gfx942"], f"{kernel_name}: MFMA on gfx90a/gfx942: {found}"
+    if matrix_cores is not None:
+        assert all(v == matrix_cores for v in found.values()), \
+            f"{kernel_name}: matrix-core instructions expected {matrix_cores}, found {found}"
 
 
 def to_bf16_bits(x):

@@ -8,7 +8,9 @@
 //     (private_segment_fixed_size 0) and no spills, wavefront 64 on CDNA and
 //     32 on RDNA, the kernarg layout equal to the printed signature;
 //   * llvm-objdump: s_barrier present exactly when the SIMT IR has barriers,
-//     ds_bpermute when it has lane reductions.
+//     ds_bpermute when it has lane reductions, v_mfma (gfx90a, gfx942) and
+//     v_wmma (gfx1100) exactly when T.gemm went to matrix cores -- which every
+//     f16/bf16/i8 GEMM kernel here must (HipGemmStrategy, amd_matrix.h).
 // Skips (with the reason) where clang-19 is not installed.
 #include <gtest/gtest.h>
 
@@ -72,11 +74,15 @@ TEST_P(HipCompile, ThreeTargetsStaticChecks) {
   tl::StatusOr<hip::HipToolchain> tc = hip::HipToolchain::Create();
   if (!tc.ok()) GTEST_SKIP() << tc.status().ToString();
   const tl::ir::Function f = Parse(GetParam().text);
-  // One lowering per wavefront size: CDNA (gfx90a, gfx942) 64, RDNA (gfx1100) 32.
+  // One lowering per wavefront size and GEMM strategy, as MakeHipVariants:
+  // CDNA (gfx90a, gfx942) wave64 + MFMA, RDNA3 (gfx1100) wave32 + WMMA.
   tl::gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = 64 * 1024;
   lo.warp_size = 64;
   lo.symbol_params = true;  // as MakeHipVariants: the HIP runtime fills shape-symbol slots
+  lo.gemm = hip::HipGemmStrategy("gfx90a");
+  ASSERT_EQ(lo.gemm, hip::HipGemmStrategy("gfx942"));
+  ASSERT_EQ(lo.gemm, tl::gpu::GemmStrategy::kMfma);
   tl::StatusOr<tl::gpu::SimtKernel> k64 = tl::gpu::LowerToSimt(f, lo);
   if (!k64.ok() && k64.status().code() == tl::StatusCode::kUnimplemented) {
     // The same rejection the CUDA path gives (e.g. dynamic shapes).
@@ -84,6 +90,8 @@ TEST_P(HipCompile, ThreeTargetsStaticChecks) {
   }
   ASSERT_TRUE(k64.ok()) << k64.status().ToString();
   lo.warp_size = 32;
+  lo.gemm = hip::HipGemmStrategy("gfx1100");
+  ASSERT_EQ(lo.gemm, tl::gpu::GemmStrategy::kWmma);
   tl::StatusOr<tl::gpu::SimtKernel> k32 = tl::gpu::LowerToSimt(f, lo);
   ASSERT_TRUE(k32.ok()) << k32.status().ToString();
   auto lowered = [&](const std::string& target) -> const tl::gpu::SimtKernel& {
@@ -158,6 +166,27 @@ TEST_P(HipCompile, ThreeTargetsStaticChecks) {
     EXPECT_EQ(dis.out.find("s_barrier") != std::string::npos, barriers) << target << " barriers expected: " << barriers;
     if (Count<tl::gpu::SLaneReduce>(k->body) > 0) {
       EXPECT_NE(dis.out.find("ds_bpermute_b32"), std::string::npos) << target;
+    }
+    // Matrix cores: every f16/bf16/i8 GEMM test kernel fits them (tf32 and
+    // f32 gemms stay SIMT FMA); the instruction is the kind's.
+    const bool matrix = Count<tl::gpu::SAmdMma>(k->body) > 0;
+    const bool wants = (f.name.rfind("gemm_f16", 0) == 0 || f.name.rfind("gemm_bf16", 0) == 0 || f.name == "gemm_i8" ||
+                        f.name == "gemm_dyn" || f.name == "gemm_big");
+    EXPECT_EQ(matrix, wants) << target;
+    const std::string insn = target == "gfx1100" ? "v_wmma_" : "v_mfma_";
+    EXPECT_EQ(dis.out.find(insn) != std::string::npos, matrix) << target;
+    if (matrix) {
+      const bool bf16 = f.name.find("bf16") != std::string::npos, i8 = f.name == "gemm_i8";
+      // llvm-objdump-19 spells them: gfx90a v_mfma_f32_16x16x16f16 / _bf16_1k /
+      // v_mfma_i32_16x16x16i8; gfx942 v_mfma_f32_16x16x16_f16 / _bf16 / v_mfma_i32_16x16x32_i8.
+      std::string want;
+      if (target == "gfx1100") want = i8 ? "v_wmma_i32_16x16x16_iu8" : bf16 ? "v_wmma_f32_16x16x16_bf16" : "v_wmma_f32_16x16x16_f16";
+      if (target == "gfx90a") want = i8 ? "v_mfma_i32_16x16x16i8" : bf16 ? "v_mfma_f32_16x16x16bf16_1k" : "v_mfma_f32_16x16x16f16";
+      if (target == "gfx942") want = i8 ? "v_mfma_i32_16x16x32_i8" : bf16 ? "v_mfma_f32_16x16x16_bf16" : "v_mfma_f32_16x16x16_f16";
+      EXPECT_NE(dis.out.find(want), std::string::npos) << target << ": no " << want;
+      size_t count = 0;
+      for (size_t at = 0; (at = dis.out.find(insn, at)) != std::string::npos; ++at) ++count;
+      std::printf("[ %s %s ] %zu %s instructions\n", f.name.c_str(), target.c_str(), count, insn.c_str());
     }
   }
   fs::remove_all(dir);

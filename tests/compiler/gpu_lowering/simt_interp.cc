@@ -1,6 +1,8 @@
 // Interpret(): see simt_interp.h.
 #include "simt_interp.h"
 
+#include "amd_matrix_model.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -51,6 +53,7 @@ struct Machine {
   std::vector<std::unordered_map<std::string, double>> env;                // per thread
   std::vector<int64_t> block_idx;
   std::string error;
+  InterpretOptions options;
 
   std::vector<double>& Buf(const std::string& name, size_t t) {
     auto sp = spaces.find(name);
@@ -260,6 +263,133 @@ struct Machine {
     }
   }
 
+  // Evaluates an amd_matrix.h index expression for thread t with its
+  // variables (bound in the thread's environment for the step).
+  struct StepVars {
+    int64_t w, l, t, n, s, e, p;
+  };
+  int64_t EvalWith(const Expr& e, size_t th, const StepVars& v) {
+    auto& en = env[th];
+    en["tl_w"] = static_cast<double>(v.w);
+    en["tl_l"] = static_cast<double>(v.l);
+    en["tl_t"] = static_cast<double>(v.t);
+    en["tl_n"] = static_cast<double>(v.n);
+    en["tl_s"] = static_cast<double>(v.s);
+    en["tl_e"] = static_cast<double>(v.e);
+    en["tl_p"] = static_cast<double>(v.p);
+    return static_cast<int64_t>(Eval(e, th));
+  }
+
+  // SAmdMma: whole wavefronts through the hardware model (simt_interp.h).
+  void AmdMma(const SAmdMma& n, const std::vector<uint8_t>& mask) {
+    const int64_t W = MatrixCoreWave(n.core);
+    if (static_cast<int64_t>(mask.size()) % W != 0) {
+      error = "amd mma: " + std::to_string(mask.size()) + " threads are not whole wavefronts of " + std::to_string(W);
+      return;
+    }
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (!mask[t]) {
+        error = "amd mma under divergence (thread " + std::to_string(t) + " inactive)";
+        return;
+      }
+    }
+    const std::vector<AmdMatrixInstr> ins = AmdMatrixInstrs(n.core, n.kind, options.mfma_gfx94);
+    const Expr ea = AmdOperandA(n, ins[0]), eb = AmdOperandB(n, ins[0]), ec = AmdAccSlot(n);
+    const AmdMatrixInstrInfo f = Info(ins[0]);
+    const bool exact = n.kind == MmaKind::kI8;
+    const int64_t waves = static_cast<int64_t>(mask.size()) / W;
+    for (int64_t w = 0; w < waves && error.empty(); ++w) {
+      auto thread = [&](int64_t lane) { return static_cast<size_t>(w * W + lane); };
+      // The step's bases, as each lane computes them.
+      for (int64_t lane = 0; lane < W; ++lane) {
+        const size_t th = thread(lane);
+        const double ab = Eval(n.a_base, th), bb = Eval(n.b_base, th), k0 = Eval(n.k0, th);
+        env[th]["tl_ab"] = ab;
+        env[th]["tl_bb"] = bb;
+        env[th]["tl_k0"] = k0;
+      }
+      auto vars = [&](int64_t lane, int64_t t, int64_t nt, int64_t s, int64_t e, int64_t p) {
+        return StepVars{w, lane, t, nt, s, e, p};
+      };
+      auto read = [&](const std::string& buf, int64_t idx, size_t th) -> double {
+        std::vector<double>& v = Buf(buf, th);
+        if (idx < 0 || idx >= static_cast<int64_t>(v.size())) {
+          error = "amd mma: out-of-bounds read " + buf + "[" + std::to_string(idx) + "]";
+          return 0;
+        }
+        return v[static_cast<size_t>(idx)];
+      };
+      for (int64_t t = 0; t < n.m_tiles && error.empty(); ++t) {
+        for (int64_t nt = 0; nt < n.n_tiles && error.empty(); ++nt) {
+          // The lanes' accumulator registers -> D[i][j] (hardware placement).
+          double D[16][16];
+          for (int i = 0; i < 16; ++i) {
+            for (int j = 0; j < 16; ++j) {
+              const HwSlot h = HwD(ins[0], i, j);
+              if (h.index >= f.regs || h.lane >= W) {
+                error = "amd mma model: D register out of range";
+                return;
+              }
+              const int64_t slot = EvalWith(ec, thread(h.lane), vars(h.lane, t, nt, 0, 0, h.index));
+              D[i][j] = read(n.c, slot, thread(h.lane));
+            }
+          }
+          for (size_t s = 0; s < ins.size() && error.empty(); ++s) {
+            const int kk = static_cast<int>(f.k);
+            std::vector<std::vector<double>> A(16, std::vector<double>(kk)), B(kk, std::vector<double>(16));
+            // Each hardware element from every lane that holds it: they must agree.
+            for (int i = 0; i < 16 && error.empty(); ++i) {
+              for (int k = 0; k < kk && error.empty(); ++k) {
+                bool first = true;
+                for (const HwSlot& h : HwA(ins[s], i, k)) {
+                  const double v = read(n.a, EvalWith(ea, thread(h.lane), vars(h.lane, t, nt, s, h.index, 0)), thread(h.lane));
+                  if (!first && !(v == A[i][k] || (std::isnan(v) && std::isnan(A[i][k])))) {
+                    error = "amd mma: lanes holding A[" + std::to_string(i) + "][" + std::to_string(k) + "] disagree";
+                  }
+                  A[i][k] = v;
+                  first = false;
+                }
+                first = true;
+                for (const HwSlot& h : HwB(ins[s], k, i)) {  // B[k][j] with j = i
+                  const double v = read(n.b, EvalWith(eb, thread(h.lane), vars(h.lane, t, nt, s, h.index, 0)), thread(h.lane));
+                  if (!first && !(v == B[k][i] || (std::isnan(v) && std::isnan(B[k][i])))) {
+                    error = "amd mma: lanes holding B[" + std::to_string(k) + "][" + std::to_string(i) + "] disagree";
+                  }
+                  B[k][i] = v;
+                  first = false;
+                }
+              }
+            }
+            for (int i = 0; i < 16; ++i) {
+              for (int j = 0; j < 16; ++j) {
+                double sum = 0;
+                for (int k = 0; k < kk; ++k) sum += A[i][k] * B[k][j];
+                D[i][j] = exact ? D[i][j] + sum : Round(D[i][j] + sum, DType::kF32);
+              }
+            }
+          }
+          for (int i = 0; i < 16; ++i) {
+            for (int j = 0; j < 16; ++j) {
+              const HwSlot h = HwD(ins[0], i, j);
+              const int64_t slot = EvalWith(ec, thread(h.lane), vars(h.lane, t, nt, 0, 0, h.index));
+              std::vector<double>& C = Buf(n.c, thread(h.lane));
+              if (slot < 0 || slot >= static_cast<int64_t>(C.size())) {
+                error = "amd mma: accumulator slot " + std::to_string(slot) + " out of range";
+                return;
+              }
+              C[static_cast<size_t>(slot)] = D[i][j];
+            }
+          }
+        }
+      }
+      for (int64_t lane = 0; lane < W; ++lane) {
+        for (const char* v : {"tl_w", "tl_l", "tl_t", "tl_n", "tl_s", "tl_e", "tl_p", "tl_ab", "tl_bb", "tl_k0"}) {
+          env[thread(lane)].erase(v);
+        }
+      }
+    }
+  }
+
   void Exec(const SBlock& block, const std::vector<uint8_t>& mask) {
     for (const SStmt& s : block) {
       if (!error.empty()) return;
@@ -348,6 +478,7 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SMma>) Mma(n, mask);
+            if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
             if constexpr (std::is_same_v<T, SCopyVec>) {
               for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
                 if (!mask[t]) continue;
@@ -378,8 +509,8 @@ struct Machine {
 }  // namespace
 
 tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<double>>* tensors,
-                     const std::map<std::string, double>& scalars) {
-  Machine m{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}};
+                     const std::map<std::string, double>& scalars, const InterpretOptions& options) {
+  Machine m{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
   for (const SimtParam& p : k.params) m.dtypes[p.name] = p.dtype;
   for (const SimtBuffer& b : k.buffers) {
     m.dtypes[b.name] = b.dtype;

@@ -19,9 +19,22 @@
 
 namespace tl::gpu::test {
 
+struct InterpretOptions {
+  // SAmdMma i8 on MFMA: simulate gfx94x's 16x16x32 i8 (else gfx90a's two 16x16x16 i8).
+  bool mfma_gfx94 = true;
+};
+
 // Tensor parameters by name (flattened, values as the device holds them);
 // scalar parameters by name.
+//
+// SAmdMma is run as the hardware would: per wavefront, every lane's operand
+// elements are gathered with the lowering's index expressions (amd_matrix.h),
+// placed into the instruction's 16x16 matrices by amd_matrix_model.h (the
+// documented hardware layout, written independently), multiplied, and the
+// result handed back to the lanes' accumulator registers by the same model.
+// A lane map that disagrees with the hardware gives wrong numbers or an error
+// here (holes, lanes that must agree and do not, registers out of range).
 tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<double>>* tensors,
-                     const std::map<std::string, double>& scalars = {});
+                     const std::map<std::string, double>& scalars = {}, const InterpretOptions& options = {});
 
 }  // namespace tl::gpu::test

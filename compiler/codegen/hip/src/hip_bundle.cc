@@ -80,6 +80,13 @@ Status CheckKernargs(const std::string& name, const std::string& target, const H
 
 }  // namespace
 
+gpu::GemmStrategy HipGemmStrategy(const std::string& target) {
+  const std::string proc = target.substr(0, target.find(':'));
+  if (proc == "gfx90a" || proc == "gfx940" || proc == "gfx941" || proc == "gfx942") return gpu::GemmStrategy::kMfma;
+  if (proc.rfind("gfx11", 0) == 0) return gpu::GemmStrategy::kWmma;
+  return gpu::GemmStrategy::kSimtFma;
+}
+
 StatusOr<SplitHipTargetsResult> SplitHipTargets(const std::string& list) {
   SplitHipTargetsResult out;
   out.hip.targets.clear();
@@ -118,32 +125,42 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
                                                                              formats::BundleWriter& writer) {
   int64_t budget = INT64_MAX;
   for (const std::string& t : options.targets) budget = std::min(budget, LdsBudget(t));
-  // One lowering and one source per wavefront size.
-  std::map<int, gpu::SimtKernel> kernels;
-  std::map<int, HipSource> sources;
+  // One lowering and one source per wavefront size and GEMM strategy.
+  auto key_of = [&](const std::string& t) {
+    const gpu::GemmStrategy g = options.matrix_cores ? HipGemmStrategy(t) : gpu::GemmStrategy::kSimtFma;
+    return "wave" + std::to_string(DefaultWavefront(t)) +
+           (g == gpu::GemmStrategy::kMfma ? ".mfma" : g == gpu::GemmStrategy::kWmma ? ".wmma" : "");
+  };
+  std::map<std::string, gpu::SimtKernel> kernels;
+  std::map<std::string, HipSource> sources;
   for (const std::string& t : options.targets) {
     const int wave = DefaultWavefront(t);
-    if (kernels.count(wave)) continue;
+    const std::string key = key_of(t);
+    if (kernels.count(key)) continue;
     gpu::GpuLowerOptions lo;
     lo.shared_budget_bytes = budget;
     lo.warp_size = wave;       // lane reductions span the whole wavefront
     lo.symbol_params = true;   // the HIP runtime fills ParamSlot.symbol slots
+    lo.gemm = options.matrix_cores ? HipGemmStrategy(t) : gpu::GemmStrategy::kSimtFma;
+    if (gpu::GemmStrategy g = lo.gemm; (g == gpu::GemmStrategy::kMfma && wave != 64) ||
+                                       (g == gpu::GemmStrategy::kWmma && wave != 32)) {
+      lo.gemm = gpu::GemmStrategy::kSimtFma;
+    }
     StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
     if (!k.ok()) return k.status();
     StatusOr<HipSource> src = PrintHip(*k, wave);
     if (!src.ok()) return Status(src.status().code(), passes::Where(f, f.loc, src.status().message().c_str()));
     if (!options.emit_source_dir.empty()) {
       std::filesystem::create_directories(options.emit_source_dir);
-      std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".wave" + std::to_string(wave) + ".hip"))
-          << src->source;
+      std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + "." + key + ".hip")) << src->source;
     }
-    kernels.emplace(wave, std::move(*k));
-    sources.emplace(wave, std::move(*src));
+    kernels.emplace(key, std::move(*k));
+    sources.emplace(key, std::move(*src));
   }
   // Compile every target in parallel; collect in target order (deterministic).
   std::vector<std::future<StatusOr<CompiledHsaco>>> jobs;
   for (const std::string& t : options.targets) {
-    const HipSource& src = sources.at(DefaultWavefront(t));
+    const HipSource& src = sources.at(key_of(t));
     jobs.push_back(std::async(std::launch::async, [&tc, &src, t, cov = options.code_object_version, name = f.name] {
       return tc.Compile(src.source, name, t, cov);
     }));
@@ -154,8 +171,8 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
   for (size_t i = 0; i < options.targets.size(); ++i) {
     const std::string& target = options.targets[i];
     const int wave = DefaultWavefront(target);
-    const gpu::SimtKernel& k = kernels.at(wave);
-    const HipSource& src = sources.at(wave);
+    const gpu::SimtKernel& k = kernels.at(key_of(target));
+    const HipSource& src = sources.at(key_of(target));
     StatusOr<CompiledHsaco>& code = results[i];
     if (!code.ok()) {
       return Status(code.status().code(), passes::Where(f, f.loc, ("HIP " + target + ": " + code.status().message()).c_str()));

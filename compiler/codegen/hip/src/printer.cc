@@ -9,6 +9,7 @@
 #include <typeinfo>
 
 #include "tilelang/codegen/hip/hip_codegen.h"
+#include "tilelang/lowering/gpu/amd_matrix.h"
 
 namespace tl::codegen::hip {
 namespace {
@@ -440,6 +441,8 @@ class Printer {
                 << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SComment>) {
               o << pad << "// " << n.text << "\n";
+            } else if constexpr (std::is_same_v<T, gpu::SAmdMma>) {
+              AmdMma(n, pad, o);
             } else {
               // A SIMT construct added after this printer (e.g. a target's
               // matrix instruction): refuse instead of dropping it.
@@ -449,6 +452,99 @@ class Printer {
           },
           s.node);
     }
+  }
+
+  // SAmdMma (simt_ir.h): per k-step, every lane gathers its operand elements
+  // for each m-tile and n-tile from LDS (amd_matrix.h's index expressions),
+  // then m_tiles x n_tiles MFMA/WMMA builtins on the accumulator registers.
+  // MFMA i8 differs per processor (gfx94x dropped 16x16x16 i8 for 16x16x32),
+  // so that step is printed for both under the processor macros clang defines.
+  void AmdMma(const gpu::SAmdMma& n, const std::string& pad, std::ostringstream& o) {
+    if (gpu::MatrixCoreWave(n.core) != wave_ || k_.warp_size != wave_) {
+      Fail(std::string(gpu::MatrixCoreName(n.core)) + " GEMM step in code for a " + std::to_string(wave_) +
+           "-lane wavefront (it needs " + std::to_string(gpu::MatrixCoreWave(n.core)) + ")");
+      return;
+    }
+    if (n.kind == gpu::MmaKind::kTF32) {
+      Fail(std::string(gpu::MatrixCoreName(n.core)) + " has no tf32 form here");
+      return;
+    }
+    const std::string W = std::to_string(wave_);
+    o << pad << "{  // " << gpu::MatrixCoreName(n.core) << "." << gpu::MmaKindName(n.kind) << " k-step: " << n.c
+      << " += " << n.a << " * " << n.b << " (" << n.m_tiles << " x " << n.n_tiles << " tiles of 16x16)\n";
+    const std::string p1 = pad + "  ";
+    o << p1 << "const int tl_w = tl_tid / " << W << ", tl_l = tl_tid % " << W << ";\n";
+    o << p1 << "const int tl_ab = " << E(n.a_base) << ", tl_bb = " << E(n.b_base) << ", tl_k0 = " << E(n.k0) << ";\n";
+    o << p1 << "(void)tl_w;\n";
+    if (n.core == gpu::MatrixCore::kMfma && n.kind == gpu::MmaKind::kI8) {
+      o << "#if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)\n";
+      AmdMmaSteps(n, gpu::AmdMatrixInstrs(n.core, n.kind, true), p1, o);
+      o << "#else\n";
+      AmdMmaSteps(n, gpu::AmdMatrixInstrs(n.core, n.kind, false), p1, o);
+      o << "#endif\n";
+    } else {
+      AmdMmaSteps(n, gpu::AmdMatrixInstrs(n.core, n.kind, false), p1, o);
+    }
+    o << pad << "}\n";
+  }
+
+  void AmdMmaSteps(const gpu::SAmdMma& n, const std::vector<gpu::AmdMatrixInstr>& ins, const std::string& pad,
+                   std::ostringstream& o) {
+    const gpu::AmdMatrixInstrInfo f = gpu::Info(ins.at(0));
+    const bool i8 = n.kind == gpu::MmaKind::kI8;
+    const std::string E_ = std::to_string(f.elems), P = std::to_string(f.regs);
+    const std::string S = std::to_string(ins.size()), MT = std::to_string(n.m_tiles), NT = std::to_string(n.n_tiles);
+    // Operand element type, vector types, and what the builtin takes.
+    const char* et = n.kind == gpu::MmaKind::kF16 ? "_Float16" : n.kind == gpu::MmaKind::kBF16 ? "short" : "signed char";
+    const char* ct = i8 ? "int" : "float";
+    o << pad << "typedef " << et << " tl_vop __attribute__((ext_vector_type(" << E_ << ")));\n";
+    o << pad << "typedef " << ct << " tl_vacc __attribute__((ext_vector_type(" << P << ")));\n";
+    auto elem = [&](const std::string& v) -> std::string {
+      if (n.kind == gpu::MmaKind::kF16) return "__builtin_bit_cast(_Float16, " + v + ")";
+      if (n.kind == gpu::MmaKind::kBF16) return "(short)" + v;
+      return v;
+    };
+    std::string arg_type;  // the builtin's operand type, when not the vector itself
+    if (ins[0] == gpu::AmdMatrixInstr::kMfmaI8K16) arg_type = "int";
+    if (ins[0] == gpu::AmdMatrixInstr::kMfmaI8K32) arg_type = "long";
+    if (ins[0] == gpu::AmdMatrixInstr::kWmmaI8) {
+      o << pad << "typedef int tl_vi4 __attribute__((ext_vector_type(4)));\n";
+      arg_type = "tl_vi4";
+    }
+    auto arg = [&](const std::string& v) { return arg_type.empty() ? v : "__builtin_bit_cast(" + arg_type + ", " + v + ")"; };
+    const std::string p1 = pad + "  ", p2 = pad + "    ", p3 = pad + "      ";
+    o << pad << "tl_vop tl_fa[" << S << "][" << MT << "], tl_fb[" << S << "][" << NT << "];\n";
+    // One index expression per operand; tl_s is the instruction within the step
+    // (all of `ins` are the same instruction).
+    const std::string ai = E(gpu::AmdOperandA(n, ins[0])), bi = E(gpu::AmdOperandB(n, ins[0]));
+    o << pad << "#pragma unroll\n" << pad << "for (int tl_s = 0; tl_s < " << S << "; ++tl_s) {\n";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_t = 0; tl_t < " << MT << "; ++tl_t) {\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_e = 0; tl_e < " << E_ << "; ++tl_e) tl_fa[tl_s][tl_t][tl_e] = "
+      << elem(n.a + "[" + ai + "]") << ";\n";
+    o << p1 << "}\n";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_e = 0; tl_e < " << E_ << "; ++tl_e) tl_fb[tl_s][tl_n][tl_e] = "
+      << elem(n.b + "[" + bi + "]") << ";\n";
+    o << p1 << "}\n" << pad << "}\n";
+    const std::string slot = E(gpu::AmdAccSlot(n));
+    o << pad << "#pragma unroll\n" << pad << "for (int tl_t = 0; tl_t < " << MT << "; ++tl_t) {\n";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    o << p2 << "tl_vacc tl_c;\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_p = 0; tl_p < " << P << "; ++tl_p) tl_c[tl_p] = " << n.c << "["
+      << slot << "];\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_s = 0; tl_s < " << S << "; ++tl_s) {\n";
+    const std::string a = arg("tl_fa[tl_s][tl_t]"), b = arg("tl_fb[tl_s][tl_n]");
+    if (n.core == gpu::MatrixCore::kMfma) {
+      o << p3 << "tl_c = " << f.builtin << "(" << a << ", " << b << ", tl_c, 0, 0, 0);\n";
+    } else if (i8) {
+      o << p3 << "tl_c = " << f.builtin << "(true, " << a << ", true, " << b << ", tl_c, false);\n";
+    } else {
+      o << p3 << "tl_c = " << f.builtin << "(" << a << ", " << b << ", tl_c);\n";
+    }
+    o << p2 << "}\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_p = 0; tl_p < " << P << "; ++tl_p) " << n.c << "[" << slot
+      << "] = tl_c[tl_p];\n";
+    o << p1 << "}\n" << pad << "}\n";
   }
 
   const gpu::SimtKernel& k_;

@@ -51,6 +51,11 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
               << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0) << " tiles="
               << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << (n.C > 1 ? " C=" + std::to_string(n.C) : std::string())
               << "\n";
+          } else if constexpr (std::is_same_v<T, SAmdMma>) {
+            o << pad << MatrixCoreName(n.core) << "." << MmaKindName(n.kind) << " " << n.c << " += " << n.a << "["
+              << ir::Print(n.a_base) << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "["
+              << ir::Print(n.b_base) << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0)
+              << " tiles=" << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << "\n";
           }
         },
         s.node);
@@ -78,6 +83,11 @@ const char* MmaKindName(MmaKind k) {
   }
   return "?";
 }
+
+const char* MatrixCoreName(MatrixCore c) { return c == MatrixCore::kMfma ? "mfma" : "wmma"; }
+int64_t MatrixCoreWave(MatrixCore c) { return c == MatrixCore::kMfma ? 64 : 32; }
+int64_t MatrixCoreRegs(MatrixCore c) { return c == MatrixCore::kMfma ? 4 : 8; }
+int64_t AmdMatrixK(MatrixCore c, MmaKind k) { return c == MatrixCore::kMfma && k == MmaKind::kI8 ? 32 : 16; }
 
 std::string Dump(const SimtKernel& k) {
   std::ostringstream o;

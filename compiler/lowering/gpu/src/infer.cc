@@ -118,7 +118,10 @@ FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, co
 // The tensor-core instruction for gemm `g` under kMmaSync, or nullopt (SIMT
 // FMA) with the reason in *why.
 std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, bool tf32,
-                              std::string* why) {
+                              GemmStrategy strategy, std::string* why) {
+  const bool amd = strategy == GemmStrategy::kMfma || strategy == GemmStrategy::kWmma;
+  const MatrixCore core = strategy == GemmStrategy::kWmma ? MatrixCore::kWmma : MatrixCore::kMfma;
+  const std::string inst = amd ? MatrixCoreName(core) : "mma.sync";
   const ir::SymbolInfo& a = syms.at(g.a.buffer);
   const ir::SymbolInfo& b = syms.at(g.b.buffer);
   const ir::SymbolInfo& c = syms.at(g.c.buffer);
@@ -140,12 +143,12 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
   const bool acc16 = c.dtype == a.dtype || c.dtype == ir::DType::kF32;
   if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && acc16) kind = MmaKind::kF16;
   if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && acc16) kind = MmaKind::kBF16;
-  if (tf32 && a.dtype == ir::DType::kF32 && b.dtype == ir::DType::kF32 && c.dtype == ir::DType::kF32) {
+  if (!amd && tf32 && a.dtype == ir::DType::kF32 && b.dtype == ir::DType::kF32 && c.dtype == ir::DType::kF32) {
     kind = MmaKind::kTF32;
   }
   if (a.dtype == ir::DType::kI8 && b.dtype == ir::DType::kI8 && c.dtype == ir::DType::kI32) kind = MmaKind::kI8;
   if (!kind) {
-    *why = std::string("no mma.sync for ") + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " +
+    *why = "no " + inst + " for " + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " +
            ir::DTypeName(c.dtype);
     return std::nullopt;
   }
@@ -156,6 +159,17 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
     return std::nullopt;
   }
   const int64_t k = g.trans_a ? ra->extents[ra->extents.size() - 2] : ra->extents.back();
+  if (amd) {
+    const int64_t step = AmdMatrixK(core, *kind);
+    if (!AmdMatrixAccumulatorFits(cs[0], cs[1], threads, MatrixCoreWave(core)) || k % step != 0) {
+      *why = "shape " + std::to_string(cs[0]) + "x" + std::to_string(cs[1]) + "x" + std::to_string(k) + " over " +
+             std::to_string(threads) + " threads does not fit " + inst + " (threads a multiple of " +
+             std::to_string(MatrixCoreWave(core)) + ", M of " + std::to_string(MatrixCoreRegs(core) * threads / 16) +
+             ", N of 16, K of " + std::to_string(step) + ")";
+      return std::nullopt;
+    }
+    return kind;
+  }
   if (!MmaAccumulatorFits(cs[0], cs[1], threads) || k % MmaK(*kind) != 0) {
     *why = "shape " + std::to_string(cs[0]) + "x" + std::to_string(cs[1]) + "x" + std::to_string(k) + " over " +
            std::to_string(threads) + " threads does not fit (no warp grid wm x wn with M a multiple of 16 wm and N of 8 wn;"
@@ -244,9 +258,12 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
     if (sh.size() != 2) return;
     std::optional<MmaKind> mma;
     std::string why;
-    if (strategy == GemmStrategy::kMmaSync) mma = MmaFor(*g, syms, threads, tf32, &why);
-    const FragmentLayout l =
-        mma ? MmaAccumulatorLayout(sh[0], sh[1], threads) : GemmAccumulatorLayout(sh[0], sh[1], threads);
+    const bool amd = strategy == GemmStrategy::kMfma || strategy == GemmStrategy::kWmma;
+    if (strategy != GemmStrategy::kSimtFma) mma = MmaFor(*g, syms, threads, tf32, strategy, &why);
+    const FragmentLayout l = !mma ? GemmAccumulatorLayout(sh[0], sh[1], threads)
+                             : amd ? AmdMatrixAccumulatorLayout(sh[0], sh[1], threads)
+                                   : MmaAccumulatorLayout(sh[0], sh[1], threads);
+    const std::string inst = strategy == GemmStrategy::kMfma ? "mfma" : strategy == GemmStrategy::kWmma ? "wmma" : "mma.sync";
     auto it = plan.layouts.find(g->c.buffer);
     auto mt = plan.mma.find(g->c.buffer);
     if ((it != plan.layouts.end() && !(it->second == l)) || (mt != plan.mma.end() && (!mma || mt->second != *mma))) {
@@ -261,8 +278,8 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
       plan.mma_operands.insert(g->b.buffer);
     }
     plan.notes.push_back("fragment " + g->c.buffer + ": gemm accumulator layout " + l.ToString() +
-                         (mma ? std::string(" (mma.sync ") + MmaKindName(*mma) + ")"
-                              : strategy == GemmStrategy::kMmaSync ? " (SIMT FMA: " + why + ")" : std::string()));
+                         (mma ? " (" + inst + " " + MmaKindName(*mma) + ")"
+                              : strategy != GemmStrategy::kSimtFma ? " (SIMT FMA: " + why + ")" : std::string()));
   });
 
   // 2b. Warp grids of tensor-core accumulators. MmaAccumulatorLayout splits

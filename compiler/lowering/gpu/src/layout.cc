@@ -102,6 +102,24 @@ FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads, int64
   return l;
 }
 
+bool AmdMatrixAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t wave) {
+  const int64_t regs = wave == 64 ? 4 : 8;
+  return (wave == 64 || wave == 32) && threads >= wave && threads % wave == 0 && m > 0 &&
+         m % (regs * threads / 16) == 0 && n > 0 && n % 16 == 0;
+}
+
+FragmentLayout AmdMatrixAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
+  FragmentLayout l;
+  l.shape = {m, n};
+  l.threads = threads;
+  l.rows = m;
+  l.cols = n;
+  l.g = 16;
+  l.R = threads / 16;
+  l.v = 1;
+  return l;
+}
+
 FragmentLayout GemmAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
   FragmentLayout best;
   int64_t best_cost = -1;

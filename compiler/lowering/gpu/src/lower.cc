@@ -555,11 +555,57 @@ class Lowerer {
     return Status::Ok();
   }
 
+  // AMD matrix cores (plan_.mma under kMfma / kWmma): one SAmdMma per k-step;
+  // C keeps AmdMatrixAccumulatorLayout.
+  Status LowerGemmAmd(const ir::Stmt& st, const ir::Gemm& g, MmaKind kind) {
+    const Buf& cb = bufs_[g.c.buffer];
+    const FragmentLayout& L = *cb.layout;
+    SAmdMma m;
+    m.core = options_.gemm == GemmStrategy::kWmma ? MatrixCore::kWmma : MatrixCore::kMfma;
+    m.kind = kind;
+    m.a = g.a.buffer;
+    m.b = g.b.buffer;
+    m.c = g.c.buffer;
+    int64_t as0 = 0, as1 = 0, ae0 = 0, ae1 = 0, bs0 = 0, bs1 = 0, be0 = 0, be1 = 0;
+    Status s = SharedView(g.a, &m.a_base, &as0, &as1, &ae0, &ae1);
+    if (s.ok()) s = SharedView(g.b, &m.b_base, &bs0, &bs1, &be0, &be1);
+    if (!s.ok()) return Err(st, s.message());
+    m.a_row_stride = g.trans_a ? as1 : as0;
+    m.a_col_stride = g.trans_a ? as0 : as1;
+    m.b_k_stride = g.trans_b ? bs1 : bs0;
+    m.b_n_stride = g.trans_b ? bs0 : bs1;
+    const int64_t M = g.trans_a ? ae1 : ae0, K = g.trans_a ? ae0 : ae1;
+    const int64_t N = g.trans_b ? be0 : be1, KB = g.trans_b ? be1 : be0;
+    const int64_t step = AmdMatrixK(m.core, kind), P = MatrixCoreRegs(m.core);
+    if (M != L.rows || N != L.cols || K != KB || K % step != 0 || L.R * 16 != L.threads || L.g != 16 || L.v != 1 ||
+        M % (P * L.R) != 0 || N % 16 != 0) {
+      return Err(st, "gemm: operand shapes " + std::to_string(M) + "x" + std::to_string(K) + " and " +
+                         std::to_string(KB) + "x" + std::to_string(N) + " do not match the accumulator " +
+                         L.ToString() + " of the " + MatrixCoreName(m.core) + " gemm");
+    }
+    m.R = L.R;
+    m.m_tiles = M / (P * L.R);
+    m.n_tiles = N / 16;
+    m.c_col_slots = L.col_slots();
+    if (g.clear_accum) {
+      const std::string z = Fresh("s");
+      cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
+    }
+    const std::string k = Fresh("k");
+    m.k0 = V(k);
+    const int64_t steps = K / step;
+    cur_->push_back(For(k, 0, I(K), step, steps <= 16, {S(std::move(m))}));
+    return Status::Ok();
+  }
+
   Status LowerGemm(const ir::Stmt& st, const ir::Gemm& g) {
     const Buf& cb = bufs_[g.c.buffer];
     if (auto mk = plan_.mma.find(g.c.buffer);
         mk != plan_.mma.end() && cb.where == Where::kRegisterFrag && cb.layout && bufs_[g.a.buffer].where == Where::kShared &&
         bufs_[g.b.buffer].where == Where::kShared) {
+      if (options_.gemm == GemmStrategy::kMfma || options_.gemm == GemmStrategy::kWmma) {
+        return LowerGemmAmd(st, g, mk->second);
+      }
       return LowerGemmMma(st, g, mk->second);
     }
     if (cb.where != Where::kRegisterFrag || !cb.layout || cb.layout->replicated || cb.layout->v != 1) {
@@ -1028,6 +1074,12 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   if (options.gemm == GemmStrategy::kMmaSync && options.warp_size != 32) {
     return Status(StatusCode::kInvalidArgument, "GPU lowering: mma.sync GEMMs need 32-lane warps, not " +
                                                     std::to_string(options.warp_size));
+  }
+  if ((options.gemm == GemmStrategy::kMfma && options.warp_size != 64) ||
+      (options.gemm == GemmStrategy::kWmma && options.warp_size != 32)) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("GPU lowering: ") + (options.gemm == GemmStrategy::kMfma ? "MFMA GEMMs need 64" : "WMMA GEMMs need 32") +
+                      "-lane wavefronts, not " + std::to_string(options.warp_size));
   }
   SimtKernel out;
   out.name = f.name;

@@ -35,15 +35,25 @@
 #include "tilelang/formats/status.h"
 #include "tilelang/formats/writer.h"
 #include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/lower.h"
 
 namespace tl::codegen::hip {
 
 struct HipBuildOptions {
   std::vector<std::string> targets = {"gfx90a", "gfx942", "gfx1100"};
   int code_object_version = 5;
-  std::string emit_source_dir;  // writes <dir>/<kernel>.wave<N>.hip
+  std::string emit_source_dir;  // writes <dir>/<kernel>.wave<N>[.mfma|.wmma].hip
   std::function<void(const std::string&)> log;
+  // T.gemm on matrix cores where the target has them (HipGemmStrategy);
+  // false: SIMT FMA everywhere.
+  bool matrix_cores = true;
 };
+
+// How T.gemm is lowered for an AMDGPU target ID: kMfma on gfx90a and gfx94x
+// (CDNA2/3: f16, bf16_1k and i8 MFMA), kWmma on gfx11 (RDNA3 wave32 WMMA),
+// kSimtFma elsewhere (gfx908's bf16 MFMA is another instruction, gfx12's WMMA
+// another operand layout; neither is emitted).
+gpu::GemmStrategy HipGemmStrategy(const std::string& target);
 
 // Splits a --target list: "hip" = gfx90a,gfx942,gfx1100; "gfxNNN[:feature±]"
 // adds one target ID; "hip-cov4" switches to code object v4. Other items are
@@ -56,7 +66,7 @@ struct SplitHipTargetsResult {
 };
 StatusOr<SplitHipTargetsResult> SplitHipTargets(const std::string& list);
 
-// Lowers (once per wavefront size), prints and compiles `f` for every target;
+// Lowers (once per wavefront size and GEMM strategy), prints and compiles `f` for every target;
 // adds payloads to `writer`; returns the variants.
 StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(const ir::Function& f,
                                                                              const HipToolchain& tc,

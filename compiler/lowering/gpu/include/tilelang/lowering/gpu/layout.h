@@ -106,6 +106,17 @@ bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t max_warp_
 // per k (M / wm + N / wn; ties: more warps along M). False if none fits.
 bool MmaWarpGrid(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols, int64_t* wm, int64_t* wn);
 
+// The AMD matrix-core accumulator (SAmdMma, amd_matrix.h): R = T / 16 row
+// groups of g = 16 lanes, v = 1: lane l of wavefront w (W lanes, H = W / 16)
+// holds rows (t * P + p) * R + w * H + l / 16 and columns 16 n + l % 16 of the
+// 16x16 tile (t, n), register p < P (MFMA: P = 4, WMMA: P = 8) -- exactly the
+// D registers of the instruction under the row assignment of amd_matrix.h.
+// Wavefronts are stacked along M. Valid when AmdMatrixAccumulatorFits.
+FragmentLayout AmdMatrixAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
+// T a multiple of the wavefront W, M a multiple of P * T / 16 (MFMA: T / 4,
+// WMMA: T / 2), N a multiple of 16. `wave` 64 = MFMA, 32 = WMMA.
+bool AmdMatrixAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t wave);
+
 // The projection of `l` onto its rows (drops the last dim), replicated over
 // each group's lanes. `shape` is the projected logical shape.
 FragmentLayout ProjectRows(const FragmentLayout& l, const std::vector<int64_t>& shape);

@@ -54,13 +54,19 @@ namespace tl::gpu {
 //              off by default); operands in shared memory; the accumulator
 //              fits MmaAccumulatorFits; K a multiple of the instruction's k),
 //              kSimtFma for every other gemm
-enum class GemmStrategy : uint8_t { kSimtFma, kMmaSync };
+//   kMfma      SAmdMma on AMD CDNA matrix cores (gfx90a, gfx94x; wavefront
+//              64): f16/bf16 -> f32 (16x16x16), i8 -> i32 (k-step 32);
+//              operands in shared memory, the accumulator fits
+//              AmdMatrixAccumulatorFits, K a multiple of the k-step; else
+//              kSimtFma
+//   kWmma      the same on RDNA3 WMMA (gfx11; wavefront 32), k-step 16
+enum class GemmStrategy : uint8_t { kSimtFma, kMmaSync, kMfma, kWmma };
 
 struct GpuLayoutPlan {
   int64_t threads = 1;
   std::map<std::string, FragmentLayout> layouts;  // register fragments
   std::set<std::string> demoted;                  // fragments kept in shared memory
-  std::map<std::string, MmaKind> mma;             // accumulators of tensor-core gemms (kMmaSync)
+  std::map<std::string, MmaKind> mma;             // accumulators of tensor-core gemms (kMmaSync, kMfma, kWmma)
   std::set<std::string> mma_operands;             // shared buffers those gemms read
   std::vector<std::string> notes;
 };

@@ -114,6 +114,41 @@ struct SMma {
   int64_t C = 1;  // warp columns
 };
 
+// AMD matrix cores: MFMA on CDNA (gfx90a, gfx94x; wavefront 64) and WMMA on
+// RDNA3 (gfx11; wavefront 32), both 16x16 output tiles.
+enum class MatrixCore : uint8_t { kMfma, kWmma };
+const char* MatrixCoreName(MatrixCore c);  // "mfma", "wmma"
+int64_t MatrixCoreWave(MatrixCore c);      // 64, 32
+int64_t MatrixCoreRegs(MatrixCore c);      // P: accumulator registers per lane per 16x16 tile: 4, 8
+// Elements of k per SAmdMma step: kI8 on MFMA 32 (one 16x16x32 i8 on gfx94x,
+// two 16x16x16 i8 on gfx90a), everything else 16.
+int64_t AmdMatrixK(MatrixCore c, MmaKind k);
+
+// One k-step of a wavefront's matrix-core GEMM (emitted only with
+// GemmStrategy::kMfma / kWmma; printers that do not know it must reject it).
+// Wavefront-collective: every lane executes it, never under divergence. Per
+// thread, with W = MatrixCoreWave(core), w = tl_tid / W, l = tl_tid % W,
+// P = MatrixCoreRegs(core), H = W / 16:
+//   for t < m_tiles, p < P, n < n_tiles:
+//     row = (t * P + p) * R + w * H + l / 16
+//     col = n * 16 + l % 16
+//     c[(t * P + p) * c_col_slots + n] += sum over kk < AmdMatrixK(core, kind)
+//         of A(row, k0 + kk) * B(k0 + kk, col)
+//   A(x, y) = a[a_base + x * a_row_stride + y * a_col_stride]   (shared)
+//   B(x, y) = b[b_base + x * b_k_stride + y * b_n_stride]       (shared)
+// i.e. C's layout is the FragmentLayout family with g = 16 lanes, v = 1,
+// R = T / 16 (AmdMatrixAccumulatorLayout). Which lane loads which operand
+// element for which instruction is amd_matrix.h's (one definition, used by
+// the HIP printer and the tests' wavefront simulation).
+struct SAmdMma {
+  MatrixCore core = MatrixCore::kMfma;
+  MmaKind kind = MmaKind::kF16;  // kF16, kBF16, kI8
+  std::string a, b, c;
+  ir::Expr a_base, b_base, k0;
+  int64_t a_row_stride = 0, a_col_stride = 0, b_k_stride = 0, b_n_stride = 0;
+  int64_t m_tiles = 1, n_tiles = 1, R = 4, c_col_slots = 1;
+};
+
 // `lanes` consecutive elements src[src_index + i] -> dst[dst_index + i] as
 // one access of lanes * element bytes (4, 8 or 16), both buffers of one
 // dtype, both indices multiples of `lanes`, global bases aligned
@@ -122,7 +157,7 @@ struct SMma {
 struct SCopyVec { std::string dst; ir::Expr dst_index; std::string src; ir::Expr src_index; int64_t lanes = 1; };
 
 struct SStmt {
-  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec>
+  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma>
       node;
 };
 
