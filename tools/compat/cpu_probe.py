@@ -49,6 +49,7 @@ def install_torch_placeholder():
     except ImportError:
         pass
     for name in ("torch", "torch.nn", "torch.nn.functional", "torch.testing", "torch.utils", "torch.autograd",
+                 "torch.backends",
                  "triton", "triton.language", "einops", "bert_padding", "varlen_utils"):
         mod = types.ModuleType(name)
         mod.__getattr__ = (lambda n, _p=name: _Anything(f"{_p}.{n}"))
