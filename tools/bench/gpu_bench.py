@@ -36,11 +36,13 @@ import tlc_kernels_gemm as KG  # noqa: E402
 
 GEMM_SIZES = (4096, 8192)
 GEMM_DTYPES = ("float16", "bfloat16")
-# (block_M, block_N, block_K, threads, num_stages); the best one per case is reported.
-GEMM_CONFIGS = ((128, 128, 32, 128, 2), (128, 128, 32, 256, 2), (128, 256, 32, 256, 2), (128, 128, 64, 256, 2))
+# (block_M, block_N, block_K, threads, num_stages); the best one per case is reported. num_stages >= 2
+# is a cp.async pipeline of that depth (fewer where the stages do not fit the shared memory).
+GEMM_CONFIGS = ((128, 128, 32, 128, 3), (128, 128, 32, 256, 3), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3),
+                (128, 128, 32, 256, 2))
 FA = dict(batch=4, heads=32, seq=4096, dim=128)
-# (block_M, block_N, threads); the best one per case is reported.
-FA_CONFIGS = ((128, 64, 256), (64, 64, 128))
+# (block_M, block_N, threads, num_stages); the best one per case is reported.
+FA_CONFIGS = ((128, 64, 256, 2), (64, 64, 128, 2), (128, 64, 256, 1))
 
 
 def gemm_program(n, dtype, cfg):
@@ -49,9 +51,9 @@ def gemm_program(n, dtype, cfg):
 
 
 def fa_program(causal, cfg):
-    bm, bn, threads = cfg
+    bm, bn, threads, stages = cfg
     return KA.flash_attention(FA["batch"], FA["heads"], FA["heads"], FA["seq"], FA["seq"], FA["dim"], causal,
-                              block_M=bm, block_N=bn, threads=threads, num_stages=1)
+                              block_M=bm, block_N=bn, threads=threads, num_stages=stages)
 
 
 def c_example_program():

@@ -20,6 +20,7 @@
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
 #include "tilelang/runtime.h"
 #include "tilelang/toolchain/host_compiler.h"
 
@@ -42,6 +43,7 @@ tl::gpu::GpuLowerOptions CudaOptions(const std::string& kernel, int64_t shared =
   o.gemm = tl::gpu::GemmStrategy::kMmaSync;
   o.tf32 = kernel.find("tf32") != std::string::npos;
   o.vector_copies = true;
+  o.async_copies = true;
   return o;
 }
 cu::CudaBuildOptions BundleOptions(const std::string& kernel) {
@@ -379,6 +381,39 @@ TEST_P(Run, GemmF16Accumulator) {
   Expect(c.values, RefGemm(a, b, 200, 130, 150, false, false), 6e-4, "gemm_f16acc");
 }
 
+TEST_P(Run, FlashAttentionPipelined) {
+  // Causal softmax(Q K^T / sqrt(32)) V in float64; f16 inputs, probabilities
+  // rounded to f16 before the second gemm (as the kernel does), f16 output.
+  std::mt19937 rng(15);
+  const int B = 2, H = 2, S = 100, D = 32;
+  Tensor q = Random({B, H, S, D}, true, rng), k = Random({B, H, S, D}, true, rng), v = Random({B, H, S, D}, true, rng);
+  Tensor o = Random({B, H, S, D}, true, rng, true);
+  Launch(Named("flash_attn"), {&q, &k, &v, &o});
+  std::vector<double> want(o.values.size());
+  for (int bh = 0; bh < B * H; ++bh) {
+    const double* Q = &q.values[bh * S * D];
+    const double* K = &k.values[bh * S * D];
+    const double* V = &v.values[bh * S * D];
+    for (int i = 0; i < S; ++i) {
+      std::vector<double> p(i + 1);
+      double m = -INFINITY, sum = 0;
+      for (int j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int d = 0; d < D; ++d) s += Q[i * D + d] * K[j * D + d];
+        p[j] = s / std::sqrt(double(D));
+        m = std::max(m, p[j]);
+      }
+      for (int j = 0; j <= i; ++j) sum += (p[j] = std::exp(p[j] - m));
+      for (int d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int j = 0; j <= i; ++j) acc += p[j] * V[j * D + d];
+        want[(bh * S + i) * D + d] = acc / sum;
+      }
+    }
+  }
+  Expect(o.values, want, 3e-3, "flash_attn (3-stage cp.async)");
+}
+
 TEST_P(Run, DynamicShapes) {
   // One bundle, three problem sizes: M, N, K reach the kernel as parameters
   // (the epilogue adds K, so a wrong K shows even where the product is right).
@@ -520,8 +555,11 @@ TEST(Interp, MmaI8AndStrategyChoice) {
     EXPECT_NE(notes(*odd).find(want), std::string::npos) << notes(*odd);
   }
   // Vectorized copies: 16-byte (8 x f16) global -> shared, with the tensors' bases
-  // required to be 16-byte aligned (a launch guard in the bundle).
-  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(Named("gemm_big").text), CudaOptions("gemm_big"));
+  // required to be 16-byte aligned (a launch guard in the bundle); here
+  // synchronous (no cp.async pipeline: see Interp.AsyncPipelines).
+  tl::gpu::GpuLowerOptions sync_copies = CudaOptions("gemm_big");
+  sync_copies.async_copies = false;
+  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(Named("gemm_big").text), sync_copies);
   ASSERT_TRUE(big.ok());
   EXPECT_NE(tl::gpu::Dump(*big).find("A_s[") , std::string::npos);
   EXPECT_NE(tl::gpu::Dump(*big).find("+: 8] = A["), std::string::npos) << tl::gpu::Dump(*big);
@@ -532,6 +570,93 @@ TEST(Interp, MmaI8AndStrategyChoice) {
   tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(Parse(Named("gemm_f16_nn").text), {99 * 1024});
   ASSERT_TRUE(simt.ok());
   EXPECT_EQ(tl::gpu::Dump(*simt).find("mma."), std::string::npos);
+}
+
+// Interpreter-only (CI): cp.async multi-stage pipelines. The interpreter
+// lands a cp.async only when a wait completes its group, so a missing or
+// early wait reads a stage that has not arrived (NaN at first).
+TEST(Interp, AsyncPipelines) {
+  auto notes = [](const tl::gpu::SimtKernel& s) {
+    std::string n;
+    for (const std::string& x : s.notes) n += x + "\n";
+    return n;
+  };
+  // The Tile IR form (3 stages): S-deep buffers, a prologue of S - 1
+  // iterations, wait / sync / issue k + S - 1 / commit, stage (k - start) % S.
+  {
+    tl::ir::Function f = Parse(Named("gemm_f16acc").text);
+    ASSERT_TRUE(tl::passes::MakeRegionsExplicit(f).ok());
+    const std::vector<tl::gpu::AsyncPipeline> p = tl::gpu::PipelineAsyncCopies(f, 8);
+    ASSERT_EQ(p.size(), 1u);
+    EXPECT_EQ(p[0].stages, 3);
+    EXPECT_EQ(p[0].buffers, (std::vector<std::string>{"A_s", "B_s"}));
+    const std::string ir = tl::ir::Print(f);
+    for (const char* want : {"alloc A_s: shared[3, 64, 32] f16", "copy A[by * 64:64, 32:32] -> A_s[1:1, 0:64, 0:32]",
+                             "    hint tl_async_commit\n    for k in serial(0, ceildiv(150, 32)) {\n"
+                             "      hint tl_async_wait 1\n      sync\n      if k + 2 < 5 {",
+                             "copy B[(k + 2) * 32:32, bx * 64:64] -> B_s[truncmod(k + 2 - 0, 3):1, 0:32, 0:64]",
+                             "gemm A_s[truncmod(k - 0, 3):1, 0:64, 0:32], B_s[truncmod(k - 0, 3):1, 0:32, 0:64] -> C_f",
+                             "    hint tl_async_wait 0\n    sync\n"}) {
+      EXPECT_NE(ir.find(want), std::string::npos) << want << "\n" << ir;
+    }
+  }
+  // gemm_big (4096-style tiles, 2 stages): 16-byte cp.async, both operands.
+  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(Named("gemm_big").text), CudaOptions("gemm_big"));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  const std::string dump = tl::gpu::Dump(*big);
+  EXPECT_NE(dump.find("cp.async.16 A_s["), std::string::npos) << dump;
+  EXPECT_NE(dump.find("cp.async.16 B_s["), std::string::npos) << dump;
+  EXPECT_NE(dump.find("cp.async.wait 0"), std::string::npos) << dump;
+  EXPECT_NE(notes(*big).find("pipeline k: stages requested 2, applied 2 (cp.async into A_s B_s)"), std::string::npos)
+      << notes(*big);
+  EXPECT_EQ(big->param_align.at("A"), 16);
+  // Four stages of 128x128x32 f16 tiles (18944 bytes each) do not fit 48 KiB: two do.
+  std::string deep = Named("gemm_big").text;
+  deep.replace(deep.find("stages=2"), 8, "stages=4");
+  tl::gpu::GpuLowerOptions small = CudaOptions("deep", 48 * 1024);
+  tl::StatusOr<tl::gpu::SimtKernel> fewer = tl::gpu::LowerToSimt(Parse(deep), small);
+  ASSERT_TRUE(fewer.ok()) << fewer.status().ToString();
+  EXPECT_NE(notes(*fewer).find("stages requested 4, applied 2"), std::string::npos) << notes(*fewer);
+  EXPECT_NE(notes(*fewer).find("3 stages need 56832 bytes of shared memory, the target allows 49152"), std::string::npos)
+      << notes(*fewer);
+  EXPECT_EQ(fewer->shared_bytes, 2 * 18944);
+
+  // The waits matter: gemm_f16acc with its in-loop wait removed reads stages
+  // before they land, and the result is wrong.
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Named("gemm_f16acc").text), CudaOptions("gemm_f16acc"));
+  ASSERT_TRUE(k.ok());
+  std::mt19937 rng(14);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::map<std::string, std::vector<double>> t;
+  for (const char* n : {"A", "B"}) {
+    t[n].resize(200 * 150);
+    for (double& v : t[n]) v = static_cast<double>(static_cast<_Float16>(dist(rng)));
+  }
+  t["B"].resize(150 * 130);
+  t["C"].assign(200 * 130, 0);
+  const std::vector<double> a = t["A"], b = t["B"];
+  auto worst = [&](const std::vector<double>& c) {
+    double w = 0;
+    for (int i = 0; i < 200; ++i) {
+      for (int j = 0; j < 130; ++j) {
+        double s = 0;
+        for (int p = 0; p < 150; ++p) s += a[i * 150 + p] * b[p * 130 + j];
+        const double e = std::fabs(c[i * 130 + j] - s) / (1 + std::fabs(s));
+        w = std::isnan(e) ? INFINITY : std::max(w, e);
+      }
+    }
+    return w;
+  };
+  std::map<std::string, std::vector<double>> t2 = t;
+  ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t).ok());
+  EXPECT_LT(worst(t["C"]), 6e-4);
+  for (tl::gpu::SStmt& s : k->body) {
+    if (auto* loop = std::get_if<tl::gpu::SFor>(&s.node)) {
+      std::erase_if(loop->body, [](const tl::gpu::SStmt& x) { return std::holds_alternative<tl::gpu::SAsyncWait>(x.node); });
+    }
+  }
+  ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t2).ok());
+  EXPECT_GT(worst(t2["C"]), 1.0);
 }
 
 // Interpreter-only (CI): bf16 operands (rounded like the device's

@@ -232,6 +232,65 @@ func @gemm_f16acc(A: tensor[200, 150] f16, B: tensor[150, 130] f16, C: tensor[20
   }
 }
 )"});
+  // FlashAttention forward, causal (the conformance kernel's Tile IR, B2 H2
+  // S100 D32, 64x32 tiles), its K/V loop as a 3-stage cp.async pipeline; the
+  // first block's loop has 2 iterations, fewer than the prologue's 2 + 1.
+  k.push_back({"flash_attn", R"(tileir 1
+
+func @flash_attn(Q: tensor[2, 2, 100, 32] f16, K: tensor[2, 2, 100, 32] f16, V: tensor[2, 2, 100, 32] f16, Output: tensor[2, 2, 100, 32] f16) {
+  kernel grid(2, 2, 2) threads(128) -> (bx, by, bz) {
+    alloc Q_shared: shared[64, 32] f16
+    alloc K_shared: shared[32, 32] f16
+    alloc V_shared: shared[32, 32] f16
+    alloc O_shared: shared[64, 32] f16
+    alloc acc_s: fragment[64, 32] f32
+    alloc acc_s_cast: fragment[64, 32] f16
+    alloc acc_o: fragment[64, 32] f32
+    alloc scores_max: fragment[64] f32
+    alloc scores_max_prev: fragment[64] f32
+    alloc scores_scale: fragment[64] f32
+    alloc scores_sum: fragment[64] f32
+    alloc logsum: fragment[64] f32
+    copy Q[bz, by, bx * 64:64, 0:32] -> Q_shared
+    fill acc_o, 0.0:f32
+    fill logsum, 0.0:f32
+    fill scores_max, -inf:f32
+    let loop_range = min(4, ceildiv((bx + 1) * 64, 32))
+    for k in pipelined(0, loop_range, stages=3) {
+      copy K[bz, by, k * 32:32, 0:32] -> K_shared
+      parallel (i, j) in (64, 32) {
+        let q_idx = bx * 64 + i
+        let k_idx = k * 32 + j
+        acc_s[i, j] = select(q_idx >= k_idx && k_idx < 100, 0.0:f32, -inf:f32)
+      }
+      gemm Q_shared, K_shared -> acc_s trans_b policy=full_row
+      copy scores_max -> scores_max_prev
+      reduce max acc_s -> scores_max dim=1
+      parallel (i_1) in (64) {
+        scores_scale[i_1] = exp2(scores_max_prev[i_1] * 0.25503486:f32 - scores_max[i_1] * 0.25503486:f32)
+      }
+      parallel (i_2, j_1) in (64, 32) {
+        acc_s[i_2, j_1] = exp2(acc_s[i_2, j_1] * 0.25503486:f32 - scores_max[i_2] * 0.25503486:f32)
+      }
+      reduce sum acc_s -> scores_sum dim=1 clear
+      parallel (i_3) in (64) {
+        logsum[i_3] = logsum[i_3] * scores_scale[i_3] + scores_sum[i_3]
+      }
+      copy acc_s -> acc_s_cast
+      parallel (i_4, j_2) in (64, 32) {
+        acc_o[i_4, j_2] = acc_o[i_4, j_2] * scores_scale[i_4]
+      }
+      copy V[bz, by, k * 32:32, 0:32] -> V_shared
+      gemm acc_s_cast, V_shared -> acc_o policy=full_row
+    }
+    parallel (i_5, j_3) in (64, 32) {
+      acc_o[i_5, j_3] = acc_o[i_5, j_3] / logsum[i_5]
+    }
+    copy acc_o -> O_shared
+    copy O_shared -> Output[bz, by, bx * 64:64, 0:32]
+  }
+}
+)"});
   // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
   k.push_back({"gemm_big", R"(tileir 1
 

@@ -55,6 +55,55 @@ struct Machine {
   std::string error;
   InterpretOptions options;
 
+  // cp.async per thread: copies of the open group, then closed groups, oldest
+  // first. A copy reads its source when issued and lands in shared memory
+  // only when a wait completes its group (the latest the hardware may), so
+  // reading a stage before waiting for it shows stale data (NaN at first).
+  struct PendingCopy {
+    std::string dst;
+    int64_t index;
+    std::vector<double> values;
+  };
+  std::vector<std::vector<PendingCopy>> open_copies = {};
+  std::vector<std::vector<std::vector<PendingCopy>>> copy_groups = {};
+
+  void CopyAsync(const SCopyAsync& n, const std::vector<uint8_t>& mask) {
+    const int64_t lanes = n.bytes / std::max(1, ir::BitWidth(dtypes[n.dst]) / 8);
+    for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+      if (!mask[t]) continue;
+      const int64_t d = static_cast<int64_t>(Eval(n.dst_index, t));
+      const bool valid = !n.src_valid || Eval(*n.src_valid, t) != 0;
+      PendingCopy c{n.dst, d, std::vector<double>(static_cast<size_t>(lanes), 0.0)};
+      if (valid) {
+        const int64_t si = static_cast<int64_t>(Eval(n.src_index, t));
+        std::vector<double>& src = Buf(n.src, t);
+        if (si % lanes != 0 || d % lanes != 0 || si < 0 || si + lanes > static_cast<int64_t>(src.size())) {
+          error = "cp.async: source " + n.src + "[" + std::to_string(si) + "] of " + std::to_string(lanes) +
+                  " misaligned or out of bounds";
+          return;
+        }
+        for (int64_t i = 0; i < lanes; ++i) c.values[static_cast<size_t>(i)] = src[static_cast<size_t>(si + i)];
+      }
+      open_copies[t].push_back(std::move(c));
+    }
+  }
+  void AsyncWait(int64_t pending, const std::vector<uint8_t>& mask) {
+    for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+      if (!mask[t]) continue;
+      while (static_cast<int64_t>(copy_groups[t].size()) > pending) {
+        for (const PendingCopy& c : copy_groups[t].front()) {
+          std::vector<double>& dst = Buf(c.dst, t);
+          if (c.index < 0 || c.index + static_cast<int64_t>(c.values.size()) > static_cast<int64_t>(dst.size())) {
+            error = "cp.async: destination " + c.dst + "[" + std::to_string(c.index) + "] out of bounds";
+            return;
+          }
+          std::copy(c.values.begin(), c.values.end(), dst.begin() + c.index);
+        }
+        copy_groups[t].erase(copy_groups[t].begin());
+      }
+    }
+  }
+
   std::vector<double>& Buf(const std::string& name, size_t t) {
     auto sp = spaces.find(name);
     if (sp != spaces.end() && sp->second == Space::kRegister) return regs[t][name];
@@ -478,6 +527,15 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SMma>) Mma(n, mask);
+            if constexpr (std::is_same_v<T, SCopyAsync>) CopyAsync(n, mask);
+            if constexpr (std::is_same_v<T, SAsyncWait>) AsyncWait(n.pending, mask);
+            if constexpr (std::is_same_v<T, SAsyncCommit>) {
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (!mask[t]) continue;
+                copy_groups[t].push_back(std::move(open_copies[t]));
+                open_copies[t].clear();
+              }
+            }
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
             if constexpr (std::is_same_v<T, SCopyVec>) {
               for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
@@ -539,12 +597,17 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
         m.shared.clear();
         m.regs.assign(T, {});
         m.env.assign(T, {});
+        m.open_copies.assign(T, {});
+        m.copy_groups.assign(T, {});
         for (const SimtBuffer& b : k.buffers) {
           // Uninitialized memory is NaN, so reading it before writing shows.
           if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
           else for (size_t t = 0; t < T; ++t) m.regs[t][b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
         }
         m.Exec(k.body, std::vector<uint8_t>(T, 1));
+        for (size_t t = 0; t < T && m.error.empty(); ++t) {
+          if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
+        }
         if (!m.error.empty()) {
           return tl::Status(tl::StatusCode::kInternal, "interpreter, block (" + std::to_string(x) + ", " +
                                                            std::to_string(y) + ", " + std::to_string(z) + "): " + m.error);

@@ -76,6 +76,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   lo.gemm = mma ? gpu::GemmStrategy::kMmaSync : gpu::GemmStrategy::kSimtFma;
   lo.tf32 = options.tf32;
   lo.vector_copies = true;
+  lo.async_copies = mma;  // cp.async needs sm_80 as mma.sync does
   StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
   if (!k.ok()) return k.status();
   StatusOr<CudaSource> src = PrintCuda(*k);

@@ -36,6 +36,12 @@ __device__ __forceinline__ void tl_ldsm_x4(unsigned* r, const void* p) { asm vol
 __device__ __forceinline__ void tl_ldsm_x4_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x2(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x2_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
+// cp.async (sm_80+): src_bytes 0 reads nothing and zero-fills (partial tiles).
+__device__ __forceinline__ void tl_cp_async16(void* d, const void* s, unsigned src_bytes) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(d)), "l"(s), "r"(src_bytes) : "memory"); }
+__device__ __forceinline__ void tl_cp_async8(void* d, const void* s, unsigned src_bytes) { asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" :: "r"(tl_smem_addr(d)), "l"(s), "r"(src_bytes) : "memory"); }
+__device__ __forceinline__ void tl_cp_async4(void* d, const void* s, unsigned src_bytes) { asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(tl_smem_addr(d)), "l"(s), "r"(src_bytes) : "memory"); }
+__device__ __forceinline__ void tl_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tl_cp_async_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 __device__ __forceinline__ unsigned tl_pack16(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 __device__ __forceinline__ unsigned tl_pack8(signed char a, signed char b, signed char c, signed char d) { return (unsigned)(unsigned char)a | ((unsigned)(unsigned char)b << 8) | ((unsigned)(unsigned char)c << 16) | ((unsigned)(unsigned char)d << 24); }
 __device__ __forceinline__ unsigned tl_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
@@ -46,6 +52,18 @@ __device__ __forceinline__ void tl_mma_s8(int* c, const unsigned* a, const unsig
 )";
 
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+// Whether integer `e` is a multiple of `v` whatever its variables are:
+// constants, products with such a factor, sums and differences of such.
+bool MultipleOf(const Expr& e, int64_t v) {
+  if (const std::optional<int64_t> c = ir::FoldInt(e)) return *c % v == 0;
+  if (const auto* c = ir::As<ir::Cast>(e)) return MultipleOf(*c->value, v);
+  if (const auto* b = ir::As<ir::Binary>(e)) {
+    if (b->op == ir::BinaryOp::kMul) return MultipleOf(*b->lhs, v) || MultipleOf(*b->rhs, v);
+    if (b->op == ir::BinaryOp::kAdd || b->op == ir::BinaryOp::kSub) return MultipleOf(*b->lhs, v) && MultipleOf(*b->rhs, v);
+  }
+  return false;
+}
 
 // The C type a value of dtype `t` is computed in.
 const char* ValueType(DType t) {
@@ -334,6 +352,18 @@ class Printer {
               o << pad << "// " << n.text << "\n";
             } else if constexpr (std::is_same_v<T, gpu::SMma>) {
               Mma(n, pad, o);
+            } else if constexpr (std::is_same_v<T, gpu::SCopyAsync>) {
+              if (n.bytes != 16 && n.bytes != 8 && n.bytes != 4) err_ = "cp.async of " + std::to_string(n.bytes) + " bytes";
+              // Where the source is outside its tensor: its base (never read) and 0 source bytes.
+              const std::string valid = n.src_valid ? E(*n.src_valid) : std::string();
+              const std::string si = n.src_valid ? "(" + valid + " ? " + E(n.src_index) + " : 0)" : E(n.src_index);
+              o << pad << "tl_cp_async" << n.bytes << "(&" << n.dst << "[" << E(n.dst_index) << "], &" << n.src << "[" << si
+                << "], " << (n.src_valid ? "(" + valid + ") ? " + std::to_string(n.bytes) + "u : 0u" : std::to_string(n.bytes) + "u")
+                << ");\n";
+            } else if constexpr (std::is_same_v<T, gpu::SAsyncCommit>) {
+              o << pad << "tl_cp_async_commit();\n";
+            } else if constexpr (std::is_same_v<T, gpu::SAsyncWait>) {
+              o << pad << "tl_cp_async_wait<" << n.pending << ">();\n";
             } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
               const int64_t bytes = n.lanes * std::max(1, ir::BitWidth(BufType(n.dst)) / 8);
               const char* vt = bytes == 16 ? "tl_v16" : bytes == 8 ? "tl_v8" : "unsigned int";
@@ -354,10 +384,12 @@ class Printer {
   // so register indices are constants once the loops unroll.
   void Mma(const gpu::SMma& n, const std::string& pad, std::ostringstream& o) {
     const bool b16 = n.kind == gpu::MmaKind::kF16 || n.kind == gpu::MmaKind::kBF16;
-    const std::optional<int64_t> ab = ir::FoldInt(n.a_base), bb = ir::FoldInt(n.b_base);
-    const bool a_ld = b16 && ab && *ab % 8 == 0 &&
+    // Bases (a stage of a pipelined buffer is an offset known only at run
+    // time) must be provably multiples of 8 elements: 16-byte rows for ldmatrix.
+    const bool ab = MultipleOf(n.a_base, 8), bb = MultipleOf(n.b_base, 8);
+    const bool a_ld = b16 && ab &&
                       ((n.a_col_stride == 1 && n.a_row_stride % 8 == 0) || (n.a_row_stride == 1 && n.a_col_stride % 8 == 0));
-    const bool b_ld = b16 && bb && *bb % 8 == 0 &&
+    const bool b_ld = b16 && bb &&
                       ((n.b_n_stride == 1 && n.b_k_stride % 8 == 0) || (n.b_k_stride == 1 && n.b_n_stride % 8 == 0));
     const std::string MT = std::to_string(n.m_tiles), NT = std::to_string(n.n_tiles), R = std::to_string(n.R);
     const std::string ars = std::to_string(n.a_row_stride), acs = std::to_string(n.a_col_stride);

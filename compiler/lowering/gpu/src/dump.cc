@@ -42,6 +42,14 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "lane_reduce " << ir::ReduceOpName(n.op) << " " << n.var << " width=" << n.width << "\n";
           } else if constexpr (std::is_same_v<T, SComment>) {
             o << pad << "# " << n.text << "\n";
+          } else if constexpr (std::is_same_v<T, SCopyAsync>) {
+            o << pad << "cp.async." << n.bytes << " " << n.dst << "[" << ir::Print(n.dst_index) << "] <- " << n.src << "["
+              << ir::Print(n.src_index) << "]" << (n.src_valid ? " if " + ir::Print(*n.src_valid) + " else zeros" : std::string())
+              << "\n";
+          } else if constexpr (std::is_same_v<T, SAsyncCommit>) {
+            o << pad << "cp.async.commit\n";
+          } else if constexpr (std::is_same_v<T, SAsyncWait>) {
+            o << pad << "cp.async.wait " << n.pending << "\n";
           } else if constexpr (std::is_same_v<T, SCopyVec>) {
             o << pad << n.dst << "[" << ir::Print(n.dst_index) << " +: " << n.lanes << "] = " << n.src << "["
               << ir::Print(n.src_index) << " +: " << n.lanes << "]\n";

@@ -340,7 +340,7 @@ class Lowerer {
   // Vectorized copy (VectorLanes > 1): each thread moves `lanes` elements at
   // a time; a vector is wholly inside or outside a guarded tensor dim (the
   // dim is a multiple of the lanes), out-of-bounds sources give zeros.
-  Status VectorCopy(const Side& a, const Side& b, int64_t lanes) {
+  Status VectorCopy(const Side& a, const Side& b, int64_t lanes, bool async) {
     std::vector<int64_t> compact = Compact(b);
     compact.back() /= lanes;
     Status err = Status::Ok();
@@ -351,12 +351,18 @@ class Lowerer {
       const Buf& sb = bufs_[a.info.buffer];
       const Buf& db = bufs_[b.info.buffer];
       const Expr dst = Linear(db.shape, di);
+      std::optional<Expr> sg = SideGuard(a, si);
+      if (async) {  // cp.async: a source outside the tensor reads nothing and fills zeros
+        const int64_t bytes = lanes * std::max(1, ir::BitWidth(db.dtype) / 8);
+        SBlock out;
+        out.push_back(IfS(SideGuard(b, di), {S(SCopyAsync{b.info.buffer, dst, a.info.buffer, Linear(sb.shape, si), bytes, sg})}));
+        return out;
+      }
       SBlock copy{S(SCopyVec{b.info.buffer, dst, a.info.buffer, Linear(sb.shape, si), lanes})};
       SBlock zeros;
       const std::string z = Fresh("z");
       zeros.push_back(For(z, 0, I(lanes), 1, true, {Store(b.info.buffer, Add(dst, V(z)), CastTo(db.dtype, ir::MakeInt(0)))}));
       SBlock out;
-      std::optional<Expr> sg = SideGuard(a, si);
       SBlock body;
       if (sg) {
         body.push_back(S(SIf{*sg, std::move(copy), std::move(zeros)}));
@@ -382,8 +388,13 @@ class Lowerer {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
     if (!a.ok()) return a.status();
     if (!b.ok()) return b.status();
+    // A copy after kAsyncCopyHint (PipelineAsyncCopies) becomes cp.async where
+    // it vectorizes (4, 8, 16 bytes); otherwise it stays synchronous, which the
+    // pipeline's barriers order just as well.
+    const bool async = std::exchange(async_next_, false) && bufs_[a->info.buffer].where == Where::kGlobal &&
+                       bufs_[b->info.buffer].where == Where::kShared;
     if (!atomic) {
-      if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes);
+      if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }
     const DType dt = bufs_[b->info.buffer].dtype;
     Status err = Status::Ok();
@@ -1029,7 +1040,14 @@ class Lowerer {
       cur_->push_back(S(SBarrier{}));
       return Status::Ok();
     }
-    if (ir::As<ir::Hint>(s)) return Status::Ok();
+    if (const auto* h = ir::As<ir::Hint>(s)) {
+      if (options_.async_copies && h->name == kAsyncCopyHint) async_next_ = true;
+      if (options_.async_copies && h->name == kAsyncCommitHint) cur_->push_back(S(SAsyncCommit{}));
+      if (options_.async_copies && h->name == kAsyncWaitHint) {
+        cur_->push_back(S(SAsyncWait{h->args.empty() ? 0 : h->args[0].int_value}));
+      }
+      return Status::Ok();
+    }
     return Err(s, std::string("statement not supported by the GPU lowering: ") + ir::StmtKindName(ir::Kind(s)));
   }
 
@@ -1046,6 +1064,7 @@ class Lowerer {
   std::vector<std::string> loop_vars_;
   Expr slot_full_, slot_row_;
   std::optional<Expr> replicated_once_;
+  bool async_next_ = false;  // the next copy follows kAsyncCopyHint
 };
 
 }  // namespace
@@ -1065,6 +1084,9 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   s = passes::MakeRegionsExplicit(f);
   if (!s.ok()) return s;
   passes::GuardTensorAccesses(f);  // element accesses past a tensor: dropped / read 0
+  // cp.async pipelines first; pipelined loops they do not take run serially.
+  std::vector<AsyncPipeline> async;
+  if (options.async_copies && options.vector_copies) async = PipelineAsyncCopies(f, options.max_async_stages);
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
 
   if (options.warp_size != 32 && options.warp_size != 64) {
@@ -1103,17 +1125,38 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   for (const auto& [name, info] : ir::CollectSymbols(f)) {
     if (info.kind == ir::SymbolInfo::Kind::kAlloc && info.scope == ir::MemScope::kShared) shared.insert(name);
   }
+  for (const AsyncPipeline& p : async) {
+    for (const std::string& b : p.buffers) shared.erase(b);  // ordered by the pipeline's own waits and barriers
+  }
   const int barriers = InsertBarriers(f, shared);
   out.notes = plan->notes;
   out.notes.push_back("barriers inserted: " + std::to_string(barriers));
   for (const passes::PipelineDecision& d : pipes) {
     out.notes.push_back("pipeline " + d.loop_var + ": stages requested " + std::to_string(d.requested_stages) +
-                        ", applied 1 (no asynchronous copies yet)");
+                        ", applied 1 (no global -> shared copy it can run ahead)");
+  }
+  for (const AsyncPipeline& p : async) {
+    std::string bufs;
+    for (const std::string& b : p.buffers) bufs += " " + b;
+    out.notes.push_back("pipeline " + p.loop_var + ": stages requested " + std::to_string(p.requested_stages) +
+                        ", applied " + std::to_string(p.stages) + " (cp.async into" + bufs + ")");
   }
   Lowerer low(f, *plan, &out, options);
   s = low.Run(passes::TheKernel(f));
   if (!s.ok()) return s;
   if (out.shared_bytes > options.shared_budget_bytes) {
+    int64_t deepest = 0;
+    for (const AsyncPipeline& p : async) deepest = std::max(deepest, p.stages);
+    if (deepest >= 2) {  // one stage fewer (down to a serial loop) before giving up
+      GpuLowerOptions fewer = options;
+      fewer.max_async_stages = deepest - 1;
+      StatusOr<SimtKernel> r = LowerToSimt(input, fewer);
+      if (r.ok()) {
+        r->notes.push_back("pipelines: " + std::to_string(deepest) + " stages need " + std::to_string(out.shared_bytes) +
+                           " bytes of shared memory, the target allows " + std::to_string(options.shared_budget_bytes));
+      }
+      return r;
+    }
     std::string demoted;
     for (const std::string& d : plan->demoted) demoted += " " + d;
     return Status(StatusCode::kResourceExhausted,

@@ -3,8 +3,9 @@
 //
 // Passes, in order (each a small unit; invariants stated at each):
 //   Verify, CheckSingleKernel, MakeRegionsExplicit      (compiler/passes)
-//   LowerPipelinesSerial                                 (compiler/passes; no
-//       cp.async multi-buffering yet: stages are reported as 1)
+//   PipelineAsyncCopies (with GpuLowerOptions::async_copies: cp.async
+//       multi-stage pipelines), then LowerPipelinesSerial (compiler/passes)
+//       for the pipelined loops left
 //   InferGpuLayouts    every fragment gets a FragmentLayout or is demoted to
 //                      shared memory
 //   InsertBarriers     `sync` statements where shared data crosses threads
@@ -78,6 +79,28 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads,
 FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, const GpuLayoutPlan& plan);
 
 // ---------------------------------------------------------------------------
+// PipelineAsyncCopies (pipeline.cc; with GpuLowerOptions::async_copies)
+// In: a function after MakeRegionsExplicit. Out: each `pipelined` loop
+// with stages S >= 2 (capped at max_stages) whose body copies global tiles
+// into whole shared buffers X that only the rest of the body reads becomes a
+// serial loop over S-deep buffers X[S, ...]: a prologue issues the copies of
+// the first S - 1 iterations, each iteration waits for its own, syncs, issues
+// the copies of iteration + S - 1 into the stage the previous iteration read,
+// and reads stage (k - start) % S. Hints mark the asynchrony (kAsyncCopyHint
+// before each such copy, kAsyncCommitHint, kAsyncWaitHint N); ignoring them
+// (synchronous copies) gives the same results. Other loops are left alone.
+// The returned buffers need no InsertBarriers barriers: the pipeline has its own.
+inline constexpr const char* kAsyncCopyHint = "tl_async_copy";
+inline constexpr const char* kAsyncCommitHint = "tl_async_commit";
+inline constexpr const char* kAsyncWaitHint = "tl_async_wait";
+struct AsyncPipeline {
+  std::string loop_var;
+  int64_t requested_stages = 0, stages = 0;
+  std::vector<std::string> buffers;  // the S-deep shared buffers
+};
+std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages);
+
+// ---------------------------------------------------------------------------
 // InsertBarriers
 // In: a function's kernel body; `shared` = names of shared allocs and demoted
 // fragments. Out: `sync` statements inserted (existing ones kept) so that no
@@ -104,6 +127,12 @@ struct GpuLowerOptions {
   // the last dim is contiguous and provably aligned (global bases then need
   // SimtKernel::param_align).
   bool vector_copies = false;
+  // `pipelined` loops as cp.async multi-stage pipelines (PipelineAsyncCopies;
+  // needs vector_copies). Deeper pipelines than max_async_stages are capped;
+  // when the stages do not fit shared_budget_bytes, fewer are tried, down to
+  // a serial loop.
+  bool async_copies = false;
+  int64_t max_async_stages = 8;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.

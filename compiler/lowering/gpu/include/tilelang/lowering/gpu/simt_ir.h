@@ -156,8 +156,29 @@ struct SAmdMma {
 // printers that do not know it must reject it.
 struct SCopyVec { std::string dst; ir::Expr dst_index; std::string src; ir::Expr src_index; int64_t lanes = 1; };
 
+// Asynchronous global -> shared copies (PTX cp.async, sm_80+; emitted only
+// with GpuLowerOptions::async_copies, printers that do not know them must
+// reject them). SCopyAsync starts moving `bytes` (4, 8 or 16) from
+// src[src_index] to dst[dst_index] (dst shared, src global, both indices
+// multiples of the access, global base aligned as for SCopyVec); where
+// `src_valid` is false it writes zeros and reads nothing. The copy joins this
+// thread's open group; SAsyncCommit closes the group; SAsyncWait{n} blocks
+// until at most the n most recent closed groups of this thread are still in
+// flight. Data is visible to other threads only after the wait and a barrier.
+struct SCopyAsync {
+  std::string dst;
+  ir::Expr dst_index;
+  std::string src;
+  ir::Expr src_index;
+  int64_t bytes = 16;
+  std::optional<ir::Expr> src_valid;
+};
+struct SAsyncCommit {};
+struct SAsyncWait { int64_t pending = 0; };
+
 struct SStmt {
-  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma>
+  std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
+               SCopyAsync, SAsyncCommit, SAsyncWait>
       node;
 };
 
