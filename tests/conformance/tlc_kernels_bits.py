@@ -114,3 +114,14 @@ def partial_head_gemm(H, valid, D, N):
             T.copy(acc[:valid, :], o_s)
             T.copy(o_s, O)
     return main
+
+
+GOLDEN_CASES = [
+    ("bits_fp8_roundtrip_e4m3fn", fp8_roundtrip, dict(n=256, dtype="float8_e4m3fn")),
+    ("bits_fp8_roundtrip_e5m2", fp8_roundtrip, dict(n=256, dtype="float8_e5m2")),
+    ("bits_per_token_cast_to_fp8", per_token_cast_to_fp8, dict(M=24, N=256, blk_m=8)),
+    ("bits_u16_to_f16", u16_to_f16, dict(n=512)),
+    ("bits_dequant_gemm_fp4", dequant_gemm, dict(M=64, N=96, K=128, kind="fp4")),
+    ("bits_dequant_gemm_int4", dequant_gemm, dict(M=64, N=96, K=128, kind="int4")),
+    ("bits_partial_head_gemm", partial_head_gemm, dict(H=16, valid=4, D=32, N=32)),
+]

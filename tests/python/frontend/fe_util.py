@@ -14,6 +14,7 @@ PROGRAM_FILES = [
     REPO / "tests" / "conformance" / "tlc_kernels_attention.py",
     REPO / "tests" / "conformance" / "tlc_kernels_edges.py",
     REPO / "tests" / "conformance" / "tlc_kernels_workspace.py",
+    REPO / "tests" / "conformance" / "tlc_kernels_bits.py",
 ]
 
 
