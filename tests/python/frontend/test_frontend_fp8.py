@@ -141,3 +141,23 @@ def test_other_tile_ops_on_fp8_name_the_op_and_line():
                                "float16/float32 first)")
     with pytest.raises(tilelang.TileLangSyntaxError, match="unsupported feature: dtype float8_e4m3fnuz"):
         canonical(T.float8_e4m3fnuz)  # the other fp8/fp4 variants stay unknown to Tile IR
+
+
+def cast_values(n, dtype):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[bx * 128 + i] = T.cast(X[bx * 128 + i], dtype)  # the value rounded to fp8
+    return main
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_cast_to_fp8_is_the_rounded_value(dtype):
+    x = interesting_floats(dtype, np.random.default_rng(23))
+    y = tilelang.compile(cast_values(len(x), dtype), out_idx=[1], target="cpu")(x)
+    want = table(dtype)[ref_encode(x, dtype).astype(np.int64)]
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    nonzero = ~np.isnan(want) & (want != 0)
+    np.testing.assert_array_equal(y[nonzero], want[nonzero])
+    assert np.all(y[want == 0] == 0)  # (a zero's sign is not kept)
