@@ -24,6 +24,7 @@
 #include "tilelang/formats/hsaco.h"
 #include "tilelang/formats/reader.h"
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/passes/passes.h"
 #include "tilelang/toolchain/host_compiler.h"
 #include "../gpu_lowering/simt_interp.h"
 #include <functional>
@@ -167,11 +168,17 @@ TEST_P(HipCompile, ThreeTargetsStaticChecks) {
     if (Count<tl::gpu::SLaneReduce>(k->body) > 0) {
       EXPECT_NE(dis.out.find("ds_bpermute_b32"), std::string::npos) << target;
     }
-    // Matrix cores: every f16/bf16/i8 GEMM test kernel fits them (tf32 and
-    // f32 gemms stay SIMT FMA); the instruction is the kind's.
+    // Matrix cores: every gemm of f16/bf16/i8 operands in these test kernels
+    // fits them (f32 and tf32 gemms stay SIMT FMA); the instruction is the kind's.
     const bool matrix = Count<tl::gpu::SAmdMma>(k->body) > 0;
-    const bool wants = (f.name.rfind("gemm_f16", 0) == 0 || f.name.rfind("gemm_bf16", 0) == 0 || f.name == "gemm_i8" ||
-                        f.name == "gemm_dyn" || f.name == "gemm_big");
+    bool wants = false;
+    const tl::ir::SymbolTable syms = tl::ir::CollectSymbols(f);
+    tl::ir::ForEachStmt(tl::passes::TheKernel(f).body, [&](const tl::ir::Stmt& s) {
+      if (const auto* g = tl::ir::As<tl::ir::Gemm>(s)) {
+        const tl::ir::DType t = syms.at(g->a.buffer).dtype;
+        wants = wants || t == tl::ir::DType::kF16 || t == tl::ir::DType::kBF16 || t == tl::ir::DType::kI8;
+      }
+    });
     EXPECT_EQ(matrix, wants) << target;
     const std::string insn = target == "gfx1100" ? "v_wmma_" : "v_mfma_";
     EXPECT_EQ(dis.out.find(insn) != std::string::npos, matrix) << target;

@@ -354,6 +354,8 @@ class Printer {
     for (const gpu::SStmt& s : b) {
       if (const auto* f = std::get_if<gpu::SFor>(&s.node)) {
         if (f->unroll || HasUnrolledLoop(f->body)) return true;
+      } else if (std::holds_alternative<gpu::SAmdMma>(s.node)) {
+        return true;  // an unrolled block of tiles (see AmdMma)
       } else if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
         if (HasUnrolledLoop(i->then_body) || HasUnrolledLoop(i->else_body)) return true;
       }
@@ -513,27 +515,30 @@ class Printer {
     }
     auto arg = [&](const std::string& v) { return arg_type.empty() ? v : "__builtin_bit_cast(" + arg_type + ", " + v + ")"; };
     const std::string p1 = pad + "  ", p2 = pad + "    ", p3 = pad + "      ";
-    o << pad << "tl_vop tl_fa[" << S << "][" << MT << "], tl_fb[" << S << "][" << NT << "];\n";
     // One index expression per operand; tl_s is the instruction within the step
-    // (all of `ins` are the same instruction).
+    // (all of `ins` are the same instruction). A's fragments for every m-tile
+    // first, then per n-tile its B fragment and the m_tiles products: only one
+    // B fragment is live (a WMMA fragment is 8 VGPRs per lane).
     const std::string ai = E(gpu::AmdOperandA(n, ins[0])), bi = E(gpu::AmdOperandB(n, ins[0]));
+    o << pad << "tl_vop tl_fa[" << S << "][" << MT << "];\n";
     o << pad << "#pragma unroll\n" << pad << "for (int tl_s = 0; tl_s < " << S << "; ++tl_s) {\n";
     o << p1 << "#pragma unroll\n" << p1 << "for (int tl_t = 0; tl_t < " << MT << "; ++tl_t) {\n";
     o << p2 << "#pragma unroll\n" << p2 << "for (int tl_e = 0; tl_e < " << E_ << "; ++tl_e) tl_fa[tl_s][tl_t][tl_e] = "
       << elem(n.a + "[" + ai + "]") << ";\n";
-    o << p1 << "}\n";
-    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
-    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_e = 0; tl_e < " << E_ << "; ++tl_e) tl_fb[tl_s][tl_n][tl_e] = "
-      << elem(n.b + "[" + bi + "]") << ";\n";
     o << p1 << "}\n" << pad << "}\n";
     const std::string slot = E(gpu::AmdAccSlot(n));
-    o << pad << "#pragma unroll\n" << pad << "for (int tl_t = 0; tl_t < " << MT << "; ++tl_t) {\n";
-    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    o << pad << "#pragma unroll\n" << pad << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    o << p1 << "tl_vop tl_fb[" << S << "];\n";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_s = 0; tl_s < " << S << "; ++tl_s) {\n";
+    o << p2 << "#pragma unroll\n" << p2 << "for (int tl_e = 0; tl_e < " << E_ << "; ++tl_e) tl_fb[tl_s][tl_e] = "
+      << elem(n.b + "[" + bi + "]") << ";\n";
+    o << p1 << "}\n";
+    o << p1 << "#pragma unroll\n" << p1 << "for (int tl_t = 0; tl_t < " << MT << "; ++tl_t) {\n";
     o << p2 << "tl_vacc tl_c;\n";
     o << p2 << "#pragma unroll\n" << p2 << "for (int tl_p = 0; tl_p < " << P << "; ++tl_p) tl_c[tl_p] = " << n.c << "["
       << slot << "];\n";
     o << p2 << "#pragma unroll\n" << p2 << "for (int tl_s = 0; tl_s < " << S << "; ++tl_s) {\n";
-    const std::string a = arg("tl_fa[tl_s][tl_t]"), b = arg("tl_fb[tl_s][tl_n]");
+    const std::string a = arg("tl_fa[tl_s][tl_t]"), b = arg("tl_fb[tl_s]");
     if (n.core == gpu::MatrixCore::kMfma) {
       o << p3 << "tl_c = " << f.builtin << "(" << a << ", " << b << ", tl_c, 0, 0, 0);\n";
     } else if (i8) {

@@ -604,8 +604,10 @@ class Lowerer {
     }
     const std::string k = Fresh("k");
     m.k0 = V(k);
-    const int64_t steps = K / step;
-    cur_->push_back(For(k, 0, I(K), step, steps <= 16, {S(std::move(m))}));
+    // Not unrolled: each step is already m_tiles x n_tiles unrolled
+    // instructions, and LLVM hoisting the next steps' LDS reads above them
+    // pushed flash attention (d128, wave32 WMMA) past 256 VGPRs into scratch.
+    cur_->push_back(For(k, 0, I(K), step, false, {S(std::move(m))}));
     return Status::Ok();
   }
 
