@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "../gpu_lowering/kernels.h"
 #include "tilelang/codegen/spirv/spirv_builder.h"
@@ -317,14 +318,80 @@ TEST(Bundle, VariantsFollowTheVulkanContract) {
 
   const tl::bundle::Kernel* dyn = view->FindKernel("gemm_dyn");
   ASSERT_NE(dyn, nullptr);
-  ASSERT_EQ(dyn->variants()->size(), 1u);  // no lane reductions: the plain variant only
-  const tl::bundle::Launch* l = dyn->variants()->Get(0)->launch();
-  ASSERT_EQ(l->vk_push()->size(), 1u);
-  EXPECT_EQ(l->vk_push()->Get(0)->param(), -1);
-  EXPECT_EQ(l->vk_push()->Get(0)->offset(), 0u);
-  EXPECT_EQ(l->vk_push()->Get(0)->size(), 12u);  // M, N, K as int32
-  EXPECT_EQ(l->vk_push_bytes(), 12u);
-  EXPECT_EQ(dyn->variants()->Get(0)->requires_()->push_constant_bytes(), 12u);
+  // No lane reductions (no subgroup variant); an f16 gemm: the plain variant
+  // and the cooperative-matrix one.
+  ASSERT_EQ(dyn->variants()->size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i) {
+    const tl::bundle::Launch* l = dyn->variants()->Get(i)->launch();
+    ASSERT_EQ(l->vk_push()->size(), 1u);
+    EXPECT_EQ(l->vk_push()->Get(0)->param(), -1);
+    EXPECT_EQ(l->vk_push()->Get(0)->offset(), 0u);
+    EXPECT_EQ(l->vk_push()->Get(0)->size(), 12u);  // M, N, K as int32
+    EXPECT_EQ(l->vk_push_bytes(), 12u);
+    EXPECT_EQ(dyn->variants()->Get(i)->requires_()->push_constant_bytes(), 12u);
+  }
+  const tl::bundle::Variant* coop = dyn->variants()->Get(1);
+  EXPECT_EQ(coop->id()->str(), "vulkan.spirv1.3.coopmat");
+  EXPECT_EQ(coop->priority(), 2);
+  EXPECT_EQ(coop->requires_()->subgroup_size(), 32u);  // SMma's warps are subgroups
+  std::set<std::string> feats;
+  for (const auto* f : *coop->requires_()->features()) feats.insert(f->str());
+  EXPECT_TRUE(feats.count(kCoopmatToken)) << kCoopmatToken;
+  EXPECT_TRUE(feats.count("vk.feature.vulkanMemoryModel"));
+  std::string validated;
+  for (const auto* kv : *coop->build_attrs()) {
+    if (kv->key()->str() == "spirv.validated") validated = kv->value()->str();
+  }
+  if (!SpirvToolsKnowsKhrCooperativeMatrix()) {
+    EXPECT_NE(validated.find("not validated: SPIRV-Tools"), std::string::npos) << validated;
+  } else {
+    EXPECT_EQ(validated.find("not validated"), std::string::npos) << validated;
+  }
+}
+
+// Cooperative-matrix code only where the scheme fits: an f16 gemm gets
+// OpCooperativeMatrix* (and the Vulkan memory model), a bf16 gemm or the
+// SIMT-FMA lowering does not; without the option SMma stays UNIMPLEMENTED.
+TEST(Coopmat, EmittedOnlyForF16TensorCoreSteps) {
+  auto lower = [](const std::string& tir, gpu::GemmStrategy g) {
+    gpu::GpuLowerOptions lo;
+    lo.symbol_params = true;
+    lo.gemm = g;
+    return gpu::LowerToSimt(Parse(tir), lo);
+  };
+  const std::string f16 = Kernel("gemm_dyn");
+  StatusOr<gpu::SimtKernel> k = lower(f16, gpu::GemmStrategy::kMmaSync);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  SpirvOptions o;
+  o.symbols = {"M", "N", "K"};
+  StatusOr<SpirvModule> plain = EmitSpirv(*k, o);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), StatusCode::kUnimplemented) << plain.status().ToString();
+  o.cooperative_matrix = true;
+  StatusOr<SpirvModule> m = EmitSpirv(*k, o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_GT(m->cooperative_mma, 0);
+  std::set<uint32_t> ops;
+  for (size_t i = 5; i < m->words.size(); i += m->words[i] >> 16) ops.insert(m->words[i] & 0xFFFF);
+  for (uint32_t op : {khr::kOpTypeCooperativeMatrix, khr::kOpCooperativeMatrixLoad, khr::kOpCooperativeMatrixStore,
+                      khr::kOpCooperativeMatrixMulAdd}) {
+    EXPECT_TRUE(ops.count(op)) << "opcode " << op;
+  }
+  // Emulated: no cooperative-matrix opcode, a module Debian's spirv-val accepts.
+  o.cooperative_matrix_emulated = true;
+  StatusOr<SpirvModule> emu = EmitSpirv(*k, o);
+  ASSERT_TRUE(emu.ok()) << emu.status().ToString();
+  for (size_t i = 5; i < emu->words.size(); i += emu->words[i] >> 16) {
+    EXPECT_FALSE((emu->words[i] & 0xFFFF) >= khr::kOpTypeCooperativeMatrix &&
+                 (emu->words[i] & 0xFFFF) <= khr::kOpCooperativeMatrixLength);
+  }
+  // SIMT FMA: no SMma, nothing cooperative.
+  StatusOr<gpu::SimtKernel> fma = lower(f16, gpu::GemmStrategy::kSimtFma);
+  ASSERT_TRUE(fma.ok());
+  o.cooperative_matrix_emulated = false;
+  StatusOr<SpirvModule> none = EmitSpirv(*fma, o);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->cooperative_mma, 0);
 }
 
 }  // namespace

@@ -89,6 +89,8 @@ class Emitter {
     b_.Capability(spv::Capability::Shader);
     Scan(k_.body);
     if (!err_.empty()) return Fail();
+    if (!mma_.empty() && o_.cooperative_matrix) CoopSetup();
+    if (!err_.empty()) return Fail();
 
     // Tensors: storage buffers, binding k in parameter order.
     std::set<std::string> symbols(o_.symbols.begin(), o_.symbols.end());
@@ -134,6 +136,16 @@ class Emitter {
                  static_cast<uint32_t>(k_.block[2]));
     b_.Name(fn_, k_.name);
 
+    if (coop_) {
+      out.cooperative_mma = static_cast<int>(coop_mma_emitted_);
+      out.notes.push_back(
+          std::to_string(coop_mma_emitted_) + " tensor-core k-step statement(s) as VK_KHR_cooperative_matrix 16x8x16 (f16 A/B, f32 "
+          "accumulators; warp tile = the mma.sync accumulator layout, transposed: C^T = B^T A^T); accumulators " +
+          (coop_hoisted_ > 0 ? "kept in cooperative matrices across " + std::to_string(coop_hoisted_) +
+                                   " loop(s) and converted through Workgroup memory before and after each"
+                             : std::string("converted through Workgroup memory around every k-step")) +
+          (coop_unhoisted_ > 0 ? " (" + std::to_string(coop_unhoisted_) + " k-step statement(s) converted individually)" : ""));
+    }
     out.words = b_.Finish(kSpirv13);
     out.version_word = kSpirv13;
     if (o_.subgroup_shuffle && shuffle_reduces_ > 0) features_.insert("vk.subgroup.shuffle");
@@ -156,7 +168,15 @@ class Emitter {
 
  private:
   Status Fail() const {
-    return Status(StatusCode::kUnimplemented, "SPIR-V backend, kernel " + k_.name + ": " + err_);
+    return Status(err_code_, "SPIR-V backend, kernel " + k_.name + ": " + err_);
+  }
+  // The cooperative-matrix scheme does not fit this kernel (not a bug: the
+  // caller builds the other variants only).
+  void CoopUnfit(const std::string& why) {
+    if (err_.empty()) {
+      err_ = "cooperative matrix: " + why;
+      err_code_ = StatusCode::kFailedPrecondition;
+    }
   }
   void Error(const std::string& what) {
     if (err_.empty()) err_ = what;
@@ -273,6 +293,8 @@ class Emitter {
             } else if constexpr (std::is_same_v<T, gpu::SIf>) {
               Scan(n.then_body);
               Scan(n.else_body);
+            } else if constexpr (std::is_same_v<T, gpu::SMma>) {
+              mma_.push_back(&n);
             } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
               if (n.width < 1 || n.width > 64 || (n.width & (n.width - 1)) != 0) {
                 Error("LaneReduce of " + n.var + " has width " + std::to_string(n.width) +
@@ -510,7 +532,12 @@ class Emitter {
     if (b_.open()) b_.Branch(merge);
     L(merge);
   }
-  void Barrier() { b_.Op(spv::Op::OpControlBarrier, {CU32(kScopeWorkgroup), CU32(kScopeWorkgroup), CU32(kBarrierSemantics)}); }
+  void Barrier() { b_.Op(spv::Op::OpControlBarrier, {CU32(kScopeWorkgroup), CU32(kScopeWorkgroup), CU32(BarrierSemantics())}); }
+  // Under the Vulkan memory model (cooperative-matrix modules) barriers also
+  // make prior writes available and visible; plain modules keep GLSL450's.
+  uint32_t BarrierSemantics() const {
+    return coop_ && !emu_ ? kBarrierSemantics | khr::kSemanticsMakeAvailable | khr::kSemanticsMakeVisible : kBarrierSemantics;
+  }
 
   // ---- memory ------------------------------------------------------------------
   const BufInfo* Buf(const std::string& name) {
@@ -982,6 +1009,13 @@ class Emitter {
             LaneReduce(n);
           } else if constexpr (std::is_same_v<T, gpu::SComment>) {
             // nothing: SPIR-V carries no comments
+          } else if constexpr (std::is_same_v<T, gpu::SMma>) {
+            if (!coop_) {
+              Error("SIMT construct tl::gpu::SMma is not supported by the SPIR-V backend without the "
+                    "cooperative-matrix option");
+              return;
+            }
+            Mma(n);
           } else {
             Error("SIMT construct " + Demangle(typeid(T).name()) +
                   " is not supported by the SPIR-V backend (only let/var/assign/store/atomic_add/for/if/barrier/"
@@ -1038,6 +1072,27 @@ class Emitter {
   }
 
   void For(const gpu::SFor& n) {
+    // Cooperative-matrix accumulators live across the outermost loop that
+    // touches them only through SMma.
+    std::vector<std::string> hoist;
+    if (coop_) {
+      std::set<std::string> cs;
+      CollectMmaTargets(n.body, &cs);
+      for (const std::string& c : cs) {
+        if (!coop_acc_.count(c) && !TouchesOutsideMma(n.body, c) && UniformMmaShape(n.body, c)) hoist.push_back(c);
+      }
+      for (const std::string& c : hoist) {
+        const gpu::SMma* first = FirstMma(n.body, c);
+        CoopEnter(*first);
+        if (!err_.empty()) return;
+        ++coop_hoisted_;
+      }
+    }
+    ForLoop(n);
+    for (const std::string& c : hoist) CoopLeave(c);
+  }
+
+  void ForLoop(const gpu::SFor& n) {
     const Val start = E(n.start);
     if (!err_.empty()) return;
     const DType t = start.t;
@@ -1180,10 +1235,482 @@ class Emitter {
     L(merge);
   }
 
+  // ---- cooperative matrices (SMma, SpirvOptions::cooperative_matrix) ---------
+  // SMma's accumulator layout (simt_ir.h): warp w = wc * wm + wr (wm = R / 8)
+  // holds, for m-tile j and half h, the 8 rows r0 .. r0+8 with
+  // r0 = (2j+h) R + 8 wr (lane l: row r0 + l/4), and for n-tile n the 8
+  // columns c0 .. c0+8 with c0 = 8 (n C + wc) (lane l: c0 + 2 (l%4) + e). Its
+  // 8-row runs are contiguous, its 16-row m-tiles are not (the halves are R
+  // apart). So each accumulator tile is a block of the transposed product
+  //   C^T[c0 .. c0+16, r0 .. r0+8] (16 x 8, f32) += B^T (16 x 16) * A^T (16 x 8)
+  // in the 16x8x16 shape, with B^T and A^T loaded from the shared operands as
+  // column- or row-major matrices by their strides. With one warp column
+  // (C = 1) the 16 columns are the warp's n-tiles 2t and 2t+1 ("paired");
+  // with C > 1 a warp's n-tiles are 8 C apart, so the tile is n-tile t plus
+  // the next 8 columns, which belong to another warp: computed and dropped
+  // (twice the matrix work; their operand reads stay inside B's padded rows,
+  // a precondition). Conversions between those tiles and the registers go
+  // through a 512-byte Workgroup block per warp (column-major C^T = row-major
+  // C).
+  struct CoopAcc {
+    const gpu::SMma* shape = nullptr;
+    std::vector<uint32_t> vars;  // Function variables, index ((j * 2 + h) * CoopTiles + t)
+  };
+  static bool CoopPaired(const gpu::SMma& m) { return m.C == 1 && m.n_tiles % 2 == 0; }
+  static int64_t CoopTiles(const gpu::SMma& m) { return CoopPaired(m) ? m.n_tiles / 2 : m.n_tiles; }
+
+  void CoopSetup() {
+    auto shared_f16 = [&](const std::string& name, int64_t* elements) {
+      for (const gpu::SimtBuffer& sb : k_.buffers) {
+        if (sb.name == name) {
+          *elements = sb.elements;
+          return sb.space == gpu::Space::kShared && sb.dtype == DType::kF16;
+        }
+      }
+      return false;
+    };
+    auto aligned = [](int64_t stride) { return stride > 0 && (stride * 2) % 16 == 0; };
+    for (const gpu::SMma* m : mma_) {
+      if (m->kind != gpu::MmaKind::kF16) {
+        return CoopUnfit(std::string("k-steps of kind ") + gpu::MmaKindName(m->kind) +
+                         " (only f16 operands with f32 accumulators are emitted)");
+      }
+      int64_t a_elems = 0, b_elems = 0;
+      if (!shared_f16(m->a, &a_elems) || !shared_f16(m->b, &b_elems)) {
+        return CoopUnfit("operands " + m->a + ", " + m->b + " are not f16 shared buffers");
+      }
+      if (m->R % 8 != 0 || m->C < 1) return CoopUnfit("an accumulator layout with R = " + std::to_string(m->R));
+      const std::optional<int64_t> ab = ir::FoldInt(m->a_base), bb = ir::FoldInt(m->b_base);
+      if (!ab || !bb || *ab % 8 != 0 || *bb % 8 != 0) {
+        return CoopUnfit("operand base offsets not known multiples of 8 elements (16 bytes)");
+      }
+      const bool a_ok = (m->a_col_stride == 1 && aligned(m->a_row_stride)) ||
+                        (m->a_row_stride == 1 && aligned(m->a_col_stride));
+      const bool b_ok = (m->b_n_stride == 1 && aligned(m->b_k_stride)) ||
+                        (m->b_k_stride == 1 && aligned(m->b_n_stride));
+      if (!a_ok || !b_ok) {
+        return CoopUnfit("operand strides A (" + std::to_string(m->a_row_stride) + ", " +
+                         std::to_string(m->a_col_stride) + "), B (" + std::to_string(m->b_k_stride) + ", " +
+                         std::to_string(m->b_n_stride) +
+                         ") are not unit in one dim and a multiple of 16 bytes in the other");
+      }
+      if (!CoopPaired(*m)) {
+        // The 8 columns past each n-tile are read from B's row: they must be
+        // inside it (padding), and B must be row-major there.
+        const int64_t cols = m->n_tiles * m->C * 8;
+        if (m->b_n_stride != 1 || m->b_k_stride < cols + 8 ||
+            *bb + (b_elems / m->b_k_stride - 1) * m->b_k_stride + cols + 8 > b_elems) {
+          return CoopUnfit("a " + std::to_string(m->C) + "-column warp grid needs B row-major with 8 columns of "
+                           "padding (row stride " + std::to_string(m->b_k_stride) + " for " + std::to_string(cols) +
+                           " columns)");
+        }
+      }
+      (void)a_elems;
+    }
+    if (!atomic_bufs_.empty()) {
+      return CoopUnfit("atomic_add in the kernel (device-scope atomics under the Vulkan memory model need "
+                       "vulkanMemoryModelDeviceScope, which is not requested)");
+    }
+    if (k_.threads % 32 != 0) return CoopUnfit(std::to_string(k_.threads) + " threads (warps of 32 are needed)");
+    coop_ = true;
+    emu_ = o_.cooperative_matrix_emulated;
+    const uint32_t f16 = FloatT(16), f32 = F32(), sg = CU32(kScopeSubgroup);
+    if (emu_) {
+      // The real variant's requirements but the shape token (and no memory
+      // model in the module), so that it ranks above the subgroup variant as
+      // the real one does (selection counts feature tokens first).
+      Feature("vulkanMemoryModel");
+      // Matrices as Function arrays (row-major, every lane holds all of it).
+      coop_a_t_ = b_.TypeArray(f32, 256);
+      coop_b_t_ = b_.TypeArray(f32, 128);
+      coop_acc_t_ = b_.TypeArray(f32, 128);
+    } else {
+      b_.UseVulkanMemoryModel();
+      b_.CapabilityRaw(khr::kCapabilityCooperativeMatrix);
+      b_.Extension("SPV_KHR_cooperative_matrix");
+      features_.insert(kCoopmatToken);
+      Feature("vulkanMemoryModel");
+      coop_a_t_ = b_.TypeRaw(khr::kOpTypeCooperativeMatrix, {f16, sg, CU32(16), CU32(16), CU32(khr::kUseMatrixA)});
+      coop_b_t_ = b_.TypeRaw(khr::kOpTypeCooperativeMatrix, {f16, sg, CU32(16), CU32(8), CU32(khr::kUseMatrixB)});
+      coop_acc_t_ = b_.TypeRaw(khr::kOpTypeCooperativeMatrix, {f32, sg, CU32(16), CU32(8), CU32(khr::kUseAccumulator)});
+    }
+    const int64_t n = k_.threads / 32 * 128;
+    coop_scratch_ = b_.GlobalVariable(b_.TypePointer(SC::Workgroup, b_.TypeArray(f32, static_cast<uint32_t>(n))),
+                                      SC::Workgroup);
+    b_.Name(coop_scratch_, "tl_coopmat_scratch");
+    shared_bytes_ = (shared_bytes_ + 15) / 16 * 16 + n * 4;
+  }
+
+  static void CollectMmaTargets(const gpu::SBlock& body, std::set<std::string>* out) {
+    for (const gpu::SStmt& s : body) {
+      if (const auto* m = std::get_if<gpu::SMma>(&s.node)) out->insert(m->c);
+      if (const auto* f = std::get_if<gpu::SFor>(&s.node)) CollectMmaTargets(f->body, out);
+      if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
+        CollectMmaTargets(i->then_body, out);
+        CollectMmaTargets(i->else_body, out);
+      }
+    }
+  }
+  static const gpu::SMma* FirstMma(const gpu::SBlock& body, const std::string& c) {
+    for (const gpu::SStmt& s : body) {
+      const gpu::SMma* found = nullptr;
+      if (const auto* m = std::get_if<gpu::SMma>(&s.node)) found = m->c == c ? m : nullptr;
+      if (const auto* f = std::get_if<gpu::SFor>(&s.node)) found = FirstMma(f->body, c);
+      if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
+        found = FirstMma(i->then_body, c);
+        if (!found) found = FirstMma(i->else_body, c);
+      }
+      if (found) return found;
+    }
+    return nullptr;
+  }
+  // Every SMma on `c` in `body` has the accumulator shape of the first.
+  static bool UniformMmaShape(const gpu::SBlock& body, const std::string& c) {
+    const gpu::SMma* first = FirstMma(body, c);
+    bool same = first != nullptr;
+    std::function<void(const gpu::SBlock&)> walk = [&](const gpu::SBlock& b) {
+      for (const gpu::SStmt& s : b) {
+        if (const auto* m = std::get_if<gpu::SMma>(&s.node)) {
+          if (m->c == c && (m->m_tiles != first->m_tiles || m->n_tiles != first->n_tiles || m->R != first->R ||
+                            m->c_col_slots != first->c_col_slots || m->C != first->C)) {
+            same = false;
+          }
+        }
+        if (const auto* f = std::get_if<gpu::SFor>(&s.node)) walk(f->body);
+        if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
+          walk(i->then_body);
+          walk(i->else_body);
+        }
+      }
+    };
+    if (same) walk(body);
+    return same;
+  }
+  // Whether `body` reads or writes buffer `c` other than as an SMma accumulator.
+  static bool TouchesOutsideMma(const gpu::SBlock& body, const std::string& c) {
+    auto loads = [&](const Expr& e) {
+      bool found = false;
+      ir::WalkExpr(e, [&](const Expr& x) {
+        if (const auto* l = ir::As<ir::Load>(x)) found = found || l->buffer == c;
+      });
+      return found;
+    };
+    for (const gpu::SStmt& s : body) {
+      bool touches = std::visit(
+          [&](const auto& n) -> bool {
+            using T = std::decay_t<decltype(n)>;
+            if constexpr (std::is_same_v<T, gpu::SLet>) return loads(n.value);
+            if constexpr (std::is_same_v<T, gpu::SVar>) return n.init && loads(*n.init);
+            if constexpr (std::is_same_v<T, gpu::SAssign>) return loads(n.value);
+            if constexpr (std::is_same_v<T, gpu::SStore> || std::is_same_v<T, gpu::SAtomicAdd>) {
+              return n.buffer == c || loads(n.index) || loads(n.value);
+            }
+            if constexpr (std::is_same_v<T, gpu::SFor>) {
+              return loads(n.start) || loads(n.stop) || loads(n.step) || TouchesOutsideMma(n.body, c);
+            }
+            if constexpr (std::is_same_v<T, gpu::SIf>) {
+              return loads(n.cond) || TouchesOutsideMma(n.then_body, c) || TouchesOutsideMma(n.else_body, c);
+            }
+            if constexpr (std::is_same_v<T, gpu::SMma>) {
+              return n.a == c || n.b == c || loads(n.a_base) || loads(n.b_base) || loads(n.k0);
+            }
+            if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
+              return n.dst == c || n.src == c || loads(n.dst_index) || loads(n.src_index);
+            }
+            return false;
+          },
+          s.node);
+      if (touches) return true;
+    }
+    return false;
+  }
+
+  // OpControlBarrier(Subgroup, Subgroup): the lanes of a warp exchange an
+  // accumulator block through Workgroup memory.
+  void SubgroupBarrier() {
+    b_.Op(spv::Op::OpControlBarrier, {CU32(kScopeSubgroup), CU32(kScopeSubgroup),
+                                      CU32(0x8 | 0x100 | khr::kSemanticsMakeAvailable | khr::kSemanticsMakeVisible)});
+  }
+  uint32_t I32Op(spv::Op op, uint32_t a, uint32_t b) { return b_.OpR(op, I32(), {a, b}); }
+  uint32_t Warp() { return I32Op(spv::Op::OpShiftRightArithmetic, tid_, CI32(5)); }
+  uint32_t Lane() { return I32Op(spv::Op::OpBitwiseAnd, tid_, CI32(31)); }
+  uint32_t ScratchPtr(uint32_t index) {
+    return b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::Workgroup, F32()), {coop_scratch_, index});
+  }
+  // Moves the lanes' part of accumulator tile (j, h, t) between registers and
+  // the warp's Workgroup block: element (row l/4, column 8 dn + 2 (l%4) + e)
+  // of the 8 x 16 block at w * 128 + row * 16 + column; dn = 1 only for
+  // paired tiles (else those 8 columns are another warp's and stay as they
+  // are: garbage that only reaches the dropped part of the tile).
+  void CoopBlockRegs(const gpu::SMma& m, int64_t j, int64_t h, int64_t t, bool to_scratch) {
+    const BufInfo* c = Buf(m.c);
+    if (!c) return;
+    const BufInfo ci = *c;
+    const uint32_t lane = Lane();
+    const uint32_t base = I32Op(
+        spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, Warp(), CI32(128)),
+        I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, I32Op(spv::Op::OpShiftRightArithmetic, lane, CI32(2)), CI32(16)),
+              I32Op(spv::Op::OpIMul, I32Op(spv::Op::OpBitwiseAnd, lane, CI32(3)), CI32(2))));
+    const bool paired = CoopPaired(m);
+    for (int64_t dn = 0; dn < (paired ? 2 : 1); ++dn) {
+      const int64_t n = paired ? 2 * t + dn : t;
+      for (int64_t e = 0; e < 2; ++e) {
+        const int64_t slot = (2 * j + h) * m.c_col_slots + 2 * n + e;
+        const uint32_t reg = Chain(ci, CI32(static_cast<int32_t>(slot)));
+        const uint32_t at = ScratchPtr(I32Op(spv::Op::OpIAdd, base, CI32(static_cast<int32_t>(8 * dn + e))));
+        if (to_scratch) {
+          b_.Op(spv::Op::OpStore, {at, b_.OpR(spv::Op::OpLoad, F32(), {reg})});
+        } else {
+          b_.Op(spv::Op::OpStore, {reg, b_.OpR(spv::Op::OpLoad, F32(), {at})});
+        }
+      }
+    }
+  }
+  uint32_t CoopBlockPtr() { return ScratchPtr(I32Op(spv::Op::OpIMul, Warp(), CI32(128))); }
+
+  std::vector<uint32_t> CoopVars(const gpu::SMma& m) {
+    std::vector<uint32_t> vars;
+    for (int64_t i = 0; i < m.m_tiles * 2 * CoopTiles(m); ++i) {
+      vars.push_back(b_.FunctionVariable(b_.TypePointer(SC::Function, coop_acc_t_)));
+    }
+    return vars;
+  }
+  // Registers -> cooperative matrices (`vars`), or back.
+  void CoopConvert(const gpu::SMma& m, const std::vector<uint32_t>& vars, bool to_matrices) {
+    const int64_t tiles = CoopTiles(m);
+    for (int64_t j = 0; j < m.m_tiles; ++j) {
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t t = 0; t < tiles; ++t) {
+          const uint32_t var = vars[static_cast<size_t>((j * 2 + h) * tiles + t)];
+          if (to_matrices) {
+            CoopBlockRegs(m, j, h, t, true);
+            CoopSync();
+            AccFromScratch(var);
+            CoopSync();
+          } else {
+            AccToScratch(var);
+            CoopSync();
+            CoopBlockRegs(m, j, h, t, false);
+            CoopSync();
+          }
+        }
+      }
+    }
+  }
+  // One k-step on the cooperative matrices `vars`.
+  void CoopMulAdd(const gpu::SMma& m, const std::vector<uint32_t>& vars) {
+    const BufInfo* ab = Buf(m.a);
+    const BufInfo* bb = Buf(m.b);
+    if (!ab || !bb) return;
+    const BufInfo a = *ab, b = *bb;
+    const Val k0 = Convert(E(m.k0), DType::kI32);
+    if (!err_.empty()) return;
+    const int32_t a_base = static_cast<int32_t>(*ir::FoldInt(m.a_base));
+    const int32_t b_base = static_cast<int32_t>(*ir::FoldInt(m.b_base));
+    auto ci = [&](int64_t v) { return CI32(static_cast<int32_t>(v)); };
+    const int64_t tiles = CoopTiles(m);
+    const bool paired = CoopPaired(m);
+    const uint32_t warp = Warp();
+    const int64_t wm = m.R / 8;
+    const uint32_t wr = I32Op(spv::Op::OpSMod, warp, ci(wm));
+    const uint32_t wc = I32Op(spv::Op::OpSDiv, warp, ci(wm));
+    // B^T for each column tile t: columns c0 .. c0+16.
+    std::vector<uint32_t> bt;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const uint32_t c0 = paired ? ci(16 * t) : I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, wc, ci(8)), ci(8 * t * m.C));
+      uint32_t idx = 0, layout = 0, stride = 0;
+      if (m.b_n_stride == 1) {  // B rows contiguous: B^T column-major
+        idx = I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, k0.id, ci(m.b_k_stride)), c0),
+                    ci(b_base));
+        layout = khr::kLayoutColumnMajor;
+        stride = static_cast<uint32_t>(m.b_k_stride);
+      } else {  // B stored N x K (paired tiles only): B^T row-major
+        idx = I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIAdd, k0.id, I32Op(spv::Op::OpIMul, c0, ci(m.b_n_stride))),
+                    ci(b_base));
+        layout = khr::kLayoutRowMajor;
+        stride = static_cast<uint32_t>(m.b_n_stride);
+      }
+      bt.push_back(MatLoadOperand(true, b, idx, layout, stride));
+    }
+    const uint32_t wr8 = I32Op(spv::Op::OpIMul, wr, CI32(8));
+    for (int64_t j = 0; j < m.m_tiles; ++j) {
+      for (int64_t h = 0; h < 2; ++h) {
+        const uint32_t r0 = I32Op(spv::Op::OpIAdd, wr8, ci((2 * j + h) * m.R));
+        uint32_t idx = 0, layout = 0, stride = 0;
+        if (m.a_col_stride == 1) {  // A rows contiguous: A^T column-major
+          idx = I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, r0, ci(m.a_row_stride)), k0.id),
+                      ci(a_base));
+          layout = khr::kLayoutColumnMajor;
+          stride = static_cast<uint32_t>(m.a_row_stride);
+        } else {  // A stored K x M: A^T row-major
+          idx = I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIAdd, r0, I32Op(spv::Op::OpIMul, k0.id, ci(m.a_col_stride))),
+                      ci(a_base));
+          layout = khr::kLayoutRowMajor;
+          stride = static_cast<uint32_t>(m.a_col_stride);
+        }
+        const uint32_t at = MatLoadOperand(false, a, idx, layout, stride);
+        for (int64_t t = 0; t < tiles; ++t) {
+          MatMulAdd(bt[static_cast<size_t>(t)], at, vars[static_cast<size_t>((j * 2 + h) * tiles + t)]);
+        }
+      }
+    }
+  }
+
+  // ---- the four matrix primitives: cooperative-matrix instructions, or (with
+  // SpirvOptions::cooperative_matrix_emulated) plain loops over Function
+  // arrays that give the same results on any device, so the data movement
+  // around them is tested on lavapipe.
+  void CoopSync() {
+    if (emu_) {
+      Barrier();  // a "warp" of 32 threads is not a subgroup there
+    } else {
+      SubgroupBarrier();
+    }
+  }
+  // for (i = 0; i < count; ++i) body(i), as a structured loop.
+  void EmuFor(int64_t count, const std::function<void(uint32_t)>& body) {
+    const uint32_t i32 = I32();
+    const uint32_t var = b_.FunctionVariable(b_.TypePointer(SC::Function, i32));
+    b_.Op(spv::Op::OpStore, {var, CI32(0)});
+    const uint32_t header = b_.NewId(), cond_l = b_.NewId(), body_l = b_.NewId(), cont = b_.NewId(), merge = b_.NewId();
+    b_.Branch(header);
+    L(header);
+    b_.Op(spv::Op::OpLoopMerge, {merge, cont, 0});
+    b_.Branch(cond_l);
+    L(cond_l);
+    const uint32_t i = b_.OpR(spv::Op::OpLoad, i32, {var});
+    b_.BranchConditional(b_.OpR(spv::Op::OpSLessThan, Bool(), {i, CI32(static_cast<int32_t>(count))}), body_l, merge);
+    L(body_l);
+    body(i);
+    b_.Branch(cont);
+    L(cont);
+    b_.Op(spv::Op::OpStore, {var, I32Op(spv::Op::OpIAdd, b_.OpR(spv::Op::OpLoad, i32, {var}), CI32(1))});
+    b_.Branch(header);
+    L(merge);
+  }
+  uint32_t EmuElem(uint32_t var, uint32_t index) {
+    return b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::Function, F32()), {var, index});
+  }
+  // The B^T operand (is_a: MatrixA, 16 x 16) or A^T (MatrixB, 16 x 8) from
+  // shared memory at `idx` with `layout` and `stride`.
+  uint32_t MatLoadOperand(bool is_a, const BufInfo& mem, uint32_t idx, uint32_t layout, uint32_t stride) {
+    if (!emu_) {
+      return b_.OpRawR(khr::kOpCooperativeMatrixLoad, is_a ? coop_a_t_ : coop_b_t_,
+                       {Chain(mem, idx), CU32(layout), CU32(stride)});
+    }
+    const int64_t cols = is_a ? 16 : 8;
+    const uint32_t var = b_.FunctionVariable(b_.TypePointer(SC::Function, is_a ? coop_a_t_ : coop_b_t_));
+    EmuFor(16 * cols, [&](uint32_t e) {
+      const uint32_t r = I32Op(spv::Op::OpSDiv, e, CI32(static_cast<int32_t>(cols)));
+      const uint32_t c = I32Op(spv::Op::OpSMod, e, CI32(static_cast<int32_t>(cols)));
+      const uint32_t st = CI32(static_cast<int32_t>(stride));
+      const uint32_t off = layout == khr::kLayoutRowMajor ? I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, r, st), c)
+                                                          : I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, c, st), r);
+      const uint32_t raw = b_.OpR(spv::Op::OpLoad, mem.elem, {Chain(mem, I32Op(spv::Op::OpIAdd, idx, off))});
+      b_.Op(spv::Op::OpStore, {EmuElem(var, e), FromMemory(raw, mem).id});
+    });
+    return var;
+  }
+  // The accumulator `var` from / to the warp's Workgroup block (column-major,
+  // stride 16).
+  void AccFromScratch(uint32_t var) {
+    if (!emu_) {
+      const uint32_t acc = b_.OpRawR(khr::kOpCooperativeMatrixLoad, coop_acc_t_,
+                                     {CoopBlockPtr(), CU32(khr::kLayoutColumnMajor), CU32(16)});
+      b_.Op(spv::Op::OpStore, {var, acc});
+      return;
+    }
+    EmuFor(128, [&](uint32_t e) {
+      const uint32_t off = EmuAccOffset(e);
+      b_.Op(spv::Op::OpStore, {EmuElem(var, e), b_.OpR(spv::Op::OpLoad, F32(), {ScratchPtr(off)})});
+    });
+  }
+  void AccToScratch(uint32_t var) {
+    if (!emu_) {
+      const uint32_t acc = b_.OpR(spv::Op::OpLoad, coop_acc_t_, {var});
+      b_.OpRaw(khr::kOpCooperativeMatrixStore, {CoopBlockPtr(), acc, CU32(khr::kLayoutColumnMajor), CU32(16)});
+      return;
+    }
+    // Lane 0 of each warp writes (every lane holds the whole matrix).
+    const uint32_t lane0 = b_.OpR(spv::Op::OpIEqual, Bool(), {Lane(), CI32(0)});
+    IfThen(lane0, [&] {
+      EmuFor(128, [&](uint32_t e) {
+        b_.Op(spv::Op::OpStore, {ScratchPtr(EmuAccOffset(e)), b_.OpR(spv::Op::OpLoad, F32(), {EmuElem(var, e)})});
+      });
+    });
+  }
+  // Element e = i * 8 + r of a 16 x 8 accumulator, stored column-major with
+  // stride 16 in the warp's block: w * 128 + r * 16 + i.
+  uint32_t EmuAccOffset(uint32_t e) {
+    const uint32_t i = I32Op(spv::Op::OpSDiv, e, CI32(8)), r = I32Op(spv::Op::OpSMod, e, CI32(8));
+    return I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, Warp(), CI32(128)),
+                 I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, r, CI32(16)), i));
+  }
+  // acc (16 x 8) += a (16 x 16) * b (16 x 8).
+  void MatMulAdd(uint32_t a, uint32_t b, uint32_t var) {
+    if (!emu_) {
+      const uint32_t acc = b_.OpR(spv::Op::OpLoad, coop_acc_t_, {var});
+      b_.Op(spv::Op::OpStore, {var, b_.OpRawR(khr::kOpCooperativeMatrixMulAdd, coop_acc_t_, {a, b, acc})});
+      return;
+    }
+    const uint32_t f32 = F32();
+    EmuFor(128, [&](uint32_t e) {
+      const uint32_t i = I32Op(spv::Op::OpSDiv, e, CI32(8)), r = I32Op(spv::Op::OpSMod, e, CI32(8));
+      const uint32_t sum = b_.FunctionVariable(b_.TypePointer(SC::Function, f32));
+      b_.Op(spv::Op::OpStore, {sum, b_.OpR(spv::Op::OpLoad, f32, {EmuElem(var, e)})});
+      EmuFor(16, [&](uint32_t kk) {
+        const uint32_t x = b_.OpR(spv::Op::OpLoad, f32,
+                                  {EmuElem(a, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, i, CI32(16)), kk))});
+        const uint32_t y = b_.OpR(spv::Op::OpLoad, f32,
+                                  {EmuElem(b, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, kk, CI32(8)), r))});
+        const uint32_t acc = b_.OpR(spv::Op::OpLoad, f32, {sum});
+        b_.Op(spv::Op::OpStore, {sum, b_.OpR(spv::Op::OpFAdd, f32, {acc, b_.OpR(spv::Op::OpFMul, f32, {x, y})})});
+      });
+      b_.Op(spv::Op::OpStore, {EmuElem(var, e), b_.OpR(spv::Op::OpLoad, f32, {sum})});
+    });
+  }
+
+  void CoopEnter(const gpu::SMma& shape) {
+    CoopAcc acc;
+    acc.shape = &shape;
+    acc.vars = CoopVars(shape);
+    CoopConvert(shape, acc.vars, true);
+    coop_acc_[shape.c] = std::move(acc);
+  }
+  void CoopLeave(const std::string& c) {
+    auto it = coop_acc_.find(c);
+    if (it == coop_acc_.end()) return;
+    CoopConvert(*it->second.shape, it->second.vars, false);
+    coop_acc_.erase(it);
+  }
+
+  void Mma(const gpu::SMma& n) {
+    ++coop_mma_emitted_;
+    auto it = coop_acc_.find(n.c);
+    if (it != coop_acc_.end()) {
+      CoopMulAdd(n, it->second.vars);
+      return;
+    }
+    // Not inside a loop that keeps the accumulator: convert around this step.
+    ++coop_unhoisted_;
+    std::vector<uint32_t>& vars = coop_tmp_[n.c];
+    if (vars.empty()) vars = CoopVars(n);
+    CoopConvert(n, vars, true);
+    CoopMulAdd(n, vars);
+    CoopConvert(n, vars, false);
+  }
+
   const gpu::SimtKernel& k_;
   const SpirvOptions& o_;
   SpirvBuilder b_;
   std::string err_;
+  StatusCode err_code_ = StatusCode::kUnimplemented;
+  std::vector<const gpu::SMma*> mma_;
+  bool coop_ = false, emu_ = false;
+  uint32_t coop_a_t_ = 0, coop_b_t_ = 0, coop_acc_t_ = 0, coop_scratch_ = 0;
+  std::map<std::string, CoopAcc> coop_acc_;                 // accumulators kept in matrices (inside a loop)
+  std::map<std::string, std::vector<uint32_t>> coop_tmp_;   // matrices for steps converted one by one
+  int64_t coop_mma_emitted_ = 0, coop_hoisted_ = 0, coop_unhoisted_ = 0;
   std::set<std::string> features_;
   std::set<std::string> atomic_bufs_;
   std::map<std::string, BufInfo> bufs_;
@@ -1209,6 +1736,25 @@ StatusOr<SpirvModule> EmitSpirvUnchecked(const gpu::SimtKernel& k, const SpirvOp
 StatusOr<SpirvModule> EmitSpirv(const gpu::SimtKernel& k, const SpirvOptions& options) {
   StatusOr<SpirvModule> m = EmitSpirvUnchecked(k, options);
   if (!m.ok()) return m.status();
+  if (m->cooperative_mma > 0 && !options.cooperative_matrix_emulated) {
+    // Debian 12's SPIRV-Tools 2023.1 predates SPV_KHR_cooperative_matrix: its
+    // validator rejects the opcodes (compiler.spirv.Builder.
+    // CooperativeMatrixKhrNeedsNewerSpirvTools) and spirv-opt cannot parse
+    // them, so exactly these modules are neither validated nor optimized
+    // there (the driver compiles them as emitted). A SPIRV-Tools that knows
+    // the extension validates them (no spirv-opt: its passes are not needed
+    // by the driver and were the source of bugs for coopmat shaders elsewhere).
+    if (!SpirvToolsKnowsKhrCooperativeMatrix()) {
+      m->validation = "not validated: SPIRV-Tools " + SpirvToolsVersion() +
+                      " predates SPV_KHR_cooperative_matrix (not optimized either)";
+      return m;
+    }
+    Status v = ValidateSpirv(m->words, m->version_word, k.name);
+    if (!v.ok()) return v;
+    m->validation = "spirv-val (Vulkan 1.1 rules), not optimized (cooperative matrix)";
+    return m;
+  }
+  m->validation = options.optimize ? "spirv-val (Vulkan 1.1 rules), after spirv-opt -O" : "spirv-val (Vulkan 1.1 rules)";
   Status v = ValidateSpirv(m->words, m->version_word, k.name);
   if (!v.ok()) return v;
   if (options.optimize) {

@@ -285,7 +285,9 @@ void SpirvBuilder::BranchConditional(uint32_t cond, uint32_t t, uint32_t f) {
 std::vector<uint32_t> SpirvBuilder::Finish(uint32_t version_word) const {
   std::vector<uint32_t> m{spv::MagicNumber, version_word, 0, next_id_, 0};
   for (uint32_t c : capabilities_) Inst(m, U(spv::Op::OpCapability), {c});
-  for (const std::string& e : extensions_) {
+  std::set<std::string> extensions = extensions_;
+  if (vulkan_memory_model_ && version_word < 0x00010500) extensions.insert("SPV_KHR_vulkan_memory_model");
+  for (const std::string& e : extensions) {
     std::vector<uint32_t> ops;
     AppendString(ops, e);
     Inst(m, U(spv::Op::OpExtension), ops);
@@ -295,7 +297,9 @@ std::vector<uint32_t> SpirvBuilder::Finish(uint32_t version_word) const {
     AppendString(ops, "GLSL.std.450");
     Inst(m, U(spv::Op::OpExtInstImport), ops);
   }
-  Inst(m, U(spv::Op::OpMemoryModel), {W(spv::AddressingModel::Logical), W(spv::MemoryModel::GLSL450)});
+  Inst(m, U(spv::Op::OpMemoryModel), {W(spv::AddressingModel::Logical), vulkan_memory_model_
+                                                                           ? khr::kMemoryModelVulkan
+                                                                           : W(spv::MemoryModel::GLSL450)});
   for (const auto* section : {&entry_points_, &execution_modes_, &debug_, &annotations_, &globals_, &function_head_,
                               &function_vars_, &function_body_}) {
     m.insert(m.end(), section->begin(), section->end());

@@ -2,6 +2,7 @@
 #include "tilelang/codegen/spirv/spirv_bundle.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,6 +61,78 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
   for (const ir::Symbol& s : f.symbols) so.symbols.push_back(s.name);
 
   std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
+  // One variant from a module: `suffix` of its id, its priority, a required
+  // subgroup size (0: any).
+  auto add_variant = [&](const gpu::SimtKernel& kern, const SpirvModule& mod, const std::string& suffix, int priority,
+                         uint32_t subgroup_size) -> Status {
+    std::vector<uint8_t> bytes(mod.words.size() * 4);
+    for (size_t i = 0; i < mod.words.size(); ++i) {
+      for (int j = 0; j < 4; ++j) bytes[i * 4 + j] = static_cast<uint8_t>(mod.words[i] >> (8 * j));
+    }
+    auto v = std::make_unique<tl::bundle::VariantT>();
+    v->id = "vulkan." + VersionName(mod.version_word) + suffix;
+    v->backend = tl::bundle::Backend::VULKAN;
+    v->code_kind = tl::bundle::CodeKind::SPIRV;
+    v->priority = priority;
+    v->requires_ = std::make_unique<tl::bundle::RequirementsT>();
+    v->requires_->arch = VersionName(mod.version_word);
+    v->requires_->isa_version = mod.version_word;
+    v->requires_->min_driver = MinDriver(mod.version_word);
+    v->requires_->features = mod.features;
+    v->requires_->shared_bytes = static_cast<uint32_t>(mod.shared_bytes);
+    v->requires_->threads_per_block = static_cast<uint32_t>(mod.threads);
+    v->requires_->subgroup_size = subgroup_size;
+    v->requires_->push_constant_bytes = mod.push_bytes;
+    v->entry_point = mod.entry_point;
+    v->payload = writer.AddPayload(bytes);
+    v->launch = std::make_unique<tl::bundle::LaunchT>();
+    v->launch->block.assign(mod.block.begin(), mod.block.end());
+    for (size_t i = 0; i < 3; ++i) {
+      auto g = std::make_unique<tl::bundle::GridExprT>();
+      if (i < kern.grid.size()) {
+        StatusOr<std::vector<int64_t>> c = passes::CompileGridExpr(kern.grid[i], f);
+        if (!c.ok()) return c.status();
+        g->code = std::move(*c);
+      } else {
+        g->code = {0, 1};
+      }
+      v->launch->grid.push_back(std::move(g));
+    }
+    v->launch->static_shared_bytes = static_cast<uint32_t>(mod.shared_bytes);
+    for (size_t b = 0; b < mod.buffer_params.size(); ++b) {
+      auto vb = std::make_unique<tl::bundle::VkBindingT>();
+      vb->param = static_cast<uint16_t>(mod.buffer_params[b]);
+      vb->set = 0;
+      vb->binding = static_cast<uint32_t>(b);
+      vb->descriptor_type = 7;  // VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+      v->launch->vk_bindings.push_back(std::move(vb));
+    }
+    for (const PushRange& p : mod.push) {
+      auto r = std::make_unique<tl::bundle::VkPushRangeT>();
+      r->param = static_cast<int16_t>(p.param);
+      r->offset = p.offset;
+      r->size = p.size;
+      v->launch->vk_push.push_back(std::move(r));
+    }
+    v->launch->vk_push_bytes = mod.push_bytes;
+    v->build_attrs.push_back(KV("spirv.tools", SpirvToolsVersion()));
+    v->build_attrs.push_back(KV("spirv.validated", mod.validation));
+    std::vector<std::string> notes = kern.notes;
+    notes.insert(notes.end(), mod.notes.begin(), mod.notes.end());
+    for (size_t i = 0; i < notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), notes[i]));
+    std::sort(v->build_attrs.begin(), v->build_attrs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
+    out.push_back(std::move(v));
+    return Status::Ok();
+  };
+  auto check_budget = [&](const SpirvModule& mod) -> Status {
+    if (mod.shared_bytes <= options.shared_budget_bytes) return Status::Ok();
+    return Status(StatusCode::kResourceExhausted,
+                  passes::Where(f, f.loc,
+                                ("SPIR-V: needs " + std::to_string(mod.shared_bytes) +
+                                 " bytes of workgroup memory (lane-reduction scratch included), the budget is " +
+                                 std::to_string(options.shared_budget_bytes))
+                                    .c_str()));
+  };
   for (int pass = 0; pass < 2; ++pass) {
     so.subgroup_shuffle = pass == 1;
     StatusOr<SpirvModule> m = EmitSpirv(*k, so);
@@ -72,14 +145,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
       if (!options.subgroup_token.empty()) m->features.push_back(options.subgroup_token);
       std::sort(m->features.begin(), m->features.end());
     }
-    if (m->shared_bytes > options.shared_budget_bytes) {
-      return Status(StatusCode::kResourceExhausted,
-                    passes::Where(f, f.loc,
-                                  ("SPIR-V: needs " + std::to_string(m->shared_bytes) +
-                                   " bytes of workgroup memory (lane-reduction scratch included), the budget is " +
-                                   std::to_string(options.shared_budget_bytes))
-                                      .c_str()));
-    }
+    if (Status b = check_budget(*m); !b.ok()) return b;
     if (pass == 0 && !options.emit_source_dir.empty()) {
       std::filesystem::create_directories(options.emit_source_dir);
       std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".spvasm")) << DisassembleSpirv(m->words);
@@ -90,63 +156,42 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
                   " bytes workgroup memory");
     }
     if (pass == 0 && !options.plain_variant) continue;
-    std::vector<uint8_t> bytes(m->words.size() * 4);
-    for (size_t i = 0; i < m->words.size(); ++i) {
-      for (int j = 0; j < 4; ++j) bytes[i * 4 + j] = static_cast<uint8_t>(m->words[i] >> (8 * j));
-    }
-    auto v = std::make_unique<tl::bundle::VariantT>();
-    v->id = "vulkan." + VersionName(m->version_word) + (pass ? ".subgroup" : "");
-    v->backend = tl::bundle::Backend::VULKAN;
-    v->code_kind = tl::bundle::CodeKind::SPIRV;
-    v->priority = pass;
-    v->requires_ = std::make_unique<tl::bundle::RequirementsT>();
-    v->requires_->arch = VersionName(m->version_word);
-    v->requires_->isa_version = m->version_word;
-    v->requires_->min_driver = MinDriver(m->version_word);
-    v->requires_->features = m->features;
-    v->requires_->shared_bytes = static_cast<uint32_t>(m->shared_bytes);
-    v->requires_->threads_per_block = static_cast<uint32_t>(m->threads);
-    v->requires_->subgroup_size = 0;
-    v->requires_->push_constant_bytes = m->push_bytes;
-    v->entry_point = m->entry_point;
-    v->payload = writer.AddPayload(bytes);
-    v->launch = std::make_unique<tl::bundle::LaunchT>();
-    v->launch->block.assign(m->block.begin(), m->block.end());
-    for (size_t i = 0; i < 3; ++i) {
-      auto g = std::make_unique<tl::bundle::GridExprT>();
-      if (i < k->grid.size()) {
-        StatusOr<std::vector<int64_t>> c = passes::CompileGridExpr(k->grid[i], f);
-        if (!c.ok()) return c.status();
-        g->code = std::move(*c);
-      } else {
-        g->code = {0, 1};
+    if (Status s = add_variant(*k, *m, pass ? ".subgroup" : "", pass, 0); !s.ok()) return s;
+  }
+
+  // Tensor cores: the same function lowered with mma.sync-style k-steps,
+  // emitted as cooperative-matrix code (spirv_codegen.h). Kernels whose gemms
+  // do not become k-steps, or that the scheme does not fit, get no such
+  // variant (the log says why).
+  if (options.cooperative_matrix) {
+    gpu::GpuLowerOptions mo = lo;
+    mo.gemm = gpu::GemmStrategy::kMmaSync;
+    StatusOr<gpu::SimtKernel> mk = gpu::LowerToSimt(f, mo);
+    const std::string why = mk.ok() ? "" : "the tensor-core lowering failed: " + mk.status().message();
+    const char* env = getenv("TL_SPIRV_COOPMAT_EMULATED");
+    const bool emulated = options.cooperative_matrix_emulated || (env && std::string(env) == "1");
+    SpirvOptions co = so;
+    co.subgroup_shuffle = false;
+    co.cooperative_matrix = true;
+    co.cooperative_matrix_emulated = emulated;
+    StatusOr<SpirvModule> m = mk.ok() ? EmitSpirv(*mk, co) : StatusOr<SpirvModule>(mk.status());
+    if (m.ok() && m->cooperative_mma > 0 && check_budget(*m).ok()) {
+      if (options.log) {
+        options.log(f.name + " " + VersionName(m->version_word) + " coopmat: " + std::to_string(m->words.size() * 4) +
+                    " bytes, " + std::to_string(m->shared_bytes) + " bytes workgroup memory, " +
+                    std::to_string(m->cooperative_mma) + " k-step statement(s); " + m->validation);
       }
-      v->launch->grid.push_back(std::move(g));
+      if (Status s = add_variant(*mk, *m, emulated ? ".coopmat_emulated" : ".coopmat", 2, emulated ? 0 : 32); !s.ok()) {
+        return s;
+      }
+    } else if (m.ok() && m->cooperative_mma > 0) {
+      if (options.log) options.log(f.name + " coopmat: no variant: " + check_budget(*m).message());
+    } else if (!m.ok() && m.status().code() != StatusCode::kFailedPrecondition && mk.ok()) {
+      // A module a validator rejects is a compiler bug, as for the other variants.
+      return Status(m.status().code(), passes::Where(f, f.loc, ("SPIR-V (coopmat): " + m.status().message()).c_str()));
+    } else if (!m.ok() && options.log) {
+      options.log(f.name + " coopmat: no variant: " + (why.empty() ? m.status().message() : why));
     }
-    v->launch->static_shared_bytes = static_cast<uint32_t>(m->shared_bytes);
-    for (size_t b = 0; b < m->buffer_params.size(); ++b) {
-      auto vb = std::make_unique<tl::bundle::VkBindingT>();
-      vb->param = static_cast<uint16_t>(m->buffer_params[b]);
-      vb->set = 0;
-      vb->binding = static_cast<uint32_t>(b);
-      vb->descriptor_type = 7;  // VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-      v->launch->vk_bindings.push_back(std::move(vb));
-    }
-    for (const PushRange& p : m->push) {
-      auto r = std::make_unique<tl::bundle::VkPushRangeT>();
-      r->param = static_cast<int16_t>(p.param);
-      r->offset = p.offset;
-      r->size = p.size;
-      v->launch->vk_push.push_back(std::move(r));
-    }
-    v->launch->vk_push_bytes = m->push_bytes;
-    v->build_attrs.push_back(KV("spirv.tools", SpirvToolsVersion()));
-    v->build_attrs.push_back(KV("spirv.validated", "spirv-val (Vulkan 1.1 rules), after spirv-opt -O"));
-    std::vector<std::string> notes = k->notes;
-    notes.insert(notes.end(), m->notes.begin(), m->notes.end());
-    for (size_t i = 0; i < notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), notes[i]));
-    std::sort(v->build_attrs.begin(), v->build_attrs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
-    out.push_back(std::move(v));
   }
   return out;
 }

@@ -35,6 +35,13 @@ inline constexpr uint32_t kUseMatrixA = 0, kUseMatrixB = 1, kUseAccumulator = 2;
 inline constexpr uint32_t kLayoutRowMajor = 0, kLayoutColumnMajor = 1;
 // Cooperative Matrix Operands (MulAdd): signedness bits for integer matrices.
 inline constexpr uint32_t kOperandsNone = 0;
+// The Vulkan memory model, which SPV_KHR_cooperative_matrix requires in Shader
+// modules (SPV_KHR_vulkan_memory_model below SPIR-V 1.5): capability
+// VulkanMemoryModel, memory model Vulkan, and the availability/visibility
+// memory-semantics bits barriers then carry.
+inline constexpr uint32_t kCapabilityVulkanMemoryModel = 5345;
+inline constexpr uint32_t kMemoryModelVulkan = 3;
+inline constexpr uint32_t kSemanticsMakeAvailable = 0x2000, kSemanticsMakeVisible = 0x4000;
 }  // namespace khr
 
 class SpirvBuilder {
@@ -47,6 +54,12 @@ class SpirvBuilder {
   void Capability(spv::Capability c) { capabilities_.insert(static_cast<uint32_t>(c)); }
   void CapabilityRaw(uint32_t c) { capabilities_.insert(c); }
   void Extension(const std::string& name) { extensions_.insert(name); }
+  // OpMemoryModel Logical Vulkan (with its capability and, below SPIR-V 1.5,
+  // its extension) instead of GLSL450.
+  void UseVulkanMemoryModel() {
+    vulkan_memory_model_ = true;
+    CapabilityRaw(khr::kCapabilityVulkanMemoryModel);
+  }
   uint32_t ImportGlsl();  // "GLSL.std.450"
   void EntryPoint(uint32_t function, const std::string& name, const std::vector<uint32_t>& interface);
   void LocalSize(uint32_t function, uint32_t x, uint32_t y, uint32_t z);
@@ -118,6 +131,7 @@ class SpirvBuilder {
   std::set<uint32_t> capabilities_;
   std::set<std::string> extensions_;
   uint32_t glsl_ = 0;
+  bool vulkan_memory_model_ = false;
   std::vector<uint32_t> entry_points_, execution_modes_, debug_, annotations_, globals_;
   std::vector<uint32_t> function_head_, function_vars_, function_body_;
   std::map<std::vector<uint32_t>, uint32_t> types_;      // opcode + operands -> id

@@ -2,7 +2,10 @@
 // per kernel a plain SPIR-V 1.3 variant (lane reductions through workgroup
 // memory: any device, any subgroup size) and, when the kernel has lane
 // reductions, a "subgroup" variant that requires "vk.subgroup.shuffle" and
-// ranks above it (one more feature token).
+// ranks above it (one more feature token); and, when the kernel's T.gemm runs
+// as tensor-core k-steps (GemmStrategy::kMmaSync: f16 x f16 -> f32), a
+// "coopmat" variant (VK_KHR_cooperative_matrix 16x8x16) that requires
+// kCoopmatToken, vulkanMemoryModel and subgroup size 32, and ranks above both.
 #pragma once
 
 #include <functional>
@@ -27,6 +30,13 @@ struct SpirvBuildOptions {
   // that reports no vk.subgroup.* tokens still runs the shuffle path.
   bool plain_variant = true;
   std::string subgroup_token = "vk.subgroup.shuffle";
+  // Add the cooperative-matrix variant where the kernel's gemms fit it.
+  bool cooperative_matrix = true;
+  // Tests: emit that variant with the matrix instructions emulated
+  // (SpirvOptions::cooperative_matrix_emulated) as "vulkan.spirv1.3.coopmat_emulated",
+  // requiring nothing the plain variant does not, so lavapipe selects and runs
+  // it. Also on when $TL_SPIRV_COOPMAT_EMULATED=1 (tl-pack run by tests).
+  bool cooperative_matrix_emulated = false;
 };
 
 // Splits a --target list: "vulkan", "spirv" and "spirv1.3" name the SPIR-V
@@ -40,7 +50,7 @@ SplitSpirv SplitSpirvTargets(const std::string& list);
 
 // Lowers `f` (shape symbols become push constants), emits, validates and
 // optimizes; adds payloads to `writer`; returns the variants
-// ("vulkan.spirv1.3", "vulkan.spirv1.3.subgroup").
+// ("vulkan.spirv1.3", "vulkan.spirv1.3.subgroup", "vulkan.spirv1.3.coopmat").
 StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(const ir::Function& f,
                                                                                 const SpirvBuildOptions& options,
                                                                                 formats::BundleWriter& writer);

@@ -40,7 +40,28 @@ struct SpirvOptions {
   // Run spirv-opt (performance recipe) after validation; the result is
   // validated again.
   bool optimize = true;
+  // SMma (the lowering's GemmStrategy::kMmaSync k-steps) becomes
+  // VK_KHR_cooperative_matrix code: fp16 A/B, fp32 accumulators, shape
+  // 16x8x16 (M x N x K), see kCoopmatToken. Each warp's accumulator tiles are
+  // cooperative matrices across the outermost loop whose body touches the
+  // accumulator only through SMma, and go through Workgroup memory into the
+  // SIMT IR's register layout before and after it (so every epilogue works
+  // unchanged). Needs the Vulkan memory model. A kernel the scheme does not
+  // fit (other operand kinds, strides, atomics) fails with
+  // kFailedPrecondition "cooperative matrix: ..."; without this option SMma
+  // is UNIMPLEMENTED.
+  bool cooperative_matrix = false;
+  // Tests: the same code with every cooperative-matrix instruction replaced by
+  // plain loops over per-lane arrays (and workgroup barriers for the warp's
+  // exchanges), so that lavapipe runs it: checks the operand addressing, the
+  // transposition and the conversions against a reference. No coopmat
+  // capability, token or memory model; slow.
+  bool cooperative_matrix_emulated = false;
 };
+
+// The device token (runtime/README.md) of the cooperative-matrix shape the
+// SMma code uses: A 16x16 f16, B 16x8 f16, C/result 16x8 f32.
+inline constexpr const char* kCoopmatToken = "vk.coopmat.f16.f16.f32.f32.16x8x16";
 
 struct PushRange {
   int param = -1;  // function parameter index; -1 = the shape-symbol block
@@ -59,6 +80,11 @@ struct SpirvModule {
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t threads = 1;
   int lane_reduces = 0;                 // LaneReduce statements emitted
+  int cooperative_mma = 0;              // SMma statements emitted as cooperative-matrix code
+  // "spirv-val (Vulkan 1.1 rules), after spirv-opt -O", or why the module was
+  // not validated/optimized (cooperative-matrix modules with SPIRV-Tools that
+  // predate SPV_KHR_cooperative_matrix).
+  std::string validation;
   std::vector<std::string> notes;
 };
 
