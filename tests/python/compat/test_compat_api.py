@@ -309,11 +309,11 @@ def test_unsupported_upstream_names_say_which_feature():
     with pytest.raises(tilelang.TileLangNotImplementedError, match=r"unsupported feature: tvm.tirx.call_intrin \(TVM"):
         tvm.tirx.call_intrin("handle", 0)
     # upstream test files import such names at module level: the import works, the use fails
-    from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
+    from tilelang.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitterWithLadderTransform
     with pytest.raises(tilelang.TileLangNotImplementedError, match="unsupported feature: tilelang.cuda.intrinsics"):
-        TensorCoreIntrinEmitter(a_dtype="float16")
-    with pytest.raises(tilelang.TileLangNotImplementedError, match="TensorCoreIntrinEmitter"):
-        class Sub(TensorCoreIntrinEmitter):
+        TensorCoreIntrinEmitterWithLadderTransform(a_dtype="float16")
+    with pytest.raises(tilelang.TileLangNotImplementedError, match="TensorCoreIntrinEmitterWithLadderTransform"):
+        class Sub(TensorCoreIntrinEmitterWithLadderTransform):
             pass
 
 

@@ -1,4 +1,5 @@
-"""Hints that never change results: T.use_swizzle, T.annotate_layout; and T.sync_threads."""
+"""Hints that never change results: T.use_swizzle, T.annotate_layout (with T.Layout or
+make_swizzled_layout values); and T.sync_threads."""
 
 from .. import builder as _builder
 from .. import ir
@@ -32,6 +33,12 @@ def annotate_layout(layout_map):
 
 def sync_threads(barrier_id=None, arrive_count=None):
     _emit(ir.Sync())
+
+
+def Layout(shape, forward_fn=None, *args, **kwargs):  # noqa: N802 - upstream's name
+    """T.Layout(shape, forward_fn): a layout for T.annotate_layout; a hint like the others (the
+    compiler picks its own layouts), so forward_fn is not called."""
+    return ("layout", tuple(shape))
 
 
 def make_swizzled_layout(buffer, *args, **kwargs):
