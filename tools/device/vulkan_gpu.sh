@@ -31,6 +31,12 @@
 #        the same process                                                        -> $OUT/vulkan_bench.{log,json}
 #   then a summary (one line per step, the benchmark table). Exit status 0 when every step passed
 #   (skips count as failures: on the H200 everything must run).
+#   Expected on the H200 (NVIDIA 580.x, VK_KHR_cooperative_matrix): vulkan.gtest passed=24 skipped=0
+#   failed=0 (Vulkan.PipelineCachePersistsAcrossRuntimes and Vulkan.SeveralRuntimesInOneProcess
+#   included); vulkan.python 8 passed; conformance.vulkan 85 passed, none skipped (the torch DLPack
+#   case, and test_conformance_coopmat.py: the real cooperative-matrix variant chosen and checked
+#   against float64); the table: per tile config a row "vulkan.spirv1.3.coopmat" and a row
+#   "vulkan.spirv1.3" (plain, forced), "vs cuBLAS" ratios, and torch.matmul's TFLOP/s.
 #   `run-tests` (1-3) and `run-bench` (4) run parts alone. Tested here on lavapipe (no GPU):
 #     OUT=/tmp/o tools/device/vulkan_gpu.sh run-tests      (exit 1 only for the torch skip)
 #     OUT=/tmp/o TL_VK_BENCH_ARGS="--n 256 --iters 2 --reps 1" tools/device/vulkan_gpu.sh run-bench
