@@ -105,3 +105,38 @@ def encode(value, dtype):
 def storage_load(obj):
     """The u8 Load behind a decoded fp8 load, else obj."""
     return getattr(obj, "_fp8_load", obj)
+
+
+def _numpy_table(dtype):
+    """float64 value of each of the 256 patterns (NaN where the format has NaN)."""
+    import numpy as np
+    ebits, mbits, bias, _, has_inf = _format(dtype)
+    b = np.arange(256)
+    s, e, m = b >> 7, (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
+    v = np.where(e == 0, m * 2.0 ** (1 - bias - mbits), ((1 << mbits) + m) * 2.0 ** (e - bias - mbits))
+    top = (1 << ebits) - 1
+    if has_inf:
+        v = np.where(e == top, np.where(m == 0, np.inf, np.nan), v)
+    else:
+        v = np.where((e == top) & (m == (1 << mbits) - 1), np.nan, v)
+    return np.where(s == 1, -v, v)
+
+
+def decode_numpy(bits, dtype):
+    """float32 array of fp8 bit patterns (numpy has no fp8 dtype)."""
+    import numpy as np
+    return _numpy_table(dtype)[np.asarray(bits, np.uint8).astype(np.int64)].astype(np.float32)
+
+
+def encode_numpy(x, dtype):
+    """uint8 fp8 patterns of an array, as the kernels' stores round (nearest even, saturating, NaN 0x7F)."""
+    import numpy as np
+    max_bits = _format(dtype)[3]
+    pos = _numpy_table(dtype)[:max_bits + 1]  # increasing, finite, patterns 0..max_bits
+    a = np.minimum(np.abs(np.asarray(x, np.float64)), pos[-1])
+    hi = np.clip(np.searchsorted(pos, a), 0, max_bits)
+    lo = np.clip(hi - 1, 0, max_bits)
+    d_lo, d_hi = a - pos[lo], pos[hi] - a
+    pick = np.where(pos[hi] == a, hi, np.where((d_lo < d_hi) | ((d_lo == d_hi) & (lo % 2 == 0)), lo, hi))
+    bits = pick.astype(np.int64) | np.where(np.asarray(x) < 0, 0x80, 0)
+    return np.where(np.isnan(x), NAN_BITS, bits).astype(np.uint8)

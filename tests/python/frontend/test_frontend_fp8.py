@@ -161,3 +161,36 @@ def test_cast_to_fp8_is_the_rounded_value(dtype):
     nonzero = ~np.isnan(want) & (want != 0)
     np.testing.assert_array_equal(y[nonzero], want[nonzero])
     assert np.all(y[want == 0] == 0)  # (a zero's sign is not kept)
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_numpy_helpers_match_the_kernels(dtype):
+    from tilelang.fp8 import decode_numpy, encode_numpy
+    x = interesting_floats(dtype, np.random.default_rng(24))
+    q, y = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")(x)
+    zero = x == 0
+    np.testing.assert_array_equal(encode_numpy(x, dtype)[~zero], q[~zero])
+    np.testing.assert_array_equal(decode_numpy(q, dtype), y)
+
+
+def scale_fp8(n):
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float8_e4m3fn), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                Y[bx * 64 + i] = X[bx * 64 + i] * 2.0
+    return main
+
+
+def test_profiler_supplies_fp8_inputs_as_rounded_floats():
+    from tilelang.fp8 import decode_numpy
+    kernel = tilelang.compile(scale_fp8(256), out_idx=[1], target="cpu")
+    profiler = kernel.get_profiler(tilelang.TensorSupplyType.Uniform)
+    seen = []
+
+    def ref(x):  # numpy callers see fp8 as its bit patterns
+        seen.append(decode_numpy(x, "float8_e4m3fn"))
+        return seen[-1].astype(np.float64) * 2
+    profiler.assert_allclose(ref, atol=0, rtol=0)
+    values = seen[0]
+    assert values.min() >= -1 and values.max() <= 1 and len(np.unique(values)) > 50  # uniform(-1, 1), rounded

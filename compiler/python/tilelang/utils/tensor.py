@@ -82,6 +82,15 @@ def get_tensor_supply(supply_type=TensorSupplyType.Auto, device=None):
         from ..kernel import NUMPY_DTYPE, TORCH_DTYPE
         shape = list(shape)
         ir = param.dtype.ir
+        if param.dtype.kind == "q":  # fp8: float values rounded to the format (torch fp8 / numpy bit patterns)
+            data = np.asarray(values("f", shape, np.random.default_rng(np.random.randint(0, 2**31))), np.float32)
+            if device is None:
+                from ..fp8 import encode_numpy
+                return encode_numpy(data, param.dtype)
+            torch = torch_or_none()
+            if torch is None:
+                raise TileLangError("torch tensors were asked for but torch is not importable")
+            return torch.from_numpy(data).to(device=device).to(getattr(torch, str(param.dtype))).contiguous()
         if ir not in NUMPY_DTYPE:
             raise TileLangError(f"{param.name}: cannot generate a tensor of dtype {param.dtype}")
         data = values(_kind(ir), shape, np.random.default_rng(np.random.randint(0, 2**31)))
