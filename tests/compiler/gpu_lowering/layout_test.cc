@@ -6,6 +6,7 @@
 
 #include "tilelang/lowering/gpu/layout.h"
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/lowering/gpu/swizzle.h"
 #include "tilelang/passes/passes.h"
 
 namespace {
@@ -381,3 +382,28 @@ func @f(X: tensor[256, 256] f32) {
 }
 
 }  // namespace
+
+// The Hopper swizzle contract (swizzle.h): within an atom the swizzle is a
+// permutation of whole 16-byte chunks, an involution, the identity on a row
+// whose (address / 128) % 2^b is 0, and the 128B pattern moves chunk c of
+// 128-byte row r to chunk c ^ (r % 8), the pattern TMA's SWIZZLE_128B writes.
+TEST(Layout, HopperSwizzleIsAChunkPermutation) {
+  using tl::gpu::SmemSwizzle;
+  for (SmemSwizzle s : {SmemSwizzle::kNone, SmemSwizzle::k32B, SmemSwizzle::k64B, SmemSwizzle::k128B}) {
+    const int64_t atom = tl::gpu::SwizzleAtomBytes(s);
+    std::set<int64_t> images;
+    for (int64_t o = 0; o < 2 * atom; ++o) {
+      const int64_t p = tl::gpu::SwizzleOffset(s, o);
+      EXPECT_EQ(p % 16, o % 16) << tl::gpu::SwizzleName(s) << " keeps bytes inside their chunk";
+      EXPECT_EQ(p / atom, o / atom) << tl::gpu::SwizzleName(s) << " stays inside its atom";
+      EXPECT_EQ(tl::gpu::SwizzleOffset(s, p), o) << tl::gpu::SwizzleName(s) << " is an involution";
+      images.insert(p);
+    }
+    EXPECT_EQ(static_cast<int64_t>(images.size()), 2 * atom) << tl::gpu::SwizzleName(s);
+  }
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t c = 0; c < 8; ++c)
+      EXPECT_EQ(tl::gpu::SwizzleOffset(SmemSwizzle::k128B, r * 128 + c * 16 + 3), r * 128 + ((c ^ (r % 8)) * 16) + 3);
+  // 64B: rows of 64 bytes, two per 128-byte line; chunk bits [4,6) ^= line % 4.
+  EXPECT_EQ(tl::gpu::SwizzleOffset(SmemSwizzle::k64B, 5 * 64 + 16), 5 * 64 + ((1 ^ 2) * 16));
+}
