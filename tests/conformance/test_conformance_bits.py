@@ -1,44 +1,19 @@
 """Conformance: fp8 buffers (nearest-even, saturating, NaN), T.reinterpret dequantization (fp4 and int4
 GEMMs as upstream's dequantize examples write them) and a partial copy out of a gemm accumulator,
-on every target, against float64 numpy models."""
+on every target, against float64 numpy models (fp8: tilelang.fp8's encode_numpy / decode_numpy)."""
 
 import numpy as np
 import pytest
 
 import tlc_util
 import tlc_kernels_bits as KB
-
-FORMATS = {"float8_e4m3fn": (4, 3, 7, 0x7E), "float8_e5m2": (5, 2, 15, 0x7B)}
+from tilelang.fp8 import FORMATS, decode_numpy, encode_numpy
 
 
 def fp8_table(dtype):
-    ebits, mbits, bias, _ = FORMATS[dtype]
-    b = np.arange(256)
-    s, e, m = b >> 7, (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
-    v = np.where(e == 0, m * 2.0 ** (1 - bias - mbits), ((1 << mbits) + m) * 2.0 ** (e - bias - mbits))
-    top = (1 << ebits) - 1
-    if dtype == "float8_e5m2":
-        v = np.where(e == top, np.where(m == 0, np.inf, np.nan), v)
-    else:
-        v = np.where((e == top) & (m == (1 << mbits) - 1), np.nan, v)
-    return np.where(s == 1, -v, v)
-
-
-def fp8_encode(x, dtype):
-    """Nearest finite pattern, ties to even, saturating; NaN -> 0x7F (float64 model)."""
-    pos = fp8_table(dtype)[:FORMATS[dtype][3] + 1]
-    out = np.empty(x.shape, np.uint8)
-    for n, v in enumerate(np.asarray(x, np.float64).ravel()):
-        if np.isnan(v):
-            out.flat[n] = 0x7F
-            continue
-        a = min(abs(v), pos[-1])
-        i = int(np.searchsorted(pos, a))
-        if pos[i] != a:
-            lo = i - 1
-            i = lo if a - pos[lo] < pos[i] - a or (a - pos[lo] == pos[i] - a and lo % 2 == 0) else i
-        out.flat[n] = i | (0x80 if v < 0 else 0)
-    return out
+    """float64 value of each of the 256 patterns (tilelang.fp8's model, checked on its own in
+    tests/python/frontend/test_frontend_fp8.py)."""
+    return decode_numpy(np.arange(256), dtype).astype(np.float64)
 
 
 @pytest.mark.parametrize("dtype", list(FORMATS))
@@ -52,7 +27,7 @@ def test_fp8_stores_and_loads(target, rng, dtype):
     x[x == 0] = 1.0  # the sign of a zero is not kept; compare nonzero values
     kernel = tlc_util.compile(KB.fp8_roundtrip(len(x), dtype), out_idx=[1, 2], target=target)
     q, y = kernel(x)
-    np.testing.assert_array_equal(np.asarray(q), fp8_encode(x, dtype))
+    np.testing.assert_array_equal(np.asarray(q), encode_numpy(x, dtype))
     want = fp8_table(dtype)[np.asarray(q).astype(np.int64)]
     y = np.asarray(y, np.float64)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
@@ -67,7 +42,7 @@ def test_per_token_cast_to_fp8(target, rng):
     amax = np.maximum(np.abs(x64.reshape(M, 2, 128)).max(-1), 1e-4)
     tlc_util.assert_close(s, amax / 448.0, rtol=1e-6, atol=0)
     y = np.clip(x.reshape(M, 2, 128) / np.asarray(s, np.float32)[..., None], -448.0, 448.0).astype(np.float32)
-    np.testing.assert_array_equal(np.asarray(q), fp8_encode(y.reshape(M, N), "float8_e4m3fn"))
+    np.testing.assert_array_equal(np.asarray(q), encode_numpy(y.reshape(M, N), "float8_e4m3fn"))
 
 
 def test_reinterpret_every_16_bit_pattern_as_float16(target):

@@ -1,6 +1,7 @@
 """float8_e4m3fn / float8_e5m2 buffers (fp8.py): u8 bit patterns in Tile IR, decoded at loads and
 encoded at stores (round to nearest even, saturating as upstream's CUDA casts, NaN kept).
-Checked on the CPU against a float64 numpy model of the formats."""
+Checked on the CPU against the frontend's numpy model of the formats (tilelang.fp8.encode_numpy /
+decode_numpy), which is itself checked against IEEE binary16 decodings of every pattern."""
 
 import numpy as np
 import pytest
@@ -10,41 +11,28 @@ import tilelang
 import tilelang.language as T
 from tilelang.dtypes import canonical
 from tilelang.errors import display_path
+from tilelang.fp8 import FORMATS, decode_numpy, encode_numpy
 
 THIS = display_path(__file__)
-FORMATS = {"float8_e4m3fn": (4, 3, 7, 0x7E), "float8_e5m2": (5, 2, 15, 0x7B)}
 
 
 def table(dtype):
-    """float64 value of each of the 256 patterns."""
-    ebits, mbits, bias, _ = FORMATS[dtype]
-    b = np.arange(256)
-    s, e, m = b >> 7, (b >> mbits) & ((1 << ebits) - 1), b & ((1 << mbits) - 1)
-    v = np.where(e == 0, m * 2.0 ** (1 - bias - mbits), ((1 << mbits) + m) * 2.0 ** (e - bias - mbits))
-    top = (1 << ebits) - 1
+    """float64 value of each of the 256 patterns (the frontend's numpy model, tilelang.fp8)."""
+    return decode_numpy(np.arange(256), dtype).astype(np.float64)
+
+
+def half_model(dtype):
+    """An independent model of the formats' 256 patterns: each one moved bit field by bit field into an
+    IEEE binary16 pattern that numpy decodes (e5m2 is binary16's upper byte; e4m3fn's normals get
+    their exponent rebiased by 8, its subnormals are m * 2^-9, and only S.1111.111 is NaN)."""
+    b = np.arange(256, dtype=np.uint16)
     if dtype == "float8_e5m2":
-        v = np.where(e == top, np.where(m == 0, np.inf, np.nan), v)
-    else:
-        v = np.where((e == top) & (m == (1 << mbits) - 1), np.nan, v)
+        return (b << 8).view(np.float16).astype(np.float64)
+    s, e, m = b >> 7, (b >> 3) & 15, b & 7
+    v = ((e + 8) << 10 | m << 7).view(np.float16).astype(np.float64)
+    v = np.where(e == 0, m * 2.0 ** -9, v)
+    v = np.where((e == 15) & (m == 7), np.nan, v)
     return np.where(s == 1, -v, v)
-
-
-def ref_encode(x, dtype):
-    """Pattern of float32 x: nearest finite value, ties to the even pattern, saturating; NaN -> 0x7F."""
-    max_bits = FORMATS[dtype][3]
-    pos = table(dtype)[:max_bits + 1]
-    out = np.empty(x.shape, np.uint8)
-    for n, v in enumerate(x.astype(np.float64).ravel()):
-        if np.isnan(v):
-            out.flat[n] = 0x7F
-            continue
-        a = min(abs(v), pos[-1])
-        i = int(np.searchsorted(pos, a))
-        if pos[i] != a:
-            lo, hi = i - 1, i
-            i = lo if a - pos[lo] < pos[hi] - a or (a - pos[lo] == pos[hi] - a and lo % 2 == 0) else hi
-        out.flat[n] = i | (0x80 if v < 0 else 0)
-    return out
 
 
 def roundtrip(n, dtype):
@@ -76,13 +64,24 @@ def test_stores_round_to_nearest_even_and_saturate_loads_decode_exactly(dtype):
     x = interesting_floats(dtype, np.random.default_rng(21))
     kernel = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")
     q, y = kernel(x)
-    want = ref_encode(x, dtype)
+    want = encode_numpy(x, dtype)
     zero = (x == 0) | (np.abs(x) < 1e-20)
     np.testing.assert_array_equal(q[~zero], want[~zero])
     assert np.all(q[zero] & 0x7F == 0)  # +-0 (the sign of a zero is not kept)
     decoded = table(dtype)[q.astype(np.int64)]
     np.testing.assert_array_equal(np.isnan(y), np.isnan(decoded))
     np.testing.assert_array_equal(y[~np.isnan(y)], decoded[~np.isnan(decoded)])
+
+
+@pytest.mark.parametrize("dtype", list(FORMATS))
+def test_numpy_model_decodes_every_pattern_as_ieee_half_does(dtype):
+    # The references above are tilelang.fp8's numpy model; this pins the model to the formats
+    # themselves, independently of its tables.
+    got, want = table(dtype), half_model(dtype)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    largest = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}[dtype]
+    assert got[FORMATS[dtype][3]] == largest == np.nanmax(got[np.isfinite(got)])
 
 
 @tilelang.jit(target="cpu")
@@ -115,7 +114,7 @@ def test_upstream_style_per_token_cast_matches_numpy():
     want_s = np.maximum(np.abs(x.astype(np.float64)).max(1), 1e-4) / 448.0
     np.testing.assert_allclose(s, want_s, rtol=1e-6)
     y = np.clip(x / s[:, None], -448.0, 448.0).astype(np.float32)
-    np.testing.assert_array_equal(q, ref_encode(y, "float8_e4m3fn"))
+    np.testing.assert_array_equal(q, encode_numpy(y, "float8_e4m3fn"))
     # dequantized, the values are within fp8's half-ulp of the input
     back = table("float8_e4m3fn")[q.astype(np.int64)] * s[:, None]
     np.testing.assert_allclose(back, x, rtol=2.0 ** -4, atol=s.max() * 2.0 ** -9)
@@ -156,7 +155,7 @@ def cast_values(n, dtype):
 def test_cast_to_fp8_is_the_rounded_value(dtype):
     x = interesting_floats(dtype, np.random.default_rng(23))
     y = tilelang.compile(cast_values(len(x), dtype), out_idx=[1], target="cpu")(x)
-    want = table(dtype)[ref_encode(x, dtype).astype(np.int64)]
+    want = table(dtype)[encode_numpy(x, dtype).astype(np.int64)]
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     nonzero = ~np.isnan(want) & (want != 0)
     np.testing.assert_array_equal(y[nonzero], want[nonzero])
@@ -165,7 +164,6 @@ def test_cast_to_fp8_is_the_rounded_value(dtype):
 
 @pytest.mark.parametrize("dtype", list(FORMATS))
 def test_numpy_helpers_match_the_kernels(dtype):
-    from tilelang.fp8 import decode_numpy, encode_numpy
     x = interesting_floats(dtype, np.random.default_rng(24))
     q, y = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")(x)
     zero = x == 0
@@ -183,7 +181,6 @@ def scale_fp8(n):
 
 
 def test_profiler_supplies_fp8_inputs_as_rounded_floats():
-    from tilelang.fp8 import decode_numpy
     kernel = tilelang.compile(scale_fp8(256), out_idx=[1], target="cpu")
     profiler = kernel.get_profiler(tilelang.TensorSupplyType.Uniform)
     seen = []
