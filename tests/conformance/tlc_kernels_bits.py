@@ -55,8 +55,8 @@ def u16_to_f16(n):
     return main
 
 
-def _u8_to_f4_to_f16(val, pos):
-    # upstream's example_dequant_gemm_fp4_hopper._tir_u8_to_f4_to_f16
+def _u8_to_f4_to_f16(val, pos):  # upstream's example_dequant_gemm_fp4_hopper._tir_u8_to_f4_to_f16
+    assert val.dtype == T.uint8  # a loaded byte keeps its dtype (the shifts below widen it to u16)
     f4 = (val >> (pos.astype(T.uint16) * tirx.const(4, T.uint16))) & tirx.const(15, T.uint16)
     s = f4 >> tirx.const(3, T.uint16)
     e_f16 = ((f4 & tirx.const(6, T.uint16)) >> tirx.const(1, T.uint16)) + tirx.const(14, T.uint16)

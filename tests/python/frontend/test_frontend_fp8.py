@@ -14,6 +14,7 @@ from tilelang.errors import display_path
 from tilelang.fp8 import FORMATS, decode_numpy, encode_numpy
 
 THIS = display_path(__file__)
+KB = fe_util.load(fe_util.REPO / "tests" / "conformance" / "tlc_kernels_bits.py")  # fp8_roundtrip
 
 
 def table(dtype):
@@ -35,19 +36,6 @@ def half_model(dtype):
     return np.where(s == 1, -v, v)
 
 
-def roundtrip(n, dtype):
-    @T.prim_func
-    def main(X: T.Tensor((n,), "float32"), Q: T.Tensor((n,), dtype), Y: T.Tensor((n,), "float32")):
-        with T.Kernel(T.ceildiv(n, 128), threads=128) as bx:
-            q = T.alloc_fragment((128,), dtype)
-            for i in T.Parallel(128):
-                q[i] = X[bx * 128 + i]        # encode at the store
-            T.copy(q, Q[bx * 128])            # fp8 -> fp8: bytes
-            for i in T.Parallel(128):
-                Y[bx * 128 + i] = Q[bx * 128 + i] * 1.0  # decode at the load
-    return main
-
-
 def interesting_floats(dtype, rng):
     vals = table(dtype)
     finite = vals[np.isfinite(vals)]
@@ -62,7 +50,7 @@ def interesting_floats(dtype, rng):
 @pytest.mark.parametrize("dtype", list(FORMATS))
 def test_stores_round_to_nearest_even_and_saturate_loads_decode_exactly(dtype):
     x = interesting_floats(dtype, np.random.default_rng(21))
-    kernel = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")
+    kernel = tilelang.compile(KB.fp8_roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")
     q, y = kernel(x)
     want = encode_numpy(x, dtype)
     zero = (x == 0) | (np.abs(x) < 1e-20)
@@ -165,7 +153,7 @@ def test_cast_to_fp8_is_the_rounded_value(dtype):
 @pytest.mark.parametrize("dtype", list(FORMATS))
 def test_numpy_helpers_match_the_kernels(dtype):
     x = interesting_floats(dtype, np.random.default_rng(24))
-    q, y = tilelang.compile(roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")(x)
+    q, y = tilelang.compile(KB.fp8_roundtrip(len(x), dtype), out_idx=[1, 2], target="cpu")(x)
     zero = x == 0
     np.testing.assert_array_equal(encode_numpy(x, dtype)[~zero], q[~zero])
     np.testing.assert_array_equal(decode_numpy(q, dtype), y)

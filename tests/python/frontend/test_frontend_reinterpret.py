@@ -8,51 +8,10 @@ import fe_util
 import tilelang
 import tilelang.language as T
 from tilelang.errors import display_path
-from tvm import tirx  # as upstream's examples import it (our stand-in when no TVM is installed)
 
 THIS = display_path(__file__)
-
-
-def _u8_to_f4_to_f16(val, pos):
-    # upstream's example_dequant_gemm_fp4_hopper._tir_u8_to_f4_to_f16, unchanged in substance
-    assert val.dtype == T.uint8
-    mask = tirx.const(15, T.uint16)
-    f4 = (val >> (pos.astype(T.uint16) * tirx.const(4, T.uint16))) & mask
-    s = f4 >> tirx.const(3, T.uint16)
-    e_f16 = ((f4 & tirx.const(6, T.uint16)) >> tirx.const(1, T.uint16)) + tirx.const(14, T.uint16)
-    m_f16 = f4 & tirx.const(1, T.uint16)
-    return tirx.reinterpret(
-        T.float16,
-        ((e_f16 | (s << tirx.const(5, T.uint16))) << tirx.const(10, T.uint16) | m_f16 << tirx.const(9, T.uint16)).astype(
-            T.uint16))
-
-
-def _u8_to_i4_to_i8(val, pos):
-    # upstream's example_dequant_gemm_w4a8._tir_u8_to_i4_to_i8
-    i4 = (val >> (pos.astype(T.uint8) * tirx.const(4, T.uint8))) & tirx.const(15, T.uint8)
-    return tirx.reinterpret(T.int8, i4 << tirx.const(4, T.uint8)) >> tirx.const(4, T.int8)
-
-
-def dequant_gemm(M, N, K, convert, in_dtype, accum_dtype, bm=32, bn=32, bk=64):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), in_dtype), B: T.Tensor((N, K // 2), T.uint8), Ct: T.Tensor((N, M), accum_dtype)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), in_dtype)
-            B_s = T.alloc_shared((bn, bk // 2), T.uint8)
-            B_l = T.alloc_fragment((bn, bk // 2), T.uint8)
-            B_dq = T.alloc_fragment((bn, bk), in_dtype)
-            C_l = T.alloc_fragment((bn, bm), accum_dtype)
-            T.annotate_layout({B_s: tilelang.layout.make_swizzled_layout(B_s)})
-            T.clear(C_l)
-            for k in T.Pipelined(K // bk, num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[bx * bn, k * bk // 2], B_s)
-                T.copy(B_s, B_l)
-                for i, j in T.Parallel(bn, bk):
-                    B_dq[i, j] = convert(B_l[i, j // 2], j % 2)
-                T.gemm(B_dq, A_s, C_l, transpose_B=True)
-            T.copy(C_l, Ct[bx * bn, by * bm])
-    return main
+# The dequantize GEMMs (upstream's fp4 and w4a8 converters written with tvm.tirx) are the conformance suite's.
+KB = fe_util.load(fe_util.REPO / "tests" / "conformance" / "tlc_kernels_bits.py")
 
 
 def unpack_nibbles(q):
@@ -74,7 +33,7 @@ def ref_i4(q):
 def test_fp4_dequant_gemm_matches_numpy():
     rng = np.random.default_rng(11)
     M, N, K = 64, 96, 128
-    kernel = tilelang.compile(dequant_gemm(M, N, K, _u8_to_f4_to_f16, T.float16, T.float32), out_idx=[2], target="cpu")
+    kernel = tilelang.compile(KB.dequant_gemm(M, N, K, "fp4"), out_idx=[2], target="cpu")
     a = rng.standard_normal((M, K)).astype(np.float16)
     q = rng.integers(0, 256, (N, K // 2)).astype(np.uint8)
     ct = kernel(a, q)
@@ -85,7 +44,7 @@ def test_fp4_dequant_gemm_matches_numpy():
 def test_int4_dequant_gemm_is_exact():
     rng = np.random.default_rng(12)
     M, N, K = 64, 64, 128
-    kernel = tilelang.compile(dequant_gemm(M, N, K, _u8_to_i4_to_i8, T.int8, T.int32), out_idx=[2], target="cpu")
+    kernel = tilelang.compile(KB.dequant_gemm(M, N, K, "int4"), out_idx=[2], target="cpu")
     a = rng.integers(-128, 128, (M, K)).astype(np.int8)
     q = rng.integers(0, 256, (N, K // 2)).astype(np.uint8)
     np.testing.assert_array_equal(kernel(a, q), ref_i4(q) @ a.astype(np.float64).T)
