@@ -12,7 +12,8 @@
 
 Every kernel's output is checked against a reference in higher precision (fresh random inputs,
 output poisoned with NaN first) before it is timed; timings are the median of
-triton.testing.do_bench (CUDA events, L2 flushed between runs) after its warm-up.
+triton.testing.do_bench (CUDA events, L2 flushed between runs) after its warm-up (bench_common.py,
+shared with vulkan_gemm_bench.py: plain CUDA events where triton is missing).
 
   python3 tools/bench/gpu_bench.py [--json OUT.json] [--quick]
   python3 tools/bench/gpu_bench.py --precompile   (no GPU: fill the compile cache for sm_90a;
@@ -27,12 +28,10 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tests", "conformance"))
-
-import tilelang  # noqa: E402
-import tlc_kernels_attention as KA  # noqa: E402
-import tlc_kernels_gemm as KG  # noqa: E402
+import bench_common as BC  # tests/conformance on sys.path, torch timing, errors, steps, table
+import tilelang
+import tlc_kernels_attention as KA  # tests/conformance, put on sys.path by bench_common
+import tlc_kernels_gemm as KG
 
 GEMM_SIZES = (4096, 8192)
 GEMM_DTYPES = ("float16", "bfloat16")
@@ -139,17 +138,10 @@ def triton_matmul_fn():
 # ---------------------------------------------------------------------------- measuring
 
 def bench(fn):
-    import triton
-    return triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
+    return BC.cuda_ms(fn)[0]
 
 
-def rel_err(x, ref):
-    import torch
-    x = x.double()
-    ref = ref.double()
-    if not torch.isfinite(x).all():
-        return float("inf")
-    return float(torch.linalg.vector_norm(x - ref) / torch.linalg.vector_norm(ref))
+rel_err = BC.rel_err
 
 
 def run_gemms(kernels, quick, results):
@@ -315,16 +307,14 @@ def table(results):
         if r["kind"] == "gemm":
             def f(key):
                 return f"{r[key + '_tflops']:.1f}" if key + "_tflops" in r else "-"
-            ratio = lambda x: (f"{r['ours_tflops'] / r[x + '_tflops']:.2f}"  # noqa: E731
-                               if "ours_tflops" in r and x + "_tflops" in r else "-")
+            ratio = lambda x: BC.ratio(r.get("ours_tflops"), r.get(x + "_tflops"))  # noqa: E731
             lines.append(f"| GEMM {r['dtype']} {r['n']}^3 | {f('ours')} | {f('torch')} (cuBLAS) | {f('triton')} "
                          f"(Triton) | {ratio('torch')} | {ratio('triton')} | cfg {r.get('ours_cfg')} "
                          f"err {r.get('ours_err', float('nan')):.1e} |")
         elif r["kind"] == "attention":
             def f(key):
                 return f"{r[key + '_tflops']:.1f}" if key + "_tflops" in r else "-"
-            ratio = lambda x: (f"{r['ours_tflops'] / r[x + '_tflops']:.2f}"  # noqa: E731
-                               if "ours_tflops" in r and x + "_tflops" in r else "-")
+            ratio = lambda x: BC.ratio(r.get("ours_tflops"), r.get(x + "_tflops"))  # noqa: E731
             lines.append(f"| FA fwd causal={r['causal']} | {f('ours')} | {f('flash')} (SDPA flash) | {f('cudnn')} "
                          f"(SDPA cuDNN) | {ratio('flash')} | {ratio('cudnn')} | cfg {r.get('ours_cfg')} "
                          f"err {r.get('ours_err', float('nan')):.1e} |")
@@ -337,7 +327,7 @@ def table(results):
                              f"{r['first_launch_ms']:.1f} ms | variant {r['variant']} | err {r['err']:.1e} |")
         elif r["kind"] == "c_example":
             lines.append(f"| C example on CUDA | rc={r['rc']} | {r['tail']} |")
-    return "\n".join(lines)
+    return lines
 
 
 def main():
@@ -350,27 +340,17 @@ def main():
     if args.precompile:
         return 0
     import torch
-    results = [{"kind": "machine", "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}]
+    results = [BC.machine_row(gpu=torch.cuda.get_device_name(0), torch=torch.__version__)]
     try:
         import triton
         results[0]["triton"] = triton.__version__
     except ImportError:
         pass
     print(json.dumps(results[0]), flush=True)
-    for step in (lambda: run_c_example(kernels, results), lambda: run_first_launch(kernels, results),
-                 lambda: run_gemms(kernels, args.quick, results), lambda: run_attention(kernels, results)):
-        try:
-            step()
-        except Exception as e:  # noqa: BLE001 - one failing part must not hide the others
-            import traceback
-            traceback.print_exc()
-            results.append({"kind": "error", "error": repr(e)[:500]})
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
-    print("\n=== benchmark table ===")
-    print(table(results))
+    BC.run_steps((lambda: run_c_example(kernels, results), lambda: run_first_launch(kernels, results),
+                  lambda: run_gemms(kernels, args.quick, results), lambda: run_attention(kernels, results)),
+                 results, args.json)
+    BC.print_table("benchmark table", table(results))
     return 0
 
 

@@ -31,13 +31,11 @@ import statistics
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tests", "conformance"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import tilelang  # noqa: E402
-import tlc_kernels_gemm as KG  # noqa: E402
+import bench_common as BC  # tests/conformance on sys.path, torch timing, errors, steps, table
+import tilelang
+import tlc_kernels_gemm as KG  # tests/conformance, put on sys.path by bench_common
 
 # (block_M, block_N, block_K, threads): shared memory fp16 (bm + bn) * bk * 2 bytes stays within
 # the H200's 48 KiB for Vulkan; the best one is reported.
@@ -114,13 +112,6 @@ class VulkanTensor:
             self._buf = None
 
 
-def rel_err(x, ref):
-    x = x.astype(np.float64)
-    if not np.isfinite(x).all():
-        return float("inf")
-    return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
-
-
 def time_queued(prepared, device, args, iters, reps):
     """Median ms per launch of `iters` launches queued on one stream (after one warm-up round)."""
     stream = device.stream()
@@ -179,7 +170,7 @@ def run_vulkan(kernels, n, iters, reps, results):
                         tc.array.fill(np.nan)
                         tc.upload()
                         p(ta, tb, tc)
-                        row["err"] = rel_err(tc.download()[rows], ref)
+                        row["err"] = BC.rel_err(tc.download()[rows], ref)
                         if row["err"] < 1e-2:
                             row["ms"] = time_queued(p, device, (ta, tb, tc), iters, reps)
                             row["tflops"] = flops / row["ms"] / 1e9
@@ -203,24 +194,8 @@ def run_torch(n, results):
     ref = a.double() @ b.double()
     c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
     torch.matmul(a, b, out=c)
-    err = float(torch.linalg.vector_norm(c.double() - ref) / torch.linalg.vector_norm(ref))
-    try:
-        import triton
-        ms = triton.testing.do_bench(lambda: torch.matmul(a, b, out=c), warmup=50, rep=300, return_mode="median")
-        how = "triton.testing.do_bench"
-    except ImportError:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(20):
-            torch.matmul(a, b, out=c)
-        samples = []
-        for _ in range(20):
-            start.record()
-            for _ in range(10):
-                torch.matmul(a, b, out=c)
-            end.record()
-            torch.cuda.synchronize()
-            samples.append(start.elapsed_time(end) / 10)
-        ms, how = statistics.median(samples), "CUDA events"
+    err = BC.rel_err(c, ref)
+    ms, how = BC.cuda_ms(lambda: torch.matmul(a, b, out=c))
     row = {"kind": "torch_gemm", "dtype": "float16", "n": n, "err": err, "ms": ms,
            "tflops": 2.0 * n ** 3 / ms / 1e9, "timing": how, "gpu": torch.cuda.get_device_name(0),
            "torch": torch.__version__}
@@ -232,12 +207,13 @@ def run_torch(n, results):
 
 def table(results):
     torch_row = next((r for r in results if r["kind"] == "torch_gemm" and "tflops" in r), None)
+    cublas = torch_row["tflops"] if torch_row else None
     lines = ["| GEMM fp16 n^3 | variant | tile (bm, bn, bk, threads) | ms | TFLOP/s | vs cuBLAS | err |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         if r["kind"] == "vulkan_gemm":
             if "tflops" in r:
-                ratio = f"{r['tflops'] / torch_row['tflops']:.3f}" if torch_row else "-"
+                ratio = BC.ratio(r["tflops"], cublas, 3)
                 lines.append(f"| {r['n']} Vulkan | {r['variant']} | {tuple(r['cfg'])} | {r['ms']:.3f} | "
                              f"{r['tflops']:.2f} | {ratio} | {r['err']:.1e} |")
             else:
@@ -255,9 +231,9 @@ def table(results):
             if r["variant"] not in best or r["tflops"] > best[r["variant"]]["tflops"]:
                 best[r["variant"]] = r
     for v, r in sorted(best.items()):
-        ratio = f", {r['tflops'] / torch_row['tflops']:.3f} of cuBLAS" if torch_row else ""
+        ratio = f", {BC.ratio(r['tflops'], cublas, 3)} of cuBLAS" if torch_row else ""
         lines.append(f"best {v}: {r['tflops']:.2f} TFLOP/s with tile {tuple(r['cfg'])}{ratio}")
-    return "\n".join(lines)
+    return lines
 
 
 def main():
@@ -272,23 +248,13 @@ def main():
     kernels = compile_all(args.n, CONFIGS)
     if args.precompile:
         return 0 if len(kernels) == len(CONFIGS) else 1
-    results = [{"kind": "machine", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}]
+    results = [BC.machine_row()]
     steps = [lambda: run_vulkan(kernels, args.n, args.iters, args.reps, results)]
     if not args.no_torch:
         steps.insert(0, lambda: run_torch(args.n, results))
-    for step in steps:
-        try:
-            step()
-        except Exception as e:  # noqa: BLE001 - one failing part must not hide the other
-            import traceback
-            traceback.print_exc()
-            results.append({"kind": "error", "error": repr(e)[:500]})
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
+    BC.run_steps(steps, results, args.json)
     print(json.dumps(results[0]), flush=True)
-    print("\n=== Vulkan GEMM benchmark table ===")
-    print(table(results))
+    BC.print_table("Vulkan GEMM benchmark table", table(results))
     ok = any(r["kind"] == "vulkan_gemm" and "tflops" in r for r in results)
     return 0 if ok else 1
 
