@@ -93,6 +93,9 @@ set -u -o pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 stage=${TL_GPU_STAGE:-$repo/.gpu}  # TL_GPU_STAGE: stage elsewhere (testing the script without touching .gpu/)
+# stage_system_libs (here) and vulkan_env (there), shared with vulkan_gpu.sh.
+# shellcheck source=tools/device/device_env.sh
+source "$repo/tools/device/device_env.sh"
 
 build() {
   local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
@@ -111,13 +114,7 @@ build() {
   cp "$bdir/lib/libtilelang_runtime.so" "$stage/lib/"
   strip --strip-debug "$stage/bin/"* "$stage/lib/"*.so
   # The system libraries the binaries link, resolved here (Debian paths).
-  local lib
-  for lib in libtbb.so.12 libzstd.so.1; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib/$lib"
-  done
-  for lib in libstdc++.so.6 libgcc_s.so.1; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
-  done
+  stage_system_libs "$stage"
   build_python "$bdir"
   build_bench
   build_vulkan "$bdir"
@@ -284,27 +281,6 @@ build_vulkan() {
   cp "$bdir/bin/tl_runtime_vulkan_tests" "$stage/bin/"
   strip --strip-debug "$stage/bin/tl_runtime_vulkan_tests"
   cp "$bdir/tests/runtime_vulkan/data/vulkan.tlb" "$stage/tests/runtime_vulkan/data/"
-}
-
-# The Vulkan loader (from the carried .debs when the machine has none) and
-# NVIDIA's ICD.
-vulkan_env() {
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
-    local f n=0
-    for f in "$repo"/.gl/*.deb; do
-      [ -e "$f" ] || continue
-      dpkg -x "$f" / && n=$((n + 1))
-    done
-    ldconfig 2>/dev/null || true
-    echo "Vulkan loader: unpacked $n .deb(s) from .gl/"
-  fi
-  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ]; then
-    local d
-    for d in /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d; do
-      if [ -f "$d/nvidia_icd.json" ]; then export VK_DRIVER_FILES=$d/nvidia_icd.json; break; fi
-    done
-  fi
-  echo "Vulkan: $(ldconfig -p 2>/dev/null | grep -m1 'libvulkan.so.1 ' | sed 's/.*=> //'), VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
 }
 
 # vulkan.* GoogleTests and the Python binding on the NVIDIA Vulkan driver.

@@ -43,6 +43,9 @@
 set -u -o pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# stage_system_libs (here) and vulkan_env (there: the loader from .gl/, NVIDIA's ICD), shared with gpu_check.sh.
+# shellcheck source=tools/device/device_env.sh
+source "$repo/tools/device/device_env.sh"
 stage=${TL_VK_STAGE:-$repo/.gpu-vk}  # TL_VK_STAGE: stage elsewhere (testing this script)
 out=${OUT:-/tmp/vulkan_gpu_out}
 
@@ -69,13 +72,7 @@ build() {
   rm -rf "$stage/python/tilelang_runtime/__pycache__"
   cp "$bdir/tests/runtime_vulkan/data/vulkan.tlb" "$stage/tests/runtime_vulkan/data/"
   strip --strip-debug "$stage/bin/"* "$stage/python/tilelang_runtime/libtilelang_runtime.so"
-  local lib
-  for lib in libtbb.so.12 libzstd.so.1; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib/$lib"
-  done
-  for lib in libstdc++.so.6 libgcc_s.so.1; do
-    cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
-  done
+  stage_system_libs "$stage"
   set +e
   echo "=== compiling the conformance cases for Vulkan into .gpu-vk/tilelang-cache ==="
   (cd "$repo" && py_env && TL_CONFORMANCE_COMPILE_ONLY=1 TL_CONFORMANCE_TARGETS=vulkan \
@@ -85,26 +82,6 @@ build() {
     echo "benchmark precompile failed"; return 1; }
   du -sh "$stage" "$repo/.gl" 2>/dev/null
   echo "staged; now the device call: command 'bash tools/device/vulkan_gpu.sh run', carry ['.gpu-vk', '.gl']"
-}
-
-# The Vulkan loader (from the carried .debs when the machine has none) and NVIDIA's ICD.
-vulkan_env() {
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
-    local f n=0
-    for f in "$repo"/.gl/*.deb; do
-      [ -e "$f" ] || continue
-      dpkg -x "$f" / && n=$((n + 1))
-    done
-    ldconfig 2>/dev/null || true
-    echo "Vulkan loader: unpacked $n .deb(s) from .gl/"
-  fi
-  if [ -z "${VK_DRIVER_FILES:-}" ] && [ -z "${VK_ICD_FILENAMES:-}" ]; then
-    local d
-    for d in /usr/local/nvidia/share/vulkan/icd.d /usr/share/vulkan/icd.d /etc/vulkan/icd.d; do
-      if [ -f "$d/nvidia_icd.json" ]; then export VK_DRIVER_FILES=$d/nvidia_icd.json; break; fi
-    done
-  fi
-  echo "Vulkan: $(ldconfig -p 2>/dev/null | grep -m1 'libvulkan.so.1 ' | sed 's/.*=> //'), VK_DRIVER_FILES=${VK_DRIVER_FILES:-unset}"
 }
 
 # LD_LIBRARY_PATH for the staged binaries (the fallback libstdc++ only when needed); a Python
