@@ -7,7 +7,8 @@
 #   build-vkcoop; RelWithDebInfo, -j2; never build/), stages them into .gpu-vk/ (ignored through
 #   .git/info/exclude; separate from gpu_check.sh's .gpu/):
 #     .gpu-vk/bin/             tl_runtime_vulkan_tests, tl-pack (debug info stripped)
-#     .gpu-vk/lib/             libtilelang_runtime.so's dependencies libtbb.so.12, libzstd.so.1
+#     .gpu-vk/lib/             libtilelang_runtime.so (the GoogleTests link it) and its dependencies
+#                              libtbb.so.12, libzstd.so.1
 #     .gpu-vk/lib-fallback/    libstdc++.so.6, libgcc_s.so.1 (used only when the device's own are
 #                              too old for the binaries)
 #     .gpu-vk/python/          tilelang_runtime (with libtilelang_runtime.so)
@@ -68,10 +69,12 @@ build() {
   rm -rf "$stage"
   mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback" "$stage/python" "$stage/tests/runtime_vulkan/data"
   cp "$bdir/bin/tl_runtime_vulkan_tests" "$bdir/bin/tl-pack" "$stage/bin/"
+  # The GoogleTests link libtilelang_runtime.so (RUNPATH names this machine's build dir only).
+  cp "$bdir/lib/libtilelang_runtime.so" "$stage/lib/"
   cp -r "$bdir/python/tilelang_runtime" "$stage/python/"
   rm -rf "$stage/python/tilelang_runtime/__pycache__"
   cp "$bdir/tests/runtime_vulkan/data/vulkan.tlb" "$stage/tests/runtime_vulkan/data/"
-  strip --strip-debug "$stage/bin/"* "$stage/python/tilelang_runtime/libtilelang_runtime.so"
+  strip --strip-debug "$stage/bin/"* "$stage/lib/libtilelang_runtime.so" "$stage/python/tilelang_runtime/libtilelang_runtime.so"
   stage_system_libs "$stage"
   set +e
   echo "=== compiling the conformance cases for Vulkan into .gpu-vk/tilelang-cache ==="
