@@ -19,7 +19,6 @@
 #include <functional>
 
 #include "tilelang/lowering/gpu/lower.h"
-#include "tilelang/lowering/gpu/tma.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::gpu {
@@ -92,14 +91,6 @@ class Lowerer {
     SBlock body;
     Status s = LowerBlock(k.body, &body);
     if (!s.ok()) return s;
-    // TMA pipelines: their phase bits and initialized mbarriers first.
-    SBlock head;
-    for (const auto& [id, p] : tma_pipes_) {
-      if (!p.used) continue;
-      head.push_back(S(SVar{p.phase, DType::kI32, I(0)}));
-      head.push_back(S(SMbarInit{p.bar, p.stages}));
-    }
-    body.insert(body.begin(), std::make_move_iterator(head.begin()), std::make_move_iterator(head.end()));
     out_->body = std::move(body);
     return Status::Ok();
   }
@@ -114,8 +105,7 @@ class Lowerer {
 
   void AddShared(const std::string& name, DType t, int64_t elements) {
     const int64_t bytes = elements * std::max(1, ir::BitWidth(t) / 8);
-    const int64_t align = options_.tma_copies ? 128 : 16;  // TMA destinations start 128-byte aligned
-    out_->shared_bytes = (out_->shared_bytes + align - 1) / align * align;
+    out_->shared_bytes = (out_->shared_bytes + 15) / 16 * 16;
     out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes});
     out_->shared_bytes += bytes;
   }
@@ -393,89 +383,6 @@ class Lowerer {
     return Status::Ok();
   }
 
-  // ---- TMA (GpuLowerOptions::tma_copies; tma.h) --------------------------
-  // A pipeline's mbarriers (one per stage) and its phase bits: bit s is the
-  // parity of the phase of stage s that the next wait expects. Every thread
-  // waits for every issued stage exactly once (PipelineAsyncCopies), so the
-  // bits agree across threads, and they persist across re-runs of the
-  // pipeline (an enclosing loop).
-  struct TmaPipe {
-    std::string bar, phase;
-    int64_t stages = 0;
-    bool used = false;
-    std::optional<Expr> stage;  // the stage of the copies just issued
-  };
-
-  // The copy a -> b (after kAsyncCopyHint of pipeline tma_pipe_) as one TMA
-  // box issued by thread 0 on the stage's mbarrier; false (with a note) when
-  // the tensor map cannot describe it, and it stays cp.async.
-  bool TmaCopy(const Side& a, const Side& b) {
-    const Buf& sb = bufs_[a.info.buffer];
-    const Buf& db = bufs_[b.info.buffer];
-    auto note = [&](const std::string& n) {
-      if (tma_notes_.insert(n).second) out_->notes.push_back(n);
-    };
-    const std::string what = "copy " + a.info.buffer + " -> " + b.info.buffer;
-    if (sb.dtype != db.dtype) return false;
-    const int64_t esize = std::max(1, ir::BitWidth(sb.dtype) / 8);
-    TmaCopyQuery q;
-    q.dtype = sb.dtype;
-    for (const Expr& d : sb.shape) q.tensor_shape.push_back(ir::FoldInt(d));
-    q.src_extents = a.info.extents;
-    // The destination: [stage, 0:d0, 0:d1, ...] (f = 1 leading stage dim).
-    size_t f = b.info.starts.size();
-    while (f > 0 && ir::FoldInt(b.info.starts[f - 1]) == std::optional<int64_t>(0)) --f;
-    bool whole = f == 1 && b.info.extents[0] == 1;
-    for (size_t d = f; d < b.info.extents.size(); ++d) {
-      q.dst_extents.push_back(b.info.extents[d]);
-      q.dst_shape.push_back(ir::FoldInt(db.shape[d]).value_or(-1));
-    }
-    q.dst_region_whole = whole && !q.dst_extents.empty();
-    std::vector<Expr> zero(b.kept.size(), I(0));
-    const Expr dst_index = Linear(db.shape, SideIndex(b, zero));
-    int64_t tile = esize;
-    for (int64_t x : q.dst_shape) tile *= x;
-    q.dst_aligned = tile % 128 == 0 || MultipleOf(dst_index, 128 / esize);
-    const TmaCopyPlan plan = PlanTmaCopy(q);
-    if (!plan.ok) {
-      note("cp.async, not TMA, for " + what + ": " + plan.why_not);
-      return false;
-    }
-    int param = -1;
-    for (size_t i = 0; i < out_->params.size(); ++i) {
-      if (out_->params[i].name == a.info.buffer && out_->params[i].pointer) param = static_cast<int>(i);
-    }
-    if (param < 0) return false;
-    int map = -1;
-    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
-      const TensorMapDesc& m = out_->tensor_maps[i];
-      if (m.param == param && m.box == plan.box && m.swizzle == SmemSwizzle::kNone) map = static_cast<int>(i);
-    }
-    if (map < 0) {
-      map = static_cast<int>(out_->tensor_maps.size());
-      out_->tensor_maps.push_back(TensorMapDesc{param, sb.shape, plan.box, SmemSwizzle::kNone});
-    }
-    TmaPipe& tp = tma_pipes_[tma_pipe_];
-    if (!tp.used) {
-      tp.used = true;
-      tp.bar = Fresh("mbar");
-      tp.phase = Fresh("phase");
-      tp.stages = std::max<int64_t>(tma_stages_, 1);
-      AddShared(tp.bar, DType::kU64, tp.stages);
-    }
-    tp.stage = ToI32(b.info.starts[0]);
-    std::vector<Expr> coords;
-    for (const Expr& st : a.info.starts) coords.push_back(ToI32(st));
-    cur_->push_back(IfS(Eq(Tid(), I(0)), {S(STmaLoad{map, std::move(coords), b.info.buffer, dst_index, tp.bar, *tp.stage, plan.bytes})}));
-    int64_t& al = out_->param_align[a.info.buffer];
-    al = std::max<int64_t>(al, 16);
-    std::string box;
-    for (int64_t x : plan.box) box += (box.empty() ? "" : "x") + std::to_string(x);
-    note("TMA: " + what + " as box " + box + " (" + std::to_string(plan.bytes) + " B) on " + tp.bar +
-         (q.dst_shape.back() != q.dst_extents.back() ? ", as wide as the padded row" : ""));
-    return true;
-  }
-
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
@@ -486,7 +393,6 @@ class Lowerer {
     // pipeline's barriers order just as well.
     const bool async = std::exchange(async_next_, false) && bufs_[a->info.buffer].where == Where::kGlobal &&
                        bufs_[b->info.buffer].where == Where::kShared;
-    if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b)) return Status::Ok();
     if (!atomic) {
       if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }
@@ -508,13 +414,8 @@ class Lowerer {
     const Buf& sb = bufs_[a->info.buffer];
     const Buf& db = bufs_[b->info.buffer];
     if (db.where == Where::kRegisterFrag && !atomic) {
-      // A register source has the destination's layout (InferGpuLayouts): slot to slot.
-      if (sb.where == Where::kRegisterFrag && !(sb.layout && *sb.layout == *db.layout)) {
-        return Err(st, "copy " + a->info.buffer + " -> " + b->info.buffer + ": register fragments of different layouts");
-      }
-      const bool same = sb.where == Where::kRegisterFrag;
       code = LayoutLoop(*db.layout, [&](const std::vector<Expr>& full, Expr slot, Expr) {
-        return emit(CompactOf(*b, full), same ? std::optional<Expr>(slot) : std::nullopt, slot, std::nullopt);
+        return emit(CompactOf(*b, full), std::nullopt, slot, std::nullopt);
       }, &err);
     } else if (sb.where == Where::kRegisterFrag) {
       const FragmentLayout& L = *sb.layout;
@@ -1112,11 +1013,7 @@ class Lowerer {
         cur_->push_back(S(SBarrier{}));
         return Status::Ok();
       }
-      // Under a replicated loop layout every lane of a group computes the
-      // same element: one of them stores it to memory others can see.
-      SStmt w = Store(st->buffer, addr, CastTo(b.dtype, *e));
-      const bool visible = b.where == Where::kShared || b.where == Where::kGlobal;
-      cur_->push_back(visible && replicated_once_ ? IfS(replicated_once_, {std::move(w)}) : std::move(w));
+      cur_->push_back(Store(st->buffer, addr, CastTo(b.dtype, *e)));
       return Status::Ok();
     }
     if (const auto* fo = ir::As<ir::For>(s)) {
@@ -1175,27 +1072,7 @@ class Lowerer {
       return Status::Ok();
     }
     if (const auto* h = ir::As<ir::Hint>(s)) {
-      if (options_.async_copies && h->name == kAsyncCopyHint) {
-        async_next_ = true;
-        tma_pipe_ = h->args.size() >= 2 ? h->args[0].int_value : -1;
-        tma_stages_ = h->args.size() >= 2 ? h->args[1].int_value : 0;
-      }
-      if (options_.tma_copies && (h->name == kTmaArriveHint || h->name == kTmaWaitHint) && !h->args.empty()) {
-        auto it = tma_pipes_.find(h->args[0].int_value);
-        if (it != tma_pipes_.end() && it->second.used) {
-          const TmaPipe& p = it->second;
-          if (h->name == kTmaArriveHint && p.stage) {
-            cur_->push_back(IfS(Eq(Tid(), I(0)), {S(SMbarArrive{p.bar, *p.stage})}));
-          } else if (h->name == kTmaWaitHint && h->args.size() >= 2) {
-            // Wait for this stage's phase, then expect the next one.
-            const Expr stage = V(h->args[1].text), phase = V(p.phase);
-            const Expr parity = ir::MakeBinary(ir::BinaryOp::kBitAnd, ir::MakeBinary(ir::BinaryOp::kShr, phase, stage), I(1));
-            cur_->push_back(S(SMbarWait{p.bar, stage, parity}));
-            cur_->push_back(S(SAssign{p.phase, ir::MakeBinary(ir::BinaryOp::kBitXor, phase,
-                                                              ir::MakeBinary(ir::BinaryOp::kShl, I(1), stage))}));
-          }
-        }
-      }
+      if (options_.async_copies && h->name == kAsyncCopyHint) async_next_ = true;
       if (options_.async_copies && h->name == kAsyncCommitHint) cur_->push_back(S(SAsyncCommit{}));
       if (options_.async_copies && h->name == kAsyncWaitHint) {
         cur_->push_back(S(SAsyncWait{h->args.empty() ? 0 : h->args[0].int_value}));
@@ -1219,9 +1096,6 @@ class Lowerer {
   Expr slot_full_, slot_row_;
   std::optional<Expr> replicated_once_;
   bool async_next_ = false;  // the next copy follows kAsyncCopyHint
-  int64_t tma_pipe_ = -1, tma_stages_ = 0;  // that hint's pipeline and stages (tma_copies)
-  std::map<int64_t, TmaPipe> tma_pipes_;
-  std::set<std::string> tma_notes_;
 };
 
 }  // namespace
@@ -1243,9 +1117,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   passes::GuardTensorAccesses(f);  // element accesses past a tensor: dropped / read 0
   // cp.async pipelines first; pipelined loops they do not take run serially.
   std::vector<AsyncPipeline> async;
-  if (options.async_copies && options.vector_copies) {
-    async = PipelineAsyncCopies(f, options.max_async_stages, options.tma_copies);
-  }
+  if (options.async_copies && options.vector_copies) async = PipelineAsyncCopies(f, options.max_async_stages);
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
 
   if (options.warp_size != 32 && options.warp_size != 64) {
