@@ -108,6 +108,8 @@ FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, co
     RowsCols(ext, &loop.rows, &loop.cols);
     if (loop.rows != l->rows) continue;
     loop.R = l->R;
+    loop.H = l->H;
+    loop.Hp = l->Hp;
     loop.g = l->g;
     loop.v = 1;
     return loop;

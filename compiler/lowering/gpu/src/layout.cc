@@ -18,19 +18,19 @@ int64_t Pow2DivisorAtMost(int64_t t, int64_t limit) {
 }
 
 int64_t FragmentLayout::Thread(int64_t row, int64_t col) const {
-  if (replicated) return (row % R) * g;
-  return ((col / (v * g)) % C) * R * g + (row % R) * g + (col / v) % g;
+  if (replicated) return GroupOf(row) * g;
+  return ((col / (v * g)) % C) * R * g + GroupOf(row) * g + (col / v) % g;
 }
 
 int64_t FragmentLayout::Slot(int64_t row, int64_t col) const {
-  if (replicated) return row / R;
-  return (row / R) * col_slots() + (col / (v * g * C)) * v + col % v;
+  if (replicated) return RowSlotOf(row);
+  return RowSlotOf(row) * col_slots() + (col / (v * g * C)) * v + col % v;
 }
 
 std::vector<int64_t> FragmentLayout::Owners(int64_t row, int64_t col) const {
   if (!replicated) return {Thread(row, col)};
   std::vector<int64_t> out;
-  for (int64_t lane = 0; lane < g; ++lane) out.push_back((row % R) * g + lane);
+  for (int64_t lane = 0; lane < g; ++lane) out.push_back(GroupOf(row) * g + lane);
   return out;
 }
 
@@ -46,6 +46,7 @@ std::optional<std::pair<int64_t, int64_t>> FragmentLayout::Element(int64_t threa
 std::string FragmentLayout::ToString() const {
   std::string s = std::to_string(rows) + "x" + std::to_string(cols) + " over " +
                   (C > 1 ? std::to_string(C) + "x" : std::string()) + std::to_string(R) + "x" + std::to_string(g) + " (v=" + std::to_string(v) + ", " + std::to_string(slots()) + " slots)";
+  if (H > 1) s += " rows in " + std::to_string(H) + " blocks of " + std::to_string(Hp);
   if (replicated) s += " replicated";
   return s;
 }
@@ -99,6 +100,24 @@ FragmentLayout MmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads, int64
   l.R = 8 * wm;
   l.C = wn;
   l.v = 2;
+  return l;
+}
+
+bool WgmmaAccumulatorFits(int64_t m, int64_t n, int64_t threads) {
+  return threads >= 128 && threads % 128 == 0 && m > 0 && m % (64 * (threads / 128)) == 0 && n > 0 && n % 8 == 0;
+}
+
+FragmentLayout WgmmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads) {
+  FragmentLayout l;
+  l.shape = {m, n};
+  l.threads = threads;
+  l.rows = m;
+  l.cols = n;
+  l.g = 4;
+  l.v = 2;
+  l.R = 8 * (threads / 32);
+  l.H = 2;
+  l.Hp = 8;
   return l;
 }
 

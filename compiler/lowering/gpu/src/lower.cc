@@ -67,6 +67,7 @@ struct Buf {
   DType dtype = DType::kF32;
   std::vector<Expr> shape;          // IntImm, or a symbol VarRef for global tensors
   const FragmentLayout* layout = nullptr;  // kRegisterFrag
+  SmemSwizzle swizzle = SmemSwizzle::kNone;  // kShared: a swizzled wgmma operand (SimtBuffer::swizzle)
 };
 
 // One dimension's access of a region: start + (compact index q or 0).
@@ -103,14 +104,20 @@ class Lowerer {
 
   int64_t T() const { return out_->threads; }
 
-  void AddShared(const std::string& name, DType t, int64_t elements) {
+  // A shared buffer of logical `shape` (SimtBuffer::shape); a swizzled one
+  // starts at a multiple of its swizzle atom (swizzle.h).
+  void AddShared(const std::string& name, DType t, int64_t elements, std::vector<int64_t> shape = {},
+                 SmemSwizzle swizzle = SmemSwizzle::kNone) {
     const int64_t bytes = elements * std::max(1, ir::BitWidth(t) / 8);
+    if (shape.empty()) shape = {elements};
+    const int64_t atom = SwizzleAtomBytes(swizzle);
+    out_->shared_bytes = (out_->shared_bytes + atom - 1) / atom * atom;
     out_->shared_bytes = (out_->shared_bytes + 15) / 16 * 16;
-    out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes});
+    out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes, std::move(shape), swizzle});
     out_->shared_bytes += bytes;
   }
   void AddRegs(const std::string& name, DType t, int64_t elements) {
-    out_->buffers.push_back({name, Space::kRegister, t, std::max<int64_t>(elements, 1), 0});
+    out_->buffers.push_back({name, Space::kRegister, t, std::max<int64_t>(elements, 1), 0, {}, SmemSwizzle::kNone});
   }
 
   // Row-major linear index of `idx` into `shape`.
@@ -120,6 +127,29 @@ class Lowerer {
       lin = Add(Mul(std::move(lin), ToI32(shape[d])), ToI32(idx[d]));
     }
     return ir::FoldConstants(lin);
+  }
+
+  // Element index of `idx` in buffer `b`: row-major, or for a swizzled
+  // shared buffer the element at SwizzledElementByte (swizzle.h) -- the
+  // same function in i32 arithmetic (the XOR keeps an element inside its
+  // 16-byte chunk, so the byte offset stays a multiple of the element size).
+  static Expr Addr(const Buf& b, const std::vector<Expr>& idx) {
+    if (b.swizzle == SmemSwizzle::kNone || idx.size() < 2) return Linear(b.shape, idx);
+    const size_t n = idx.size();
+    const int64_t e = std::max(1, ir::BitWidth(b.dtype) / 8);
+    const int64_t rows = ir::FoldInt(b.shape[n - 2]).value_or(1), cols = ir::FoldInt(b.shape[n - 1]).value_or(1);
+    const int64_t w = SwizzleRowBytes(b.swizzle), per_row = w / e;
+    const int64_t mask = (int64_t{1} << static_cast<int>(b.swizzle)) - 1;
+    const std::vector<Expr> lead_shape(b.shape.begin(), b.shape.end() - 2), lead(idx.begin(), idx.end() - 2);
+    const Expr m = lead.empty() ? I(0) : Linear(lead_shape, lead);
+    const Expr r = ToI32(idx[n - 2]), c = ToI32(idx[n - 1]);
+    Expr logical = Add(Add(Mul(m, I(rows * cols * e)), Mul(Add(Mul(TDiv(c, per_row), I(rows)), r), I(w))),
+                       Mul(TMod(c, per_row), I(e)));
+    logical = ir::FoldConstants(logical);
+    using ir::BinaryOp;
+    Expr bits = ir::MakeBinary(BinaryOp::kShl,
+                               ir::MakeBinary(BinaryOp::kBitAnd, ir::MakeBinary(BinaryOp::kShr, logical, I(7)), I(mask)), I(4));
+    return ir::FoldConstants(TDiv(ir::MakeBinary(BinaryOp::kBitXor, logical, bits), e));
   }
 
   // ---- expressions ------------------------------------------------------
@@ -143,7 +173,7 @@ class Lowerer {
         }
         return ir::MakeLoad(l->buffer, {*slot}, l->dtype);
       }
-      return ir::MakeLoad(l->buffer, {Linear(it->second.shape, l->indices)}, l->dtype);
+      return ir::MakeLoad(l->buffer, {Addr(it->second, l->indices)}, l->dtype);
     });
     if (!err.ok()) return err;
     return out;
@@ -162,10 +192,20 @@ class Lowerer {
     if (names == loop_vars_ && fl == *loop_) return slot_full_;
     if (fl.replicated && !loop_->replicated && loop_->C == 1 && names.size() + 1 == loop_vars_.size() &&
         std::equal(names.begin(), names.end(), loop_vars_.begin()) && fl.R == loop_->R && fl.g == loop_->g &&
+        fl.H == loop_->H && fl.Hp == loop_->Hp &&
         fl.rows == loop_->rows) {
       return slot_row_;
     }
     return std::nullopt;
+  }
+
+  // FragmentLayout::RowOfGroup as an expression (rs: a row slot, grp: the
+  // thread's group).
+  static Expr RowExpr(const FragmentLayout& L, const Expr& rs, const Expr& grp) {
+    if (L.H == 1) return ir::FoldConstants(Add(Mul(rs, I(L.R)), grp));
+    Expr r = Add(Mul(TDiv(rs, L.H), I(L.R * L.H)), Mul(TDiv(grp, L.Hp), I(L.Hp * L.H)));
+    r = Add(Add(r, Mul(TMod(rs, L.H), I(L.Hp))), TMod(grp, L.Hp));
+    return ir::FoldConstants(r);
   }
 
   // ---- layout loops -----------------------------------------------------
@@ -180,9 +220,9 @@ class Lowerer {
     SBlock per_row;
     // FragmentLayout::RowOf / ColOf (column blocks only when C > 1).
     Expr in_block = L.C > 1 ? TMod(Tid(), L.R * L.g) : Tid();
-    per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(in_block, L.g)))));
+    per_row.push_back(Let(row, RowExpr(L, V(rs), TDiv(in_block, L.g))));
     std::optional<Expr> row_guard;
-    if (L.rows % L.R != 0) row_guard = Lt(V(row), I(L.rows));
+    if (L.rows % (L.R * L.H) != 0) row_guard = Lt(V(row), I(L.rows));
     // Logical index from (row, col).
     auto index_of = [&](const Expr& r, const Expr& c) {
       std::vector<Expr> idx(L.shape.size());
@@ -282,12 +322,12 @@ class Lowerer {
   Expr SideLoad(const Side& s, const std::vector<Expr>& idx, const std::optional<Expr>& slot) {
     const Buf& b = bufs_[s.info.buffer];
     if (b.where == Where::kRegisterFrag) return ir::MakeLoad(s.info.buffer, {*slot}, b.dtype);
-    return ir::MakeLoad(s.info.buffer, {Linear(b.shape, idx)}, b.dtype);
+    return ir::MakeLoad(s.info.buffer, {Addr(b, idx)}, b.dtype);
   }
   Expr SideAddr(const Side& s, const std::vector<Expr>& idx, const std::optional<Expr>& slot) {
     const Buf& b = bufs_[s.info.buffer];
     if (b.where == Where::kRegisterFrag) return *slot;
-    return Linear(b.shape, idx);
+    return Addr(b, idx);
   }
 
   // Compact index of a fragment element given its full logical index.
@@ -350,15 +390,15 @@ class Lowerer {
       const std::vector<Expr> si = SideIndex(a, q), di = SideIndex(b, q);
       const Buf& sb = bufs_[a.info.buffer];
       const Buf& db = bufs_[b.info.buffer];
-      const Expr dst = Linear(db.shape, di);
+      const Expr dst = Addr(db, di);
       std::optional<Expr> sg = SideGuard(a, si);
       if (async) {  // cp.async: a source outside the tensor reads nothing and fills zeros
         const int64_t bytes = lanes * std::max(1, ir::BitWidth(db.dtype) / 8);
         SBlock out;
-        out.push_back(IfS(SideGuard(b, di), {S(SCopyAsync{b.info.buffer, dst, a.info.buffer, Linear(sb.shape, si), bytes, sg})}));
+        out.push_back(IfS(SideGuard(b, di), {S(SCopyAsync{b.info.buffer, dst, a.info.buffer, Addr(sb, si), bytes, sg})}));
         return out;
       }
-      SBlock copy{S(SCopyVec{b.info.buffer, dst, a.info.buffer, Linear(sb.shape, si), lanes})};
+      SBlock copy{S(SCopyVec{b.info.buffer, dst, a.info.buffer, Addr(sb, si), lanes})};
       SBlock zeros;
       const std::string z = Fresh("z");
       zeros.push_back(For(z, 0, I(lanes), 1, true, {Store(b.info.buffer, Add(dst, V(z)), CastTo(db.dtype, ir::MakeInt(0)))}));
@@ -461,12 +501,12 @@ class Lowerer {
         if (k > 0) rem = TDiv(rem, c[k]);
       }
       std::vector<Expr> idx = SideIndex(*d, q);
-      code.push_back(For(e, 0, I(total), 1, false, {Store(d->info.buffer, Linear(b.shape, idx), val)}));
+      code.push_back(For(e, 0, I(total), 1, false, {Store(d->info.buffer, Addr(b, idx), val)}));
     } else {
       code = FlatLoop(Compact(*d), [&](const std::vector<Expr>& q) -> StatusOr<SBlock> {
         std::vector<Expr> idx = SideIndex(*d, q);
         SBlock o;
-        o.push_back(IfS(SideGuard(*d, idx), {Store(d->info.buffer, Linear(b.shape, idx), val)}));
+        o.push_back(IfS(SideGuard(*d, idx), {Store(d->info.buffer, Addr(b, idx), val)}));
         return o;
       }, &err);
     }
@@ -488,8 +528,7 @@ class Lowerer {
       return Status(StatusCode::kUnimplemented, "gemm operand " + r.buffer + " must be in shared memory");
     }
     Side side = *s;
-    std::vector<Expr> shape = b.shape;
-    return std::function<Expr(Expr, Expr)>([side, shape, name = r.buffer, dt = b.dtype](Expr x, Expr y) {
+    return std::function<Expr(Expr, Expr)>([side, b, name = r.buffer, dt = b.dtype](Expr x, Expr y) {
       std::vector<Expr> idx;
       const size_t n2 = side.info.starts.size();
       for (size_t d = 0; d < n2; ++d) {
@@ -498,7 +537,7 @@ class Lowerer {
         if (d == n2 - 1) i = Add(std::move(i), y);
         idx.push_back(ir::FoldConstants(i));
       }
-      return ir::MakeLoad(name, {Linear(shape, idx)}, dt);
+      return ir::MakeLoad(name, {Addr(b, idx)}, dt);
     });
   }
 
@@ -577,7 +616,7 @@ class Lowerer {
                          std::to_string(K) + "x" + std::to_string(N) + " do not match the accumulator " +
                          std::to_string(L.rows) + "x" + std::to_string(L.cols));
     }
-    if (L.rows % (2 * L.R) != 0 || L.cols % (8 * L.C) != 0 || L.g != 4 || L.v != 2 || L.R % 8 != 0) {
+    if (L.rows % (2 * L.R) != 0 || L.cols % (8 * L.C) != 0 || L.g != 4 || L.v != 2 || L.R % 8 != 0 || L.H != 1) {
       return Err(st, "gemm: accumulator layout " + L.ToString() + " is not an mma.sync warp grid");
     }
     m.R = L.R;
@@ -672,10 +711,10 @@ class Lowerer {
     SBlock kb;
     {
       const std::string rs = Fresh("rs"), r = Fresh("r");
-      Expr row = ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)));
+      Expr row = RowExpr(L, V(rs), TDiv(Tid(), L.g));
       Expr a = g.trans_a ? (*av)(V(k), V(r)) : (*av)(V(r), V(k));
       SBlock body{Let(r, row), Store(ar, V(rs), CastTo(ct, ir::MakeInt(0)))};
-      if (L.rows % L.R != 0) {
+      if (L.rows % (L.R * L.H) != 0) {
         body.push_back(IfS(Lt(V(r), I(L.rows)), {Store(ar, V(rs), CastTo(ct, a))}));
       } else {
         body.back() = Store(ar, V(rs), CastTo(ct, a));
@@ -748,14 +787,14 @@ class Lowerer {
       if (L.C != 1) return Err(st, "internal: reduction of " + L.ToString() + " (InferGpuLayouts keeps it in shared memory)");
       const std::string rs = Fresh("rs"), row = Fresh("row"), acc = Fresh("acc"), cs = Fresh("cs"), col = Fresh("col");
       SBlock per_row;
-      per_row.push_back(Let(row, ir::FoldConstants(Add(Mul(V(rs), I(L.R)), TDiv(Tid(), L.g)))));
+      per_row.push_back(Let(row, RowExpr(L, V(rs), TDiv(Tid(), L.g))));
       per_row.push_back(S(SVar{acc, t, Identity(r.op, t)}));
       SBlock per_col;
       Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
       per_col.push_back(Let(col, ir::FoldConstants(colx)));
       Expr slot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), V(cs)));
       std::optional<Expr> guard;
-      if (L.rows % L.R != 0) guard = Lt(V(row), I(L.rows));
+      if (L.rows % (L.R * L.H) != 0) guard = Lt(V(row), I(L.rows));
       if (L.cols % (L.v * L.g) != 0) guard = AndOpt(guard, Lt(V(col), I(L.cols)));
       per_col.push_back(IfS(guard, {S(SAssign{acc, Combine(r.op, V(acc, t), CastTo(t, ir::MakeLoad(r.src.buffer, {slot}, sb.dtype)))})}));
       per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
@@ -785,7 +824,7 @@ class Lowerer {
         Expr addr = V(row);
         Expr v = r.clear ? V(acc, t) : Combine(lop, ir::MakeLoad(r.dst.buffer, {addr}, t), V(acc, t));
         std::optional<Expr> g = Eq(TMod(Tid(), L.g), I(0));
-        if (L.rows % L.R != 0) g = AndOpt(g, Lt(V(row), I(L.rows)));
+        if (L.rows % (L.R * L.H) != 0) g = AndOpt(g, Lt(V(row), I(L.rows)));
         per_row.push_back(IfS(g, {Store(r.dst.buffer, addr, v)}));
       }
       cur_->push_back(For(rs, 0, I(L.row_slots()), 1, true, std::move(per_row)));
@@ -844,14 +883,14 @@ class Lowerer {
     SBlock inner;
     Expr jj = reverse ? Add(I(n - 1), Mul(V(j), I(-1))) : V(j);
     std::vector<Expr> si = src_idx(jj);
-    inner.push_back(S(SAssign{acc, Combine(op, V(acc, t), CastTo(t, ir::MakeLoad(src.buffer, {Linear(sb.shape, si)}, sb.dtype)))}));
+    inner.push_back(S(SAssign{acc, Combine(op, V(acc, t), CastTo(t, ir::MakeLoad(src.buffer, {Addr(sb, si)}, sb.dtype)))}));
     if (scan) {
       // dst is shaped as src.
       std::vector<Expr> di;
       for (size_t k = 0; k < si.size(); ++k) {
         di.push_back(ir::FoldConstants(Add(ToI32(d->info.starts[k]), Add(si[k], Mul(ToI32(s->info.starts[k]), I(-1))))));
       }
-      inner.push_back(Store(dst.buffer, Linear(db.shape, di), V(acc, t)));
+      inner.push_back(Store(dst.buffer, Addr(db, di), V(acc, t)));
     }
     body.push_back(For(j, 0, I(n), 1, false, std::move(inner)));
     if (!scan) {
@@ -868,7 +907,7 @@ class Lowerer {
       } else {
         di.push_back(ToI32(d->info.starts[0]));
       }
-      Expr addr = Linear(db.shape, di);
+      Expr addr = Addr(db, di);
       Expr v = clear ? V(acc, t) : Combine(LaneOp(op), ir::MakeLoad(dst.buffer, {addr}, t), V(acc, t));
       body.push_back(Store(dst.buffer, addr, v));
     }
@@ -995,7 +1034,7 @@ class Lowerer {
           if (!li.ok()) return li.status();
           idx.push_back(*li);
         }
-        addr = Linear(b.shape, idx);
+        addr = Addr(b, idx);
       }
       if (!loop_ && (b.where == Where::kShared || b.where == Where::kGlobal)) {
         // A scalar statement outside T.Parallel runs in every thread. A
@@ -1064,7 +1103,7 @@ class Lowerer {
       const Buf& b = bufs_[at->dst.buffer];
       // Once per block outside T.Parallel; once per element under replication.
       std::optional<Expr> once = loop_ ? replicated_once_ : std::optional<Expr>(Eq(Tid(), I(0)));
-      cur_->push_back(IfS(once, {S(SAtomicAdd{at->dst.buffer, Linear(b.shape, idx), CastTo(b.dtype, *v)})}));
+      cur_->push_back(IfS(once, {S(SAtomicAdd{at->dst.buffer, Addr(b, idx), CastTo(b.dtype, *v)})}));
       return Status::Ok();
     }
     if (ir::As<ir::Sync>(s)) {

@@ -20,6 +20,17 @@
 //   the shape own nothing and are guarded in generated code, so no shape and
 //   thread count is ever rejected (100 x 7 over 128 threads works).
 //
+//   Row blocks (H > 1; H = 1 is the map above): the R groups are taken Hp
+//   at a time (R a multiple of Hp), and each such set of Hp groups owns H
+//   blocks of Hp consecutive rows, one per row slot:
+//     group(row) = ((row % (R * H)) / (Hp * H)) * Hp + row % Hp
+//     row slot   = (row / (R * H)) * H + (row % (Hp * H)) / Hp
+//     row_slots  = ceil(rows / (R * H)) * H
+//   (thread and slot formulas as above with `row % R` -> group(row) and
+//   `row / R` -> row slot). This is wgmma's accumulator: warp w's 32 lanes
+//   own rows 16 w .. 16 w + 15 (H = 2 blocks of Hp = 8 rows), where the H = 1
+//   map would give row 8 to the next warp.
+//
 //   A *lane-replicated* layout (cols == 1, `replicated`) is the projection of
 //   such a layout onto its rows: element `row` is held by all g lanes of group
 //   row % R, at slot row / R. It is what a row reduction produces and what a
@@ -48,9 +59,20 @@ struct FragmentLayout {
   int64_t rows = 1, cols = 1;
   int64_t R = 1, g = 1, v = 1;
   int64_t C = 1;  // column blocks (see above)
+  int64_t H = 1, Hp = 1;  // row blocks (see above); Hp is only meaningful when H > 1
   bool replicated = false;
 
-  int64_t row_slots() const { return (rows + R - 1) / R; }
+  int64_t row_slots() const { return (rows + R * H - 1) / (R * H) * H; }
+  // The group (0 .. R-1) holding `row`, and its row slot.
+  int64_t GroupOf(int64_t row) const {
+    return H == 1 ? row % R : ((row % (R * H)) / (Hp * H)) * Hp + row % Hp;
+  }
+  int64_t RowSlotOf(int64_t row) const { return H == 1 ? row / R : (row / (R * H)) * H + (row % (Hp * H)) / Hp; }
+  // The row of group `grp`'s row slot `rs` (inverse of the two above).
+  int64_t RowOfGroup(int64_t grp, int64_t rs) const {
+    if (H == 1) return rs * R + grp;
+    return (rs / H) * (R * H) + (grp / Hp) * (Hp * H) + (rs % H) * Hp + grp % Hp;
+  }
   int64_t col_slots() const { return replicated ? 1 : ((cols + v * g * C - 1) / (v * g * C)) * v; }
   int64_t slots() const { return row_slots() * col_slots(); }  // registers per thread
 
@@ -64,7 +86,7 @@ struct FragmentLayout {
   std::optional<std::pair<int64_t, int64_t>> Element(int64_t thread, int64_t slot) const;
   // The row of row-slot `rs` and the column of column-slot `cs` for thread
   // `t` (may be >= rows / cols: guard).
-  int64_t RowOf(int64_t t, int64_t rs) const { return rs * R + (t % (R * g)) / g; }
+  int64_t RowOf(int64_t t, int64_t rs) const { return RowOfGroup((t % (R * g)) / g, rs); }
   int64_t ColOf(int64_t t, int64_t cs) const {
     return (cs / v) * (v * g * C) + ((t / (R * g)) % C) * (v * g) + (t % g) * v + cs % v;
   }
@@ -105,6 +127,17 @@ bool MmaAccumulatorFits(int64_t m, int64_t n, int64_t threads, int64_t max_warp_
 // 8 wn, wn <= max_warp_cols, minimizing the operand elements a warp reads
 // per k (M / wm + N / wn; ties: more warps along M). False if none fits.
 bool MmaWarpGrid(int64_t m, int64_t n, int64_t threads, int64_t max_warp_cols, int64_t* wm, int64_t* wn);
+
+// The wgmma (m64nNk16) accumulator over T / 128 warpgroups stacked along M:
+// g = 4 lanes, v = 2, R = 8 T / 32 groups, H = 2 row blocks of Hp = 8 rows.
+// Lane l of warp w (w = 4 wg + wi, warpgroup wg) holds rows
+// 16 (T / 32) j + 16 w + 8 h + l / 4 (row slot 2 j + h) and columns
+// 8 n + 2 (l % 4) + {0, 1} (column slots 2 n + {0, 1}): exactly the D
+// fragment of warpgroup wg's instruction for m-tile j (its 64 rows are
+// 64 (j T / 128 + wg) ...). Valid when WgmmaAccumulatorFits.
+FragmentLayout WgmmaAccumulatorLayout(int64_t m, int64_t n, int64_t threads);
+// T a multiple of 128, M of 64 T / 128, N of 8.
+bool WgmmaAccumulatorFits(int64_t m, int64_t n, int64_t threads);
 
 // The AMD matrix-core accumulator (SAmdMma, amd_matrix.h): R = T / 16 row
 // groups of g = 16 lanes, v = 1: lane l of wavefront w (W lanes, H = W / 16)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/swizzle.h"
 
 namespace tl::gpu {
 
@@ -42,6 +43,17 @@ struct SimtBuffer {
   ir::DType dtype = ir::DType::kF32;
   int64_t elements = 0;       // shared and register buffers
   int64_t shared_offset = 0;  // bytes into the block's dynamic shared memory
+  // Shared buffers: the logical shape (elements; the lowering's row padding
+  // included) and the swizzle of a tensor-core operand tile (wgmma operands
+  // on sm_90a). With swizzle != kNone the buffer [..., rows, cols] is stored
+  // as panels of SwizzleRowBytes(swizzle) bytes per row (swizzle.h,
+  // SwizzledElementByte): element (m, r, c) -- m the flattened leading
+  // index -- is at byte SwizzledElementByte(swizzle, rows, cols, bytes, m, r,
+  // c) from the buffer's start, and shared_offset is a multiple of
+  // SwizzleAtomBytes(swizzle). Every access of the buffer (copies, TMA boxes,
+  // epilogues, wgmma descriptors) goes through that function.
+  std::vector<int64_t> shape;
+  SmemSwizzle swizzle = SmemSwizzle::kNone;
 };
 
 // A kernel parameter, in signature order: a pointer to global memory (tensor)

@@ -47,6 +47,22 @@ constexpr int64_t SwizzleOffset(SmemSwizzle s, int64_t logical) {
   return logical ^ (((logical >> 7) & mask) << 4);
 }
 
+// Byte offset, from an atom-aligned buffer's start, of element (m, r, c) of a
+// buffer of [rows, cols] tiles (m: the flattened leading index) with
+// `elem_bytes`-byte elements, stored as the wgmma operand and the TMA box
+// layouts need it: kNone is plain row-major; a swizzle s stores each tile as
+// cols * elem_bytes / W column panels (W = SwizzleRowBytes(s), each panel
+// rows x W bytes, rows contiguous; a TMA box of W bytes' inner extent writes
+// exactly one panel) and permutes the bytes with SwizzleOffset. Needs
+// cols * elem_bytes a multiple of W and rows a multiple of 8 (whole atoms).
+constexpr int64_t SwizzledElementByte(SmemSwizzle s, int64_t rows, int64_t cols, int64_t elem_bytes, int64_t m,
+                                      int64_t r, int64_t c) {
+  if (s == SmemSwizzle::kNone) return ((m * rows + r) * cols + c) * elem_bytes;
+  const int64_t w = SwizzleRowBytes(s), per_row = w / elem_bytes;
+  const int64_t logical = m * rows * cols * elem_bytes + ((c / per_row) * rows + r) * w + (c % per_row) * elem_bytes;
+  return SwizzleOffset(s, logical);
+}
+
 // The name used in notes, build attributes and tests.
 constexpr const char* SwizzleName(SmemSwizzle s) {
   switch (s) {
