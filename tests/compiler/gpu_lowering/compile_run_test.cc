@@ -414,6 +414,97 @@ TEST_P(Run, FlashAttentionPipelined) {
   Expect(o.values, want, 3e-3, "flash_attn (3-stage cp.async)");
 }
 
+TEST_P(Run, FlashAttentionRowVectorsInRegisters) {
+  // upstream's mha_fwd_bshd shape (bshd, not causal, keys past S = 100
+  // masked): output and the base-2 log-sum-exp per row against float64. The
+  // LSE store runs in a 1-D loop over the replicated row layout.
+  std::mt19937 rng(17);
+  const int S = 100, H = 2, D = 64;
+  Tensor q = Random({1, S, H, D}, true, rng), k = Random({1, S, H, D}, true, rng), v = Random({1, S, H, D}, true, rng);
+  Tensor o = Random({1, S, H, D}, true, rng, true), lse = Random({1, H, S}, false, rng, true);
+  Launch(Named("flash_attn_rowvec"), {&q, &k, &v, &o, &lse});
+  std::vector<double> want(o.values.size()), want_lse(lse.values.size());
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < S; ++i) {
+      std::vector<double> p(S);
+      double m = -INFINITY, sum = 0;
+      for (int j = 0; j < S; ++j) {
+        double x = 0;
+        for (int d = 0; d < D; ++d) x += q.values[(i * H + h) * D + d] * k.values[(j * H + h) * D + d];
+        m = std::max(m, p[j] = x * scale);
+      }
+      for (int j = 0; j < S; ++j) sum += (p[j] = std::exp(p[j] - m));
+      want_lse[h * S + i] = std::log2(sum) + m / std::log(2.0);
+      for (int d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int j = 0; j < S; ++j) acc += p[j] * v.values[(j * H + h) * D + d];
+        want[(i * H + h) * D + d] = acc / sum;
+      }
+    }
+  }
+  Expect(o.values, want, 3e-3, "flash_attn_rowvec output");
+  Expect(lse.values, want_lse, 1e-4, "flash_attn_rowvec lse");
+  if (!Interp()) return;
+  // Under a 40 KiB budget O_shared takes Q_shared's memory (Q is dead after
+  // the K/V loop); the barrier before O's first write keeps the result.
+  tl::StatusOr<tl::gpu::SimtKernel> small =
+      tl::gpu::LowerToSimt(Parse(Named("flash_attn_rowvec").text), CudaOptions("flash_attn_rowvec", 40 * 1024));
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  std::string notes;
+  for (const std::string& n : small->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("shared O_shared reuses Q_shared"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("shared tiles reused: without, the kernel needs 45056 bytes"), std::string::npos) << notes;
+  EXPECT_EQ(small->shared_bytes, 45056 - 8192);
+  std::map<std::string, std::vector<double>> t{{"Q", q.values}, {"K", k.values}, {"V", v.values}};
+  t["Output"].assign(o.values.size(), 0);
+  t["LSE"].assign(lse.values.size(), 0);
+  ASSERT_TRUE(tl::gpu::test::Interpret(*small, &t).ok());
+  std::vector<double> rounded = t["Output"];
+  for (double& x : rounded) x = FromHalf(ToHalf(static_cast<float>(x)));
+  Expect(rounded, want, 3e-3, "flash_attn_rowvec output, O_shared in Q_shared's memory");
+  Expect(t["LSE"], want_lse, 1e-4, "flash_attn_rowvec lse, O_shared in Q_shared's memory");
+}
+
+TEST(Inference, RowVectorsOfFlashAttentionStayInRegisters) {
+  // Before: scores_max, scores_max_prev, scores_scale, scores_sum and logsum
+  // took 1 x 64 over 4 x 32 from their own 1-D loops and fills (first in
+  // program order), conflicted with the 64 x 1 replicated layout of the
+  // reductions and went to shared memory.
+  tl::StatusOr<tl::gpu::SimtKernel> k =
+      tl::gpu::LowerToSimt(Parse(Named("flash_attn_rowvec").text), CudaOptions("flash_attn_rowvec"));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  std::string notes;
+  for (const std::string& n : k->notes) notes += n + "\n";
+  for (const char* v : {"scores_max", "scores_max_prev", "scores_scale", "scores_sum", "logsum"}) {
+    EXPECT_NE(notes.find("fragment " + std::string(v) + ": 64x1 over 32x4 (v=1, 2 slots) replicated"), std::string::npos)
+        << v << "\n" << notes;
+    EXPECT_EQ(notes.find("fragment " + std::string(v) + " kept in shared memory"), std::string::npos) << notes;
+  }
+  // Q, K, V, O tiles (8 KiB each) and acc_s_cast, the second gemm's A
+  // operand (8 KiB, read from shared memory by mma.sync), with ldmatrix row
+  // padding; nothing for the row vectors.
+  EXPECT_EQ(k->shared_bytes, 5 * 8192 + 4 * 64 * 8 * 2) << notes;
+  // upstream's 128 x 128 tiles at dim 128 for sm_90a (166912 bytes): Q, K,
+  // V, O and acc_s_cast are 163840 bytes, 172032 with the padding, so O
+  // takes Q's memory (it was 174080 bytes, the row vectors included).
+  std::string big = Named("flash_attn_rowvec").text;
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"[64, 64]", "[128, 128]"}, {"[64]", "[128]"}, {", 64]", ", 128]"}, {"64:64", "128:128"},
+           {"0:64", "0:128"}, {"(64)", "(128)"}, {"(64, 64)", "(128, 128)"}, {"bx * 64", "bx * 128"},
+           {"k * 64", "k * 128"}, {"0.18033688", "0.12751743"}, {"grid(2, 2, 1)", "grid(1, 2, 1)"},
+           {"pipelined(0, 2,", "pipelined(0, 1,"}}) {
+    for (size_t at = 0; (at = big.find(from, at)) != std::string::npos; at += to.size()) big.replace(at, from.size(), to);
+  }
+  tl::StatusOr<tl::gpu::SimtKernel> k128 = tl::gpu::LowerToSimt(Parse(big), CudaOptions("flash_attn_128", 166912));
+  ASSERT_TRUE(k128.ok()) << k128.status().ToString() << "\n" << big;
+  notes.clear();
+  for (const std::string& n : k128->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("shared O_shared reuses Q_shared"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("fragment logsum: 128x1 over 32x4 (v=1, 4 slots) replicated"), std::string::npos) << notes;
+  EXPECT_EQ(k128->shared_bytes, 4 * 32768 + 4 * 128 * 8 * 2) << notes;
+}
+
 TEST_P(Run, DynamicShapes) {
   // One bundle, three problem sizes: M, N, K reach the kernel as parameters
   // (the epilogue adds K, so a wrong K shows even where the product is right).

@@ -309,5 +309,70 @@ func @gemm_big(A: tensor[2048, 2048] f16, B: tensor[2048, 2048] f16, C: tensor[2
   }
 }
 )"});
+  // upstream's example_mha_fwd_bshd (B1 S100 H2 D64, 64x64 tiles, not
+  // causal, keys past S masked): its row vectors have their own 1-D T.Parallel
+  // loops, fills and a row-vector copy, and stay in registers in the
+  // replicated row layout of the reductions; LSE is stored from a 1-D loop
+  // over that replicated layout (one lane of each group stores).
+  k.push_back({"flash_attn_rowvec", R"(tileir 1
+
+func @flash_attn_rowvec(Q: tensor[1, 100, 2, 64] f16, K: tensor[1, 100, 2, 64] f16, V: tensor[1, 100, 2, 64] f16, Output: tensor[1, 100, 2, 64] f16, LSE: tensor[1, 2, 100] f32) {
+  kernel grid(2, 2, 1) threads(128) -> (bx, by, bz) {
+    alloc Q_shared: shared[64, 64] f16
+    alloc K_shared: shared[64, 64] f16
+    alloc V_shared: shared[64, 64] f16
+    alloc O_shared: shared[64, 64] f16
+    alloc acc_s: fragment[64, 64] f32
+    alloc acc_s_cast: fragment[64, 64] f16
+    alloc acc_o: fragment[64, 64] f32
+    alloc scores_max: fragment[64] f32
+    alloc scores_max_prev: fragment[64] f32
+    alloc scores_scale: fragment[64] f32
+    alloc scores_sum: fragment[64] f32
+    alloc logsum: fragment[64] f32
+    copy Q[bz, bx * 64:64, by, 0:64] -> Q_shared
+    fill acc_o, 0.0:f32
+    fill logsum, 0.0:f32
+    fill scores_max, -inf:f32
+    for k in pipelined(0, 2, stages=1) {
+      copy K[bz, k * 64:64, by, 0:64] -> K_shared
+      parallel (i, j) in (64, 64) {
+        acc_s[i, j] = select(k * 64 + j >= 100, -inf:f32, 0.0:f32)
+      }
+      gemm Q_shared, K_shared -> acc_s trans_b policy=full_row
+      copy scores_max -> scores_max_prev
+      fill scores_max, -inf:f32
+      reduce max acc_s -> scores_max dim=1
+      parallel (i_1) in (64) {
+        scores_max[i_1] = max(scores_max[i_1], scores_max_prev[i_1])
+      }
+      parallel (i_2) in (64) {
+        scores_scale[i_2] = exp2(scores_max_prev[i_2] * 0.18033688:f32 - scores_max[i_2] * 0.18033688:f32)
+      }
+      parallel (i_3, j_1) in (64, 64) {
+        acc_s[i_3, j_1] = exp2(acc_s[i_3, j_1] * 0.18033688:f32 - scores_max[i_3] * 0.18033688:f32)
+      }
+      reduce sum acc_s -> scores_sum dim=1 clear
+      parallel (i_4) in (64) {
+        logsum[i_4] = logsum[i_4] * scores_scale[i_4] + scores_sum[i_4]
+      }
+      copy acc_s -> acc_s_cast
+      parallel (i_5, j_2) in (64, 64) {
+        acc_o[i_5, j_2] = acc_o[i_5, j_2] * scores_scale[i_5]
+      }
+      copy V[bz, k * 64:64, by, 0:64] -> V_shared
+      gemm acc_s_cast, V_shared -> acc_o policy=full_row
+    }
+    parallel (i_6, j_3) in (64, 64) {
+      acc_o[i_6, j_3] = acc_o[i_6, j_3] / logsum[i_6]
+    }
+    parallel (i_7) in (64) {
+      LSE[bz, by, bx * 64 + i_7] = log2(logsum[i_7]) + scores_max[i_7] * 0.18033688:f32
+    }
+    copy acc_o -> O_shared
+    copy O_shared -> Output[bz, bx * 64:64, by, 0:64]
+  }
+}
+)"});
   return k;
 }

@@ -344,6 +344,12 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
         const FragmentLayout L = LoopLayout(*p, syms, plan);
         std::vector<Access> acc;
         ParallelAccesses(p->body, syms, &acc);
+        bool anchored = false;  // L comes from a fragment's layout, not DefaultLayout
+        for (const Access& a : acc) {
+          anchored = anchored || (plan.layouts.count(a.buffer) &&
+                                  Classify(*p, a.indices, shape_of(a.buffer)) != Pattern::kOther);
+        }
+        if (!anchored && !defaults) return;
         for (const Access& a : acc) {
           const std::vector<int64_t> sh = shape_of(a.buffer);
           const Pattern pat = Classify(*p, a.indices, sh);
@@ -363,7 +369,10 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
           demote(r->dst.buffer, "its reduction's source is not in registers" + where);
           return;
         }
-        if (!plan.layouts.count(r->src.buffer)) plan.layouts[r->src.buffer] = DefaultLayout(shape_of(r->src.buffer), threads);
+        if (!plan.layouts.count(r->src.buffer)) {
+          if (!defaults) return;
+          plan.layouts[r->src.buffer] = DefaultLayout(shape_of(r->src.buffer), threads);
+        }
         const FragmentLayout& src = plan.layouts[r->src.buffer];
         if (src.C > 1) {  // a row spans warps (see 2b)
           demote(r->src.buffer, "reduction of a layout split across warps by columns" + where);
@@ -377,15 +386,27 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
         }
         want(r->dst.buffer, ProjectRows(src, shape_of(r->dst.buffer)), "reduce" + where);
       } else if (const auto* c = ir::As<ir::Copy>(s)) {
-        for (const std::string& b : {c->src.buffer, c->dst.buffer}) {
-          if (frag(b) && !plan.demoted.count(b) && !plan.layouts.count(b)) plan.layouts[b] = DefaultLayout(shape_of(b), threads);
+        const std::string &a = c->src.buffer, &b = c->dst.buffer;
+        auto live = [&](const std::string& x) { return frag(x) && !plan.demoted.count(x); };
+        if (live(a) && live(b)) {
+          // Register to register, slot by slot: both sides need one layout.
+          if (plan.layouts.count(a)) want(b, plan.layouts.at(a), "copy from " + a + where);
+          if (plan.layouts.count(b)) want(a, plan.layouts.at(b), "copy to " + b + where);
+        }
+        for (const std::string& x : {a, b}) {
+          if (defaults && live(x) && !plan.layouts.count(x)) plan.layouts[x] = DefaultLayout(shape_of(x), threads);
         }
       } else if (const auto* fl = ir::As<ir::Fill>(s)) {
         const std::string& b = fl->dst.buffer;
-        if (frag(b) && !plan.demoted.count(b) && !plan.layouts.count(b)) plan.layouts[b] = DefaultLayout(shape_of(b), threads);
+        if (defaults && frag(b) && !plan.demoted.count(b) && !plan.layouts.count(b)) {
+          plan.layouts[b] = DefaultLayout(shape_of(b), threads);
+        }
       }
     });
-    if (before.layouts == plan.layouts && before.demoted == plan.demoted) break;
+    if (before.layouts == plan.layouts && before.demoted == plan.demoted) {
+      if (defaults) break;
+      defaults = true;
+    }
   }
   // 4. Defaults for the rest.
   for (const auto& [name, info] : syms) {

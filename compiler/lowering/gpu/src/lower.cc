@@ -19,6 +19,7 @@
 #include <functional>
 
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/lowering/gpu/reuse_shared.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::gpu {
@@ -454,8 +455,13 @@ class Lowerer {
     const Buf& sb = bufs_[a->info.buffer];
     const Buf& db = bufs_[b->info.buffer];
     if (db.where == Where::kRegisterFrag && !atomic) {
+      // A register source has the destination's layout (InferGpuLayouts): slot to slot.
+      if (sb.where == Where::kRegisterFrag && !(sb.layout && *sb.layout == *db.layout)) {
+        return Err(st, "copy " + a->info.buffer + " -> " + b->info.buffer + ": register fragments of different layouts");
+      }
+      const bool same = sb.where == Where::kRegisterFrag;
       code = LayoutLoop(*db.layout, [&](const std::vector<Expr>& full, Expr slot, Expr) {
-        return emit(CompactOf(*b, full), std::nullopt, slot, std::nullopt);
+        return emit(CompactOf(*b, full), same ? std::optional<Expr>(slot) : std::nullopt, slot, std::nullopt);
       }, &err);
     } else if (sb.where == Where::kRegisterFrag) {
       const FragmentLayout& L = *sb.layout;
@@ -1052,7 +1058,11 @@ class Lowerer {
         cur_->push_back(S(SBarrier{}));
         return Status::Ok();
       }
-      cur_->push_back(Store(st->buffer, addr, CastTo(b.dtype, *e)));
+      // Under a replicated loop layout every lane of a group computes the
+      // same element: one of them stores it to memory others can see.
+      SStmt w = Store(st->buffer, addr, CastTo(b.dtype, *e));
+      const bool visible = b.where == Where::kShared || b.where == Where::kGlobal;
+      cur_->push_back(visible && replicated_once_ ? IfS(replicated_once_, {std::move(w)}) : std::move(w));
       return Status::Ok();
     }
     if (const auto* fo = ir::As<ir::For>(s)) {
@@ -1158,6 +1168,12 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   std::vector<AsyncPipeline> async;
   if (options.async_copies && options.vector_copies) async = PipelineAsyncCopies(f, options.max_async_stages);
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
+  std::vector<std::string> reuse_notes;
+  if (options.reuse_dead_shared) {
+    std::set<std::string> staged;
+    for (const AsyncPipeline& p : async) staged.insert(p.buffers.begin(), p.buffers.end());
+    reuse_notes = ReuseDeadSharedBuffers(f, staged);
+  }
 
   if (options.warp_size != 32 && options.warp_size != 64) {
     return Status(StatusCode::kInvalidArgument,
@@ -1200,6 +1216,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   }
   const int barriers = InsertBarriers(f, shared);
   out.notes = plan->notes;
+  out.notes.insert(out.notes.end(), reuse_notes.begin(), reuse_notes.end());
   out.notes.push_back("barriers inserted: " + std::to_string(barriers));
   for (const passes::PipelineDecision& d : pipes) {
     out.notes.push_back("pipeline " + d.loop_var + ": stages requested " + std::to_string(d.requested_stages) +
@@ -1214,6 +1231,16 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   Lowerer low(f, *plan, &out, options);
   s = low.Run(passes::TheKernel(f));
   if (!s.ok()) return s;
+  if (out.shared_bytes > options.shared_budget_bytes && !options.reuse_dead_shared) {
+    GpuLowerOptions reuse = options;  // tiles that are never live together share memory
+    reuse.reuse_dead_shared = true;
+    StatusOr<SimtKernel> r = LowerToSimt(input, reuse);
+    if (r.ok()) {
+      r->notes.push_back("shared tiles reused: without, the kernel needs " + std::to_string(out.shared_bytes) +
+                         " bytes of shared memory, the target allows " + std::to_string(options.shared_budget_bytes));
+    }
+    return r;
+  }
   if (out.shared_bytes > options.shared_budget_bytes) {
     int64_t deepest = 0;
     for (const AsyncPipeline& p : async) deepest = std::max(deepest, p.stages);

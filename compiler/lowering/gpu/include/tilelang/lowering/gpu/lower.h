@@ -133,6 +133,10 @@ struct GpuLowerOptions {
   // a serial loop.
   bool async_copies = false;
   int64_t max_async_stages = 8;
+  // Shared tiles whose lives do not overlap share memory
+  // (ReuseDeadSharedBuffers, reuse_shared.h). LowerToSimt turns it on by
+  // itself when a kernel does not fit shared_budget_bytes without it.
+  bool reuse_dead_shared = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
