@@ -9,27 +9,49 @@ import tilelang.language as T
 from kernels.gemm import _dim
 
 
-def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4):
-    """Y = X / sqrt(mean(X^2, axis=1) + eps) * W. Signature: (X [M, N], W [N], Y [M, N])."""
+def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fragment"):
+    """Y = X / sqrt(mean(X^2, axis=1) + eps) * W. Signature: (X [M, N], W [N], Y [M, N]).
+    stage "fragment": rows load straight into registers (one element per load on CUDA);
+    "shared": rows and W go through shared memory, so the GPU lowering moves them with 16-byte
+    global loads and stores (what a bandwidth-bound kernel needs at large N; block_M * N * size +
+    N * size bytes of shared memory)."""
+    _check_stage(stage)
     M = _dim(M)
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
             x = T.alloc_fragment((block_M, N), "float32")
             sq = T.alloc_fragment((block_M, N), "float32")
             ss = T.alloc_fragment((block_M,), "float32")
-            T.copy(X[bx * block_M, 0], x)
+            if stage == "shared":
+                xs = T.alloc_shared((block_M, N), dtype)
+                ws = T.alloc_shared((N,), dtype)
+                T.copy(X[bx * block_M, 0], xs)
+                T.copy(W[0], ws)
+                T.copy(xs, x)
+            else:
+                T.copy(X[bx * block_M, 0], x)
             for i, j in T.Parallel(block_M, N):
                 sq[i, j] = x[i, j] * x[i, j]
             T.reduce_sum(sq, ss, dim=1)
             for i in T.Parallel(block_M):
                 ss[i] = T.rsqrt(ss[i] / N + eps)
-            for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] * ss[i] * W[j]
-            T.copy(x, Y[bx * block_M, 0])
+            if stage == "shared":
+                for i, j in T.Parallel(block_M, N):
+                    xs[i, j] = x[i, j] * ss[i] * ws[j]
+                T.copy(xs, Y[bx * block_M, 0])
+            else:
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = x[i, j] * ss[i] * W[j]
+                T.copy(x, Y[bx * block_M, 0])
 
     return main
+
+
+def _check_stage(stage):
+    if stage not in ("fragment", "shared"):
+        raise ValueError(f"stage must be 'fragment' or 'shared', got {stage!r}")
 
 
 def layer_norm(M, N, eps=1e-5, dtype="float32", save_stats=False, block_M=4):
@@ -147,25 +169,37 @@ def layer_norm_bwd_dweight(M, N, dtype="float32", block_M=32, block_N=64):
     return main
 
 
-def softmax(M, N, dtype="float32", block_M=4):
-    """Y[i, :] = softmax(X[i, :]). Signature: (X [M, N], Y [M, N])."""
+def softmax(M, N, dtype="float32", block_M=4, threads=128, stage="fragment"):
+    """Y[i, :] = softmax(X[i, :]). Signature: (X [M, N], Y [M, N]).
+    stage: as for rms_norm ("shared": 16-byte global loads and stores through shared memory)."""
+    _check_stage(stage)
     M = _dim(M)
     scale = 1.44269504  # log2(e): exp(x) == exp2(x * log2(e))
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
             x = T.alloc_fragment((block_M, N), "float32")
             row_max = T.alloc_fragment((block_M,), "float32")
             row_sum = T.alloc_fragment((block_M,), "float32")
-            T.copy(X[bx * block_M, 0], x)
+            if stage == "shared":
+                xs = T.alloc_shared((block_M, N), dtype)
+                T.copy(X[bx * block_M, 0], xs)
+                T.copy(xs, x)
+            else:
+                T.copy(X[bx * block_M, 0], x)
             T.reduce_max(x, row_max, dim=1)
             for i, j in T.Parallel(block_M, N):
                 x[i, j] = T.exp2((x[i, j] - row_max[i]) * scale)
             T.reduce_sum(x, row_sum, dim=1)
-            for i, j in T.Parallel(block_M, N):
-                x[i, j] = x[i, j] / row_sum[i]
-            T.copy(x, Y[bx * block_M, 0])
+            if stage == "shared":
+                for i, j in T.Parallel(block_M, N):
+                    xs[i, j] = x[i, j] / row_sum[i]
+                T.copy(xs, Y[bx * block_M, 0])
+            else:
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = x[i, j] / row_sum[i]
+                T.copy(x, Y[bx * block_M, 0])
 
     return main
 

@@ -14,7 +14,7 @@ from kernels.gemm import _dim
 
 
 def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=None, block_M=16,
-                 block_N=64, block_K=64, num_stages=1, threads=128):
+                 block_N=64, block_K=64, num_stages=1, threads=128, stage_scales=False):
     """Parameters:
       M           rows of A (int or symbol name), N output channels, K the reduction size
                   (K even for bits=4; K a multiple of group_size when grouped).
@@ -22,6 +22,10 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
       group_size  None: per-channel scales [N]; else scales [N, K / group_size].
       dtype       activation and scale dtype: float16 | bfloat16 | float32; out_dtype default dtype.
       block_M     16 for decode (M = 1..16), 64 for prefill.
+      stage_scales  copy each k-step's scales into shared memory beside the weights (one tile copy
+                  instead of a guarded global load per dequantized weight); needs per-group scales
+                  with block_K a multiple of group_size. For the bandwidth-bound decode shapes
+                  (large block_K, several pipeline stages).
     Signature: (A, W, Scales, C); C is written.
     """
     if bits not in (4, 8):
@@ -30,7 +34,12 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
         raise ValueError(f"quant_matmul: int4 needs even K and block_K, got K={K}, block_K={block_K}")
     if group_size is not None and K % group_size:
         raise ValueError(f"quant_matmul: K={K} is not a multiple of group_size={group_size}")
+    if stage_scales and (group_size is None or block_K % group_size):
+        raise ValueError(f"quant_matmul: stage_scales needs per-group scales with block_K a multiple of group_size, "
+                         f"got block_K={block_K}, group_size={group_size}")
     out_dtype = out_dtype or dtype
+    # Static N and K that the tiles divide need no bounds test on the scales.
+    exact = isinstance(N, int) and isinstance(K, int) and N % block_N == 0 and K % block_K == 0
     M = _dim(M)
     w_shape = (N, K // 2) if bits == 4 else (N, K)
     w_dtype = "uint8" if bits == 4 else "int8"
@@ -45,6 +54,8 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
             W_s = T.alloc_shared(w_tile, w_dtype)
             W_f = T.alloc_fragment((block_N, block_K), dtype)
             C_f = T.alloc_fragment((block_M, block_N), "float32")
+            if stage_scales:
+                S_s = T.alloc_shared((block_N, block_K // group_size), dtype)
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
@@ -52,6 +63,8 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
                     T.copy(W[bx * block_N, k * (block_K // 2)], W_s)
                 else:
                     T.copy(W[bx * block_N, k * block_K], W_s)
+                if stage_scales:
+                    T.copy(Scales[bx * block_N, k * (block_K // group_size)], S_s)
                 for i, j in T.Parallel(block_N, block_K):
                     n = bx * block_N + i
                     kk = k * block_K + j
@@ -61,8 +74,13 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
                                    "float32")
                     else:
                         q = T.cast(W_s[i, j], "float32")
-                    if group_size is None:
-                        s = T.if_then_else(n < N, T.cast(Scales[n], "float32"), 0.0)
+                    if stage_scales:
+                        s = T.cast(S_s[i, j // group_size], "float32")
+                    elif group_size is None:
+                        s = T.if_then_else(n < N, T.cast(Scales[n], "float32"), 0.0) if not exact else T.cast(
+                            Scales[n], "float32")
+                    elif exact:
+                        s = T.cast(Scales[n, kk // group_size], "float32")
                     else:
                         s = T.if_then_else(n < N and kk < K, T.cast(Scales[n, kk // group_size], "float32"), 0.0)
                     W_f[i, j] = T.cast(q * s, dtype)

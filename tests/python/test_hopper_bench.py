@@ -1,0 +1,120 @@
+"""tools/bench/hopper_bench.py (issue #11's H200 benchmark) without a GPU: its --self-test runs
+every benchmark group at tiny sizes on the CPU device (the same factories, configs, argument
+order and float64 references as on the H200, numpy standing in for the peers), and its checks
+must reject a kernel given its arguments in the wrong order.
+
+Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_hopper_bench.py
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BENCH = os.path.join(ROOT, "tools", "bench", "hopper_bench.py")
+
+pytest.importorskip("tilelang_runtime")
+try:
+    import tilelang  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+from tilelang import toolchain  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+sys.path.insert(0, ROOT)
+
+
+@pytest.fixture(scope="module")
+def env():
+    try:
+        tl_pack = toolchain.tl_pack_path()
+    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
+        pytest.skip(f"no tl-pack ({e})")
+    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
+    e = dict(os.environ, TL_PACK=tl_pack)
+    e.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+    paths = [p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]
+    e["PYTHONPATH"] = os.pathsep.join(paths + [os.path.join(ROOT, "compiler", "python")])
+    os.environ.setdefault("TL_CACHE_DIR", e["TL_CACHE_DIR"])
+    os.environ.setdefault("TL_PACK", tl_pack)
+    return e
+
+
+def test_self_test_runs_every_group_on_the_cpu(env, tmp_path):
+    out = tmp_path / "self.json"
+    r = subprocess.run([sys.executable, BENCH, "--self-test", "--json", str(out)], env=env, capture_output=True,
+                       text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "self-test: 13 rows, 0 problems" in r.stdout
+    data = json.loads(out.read_text())
+    machine, rows = data[0], data[1:]
+    assert machine["device"] == "cpu" and machine["copy_bandwidth_TBps"] > 0
+    assert set(machine["matrix_rates"]) == {"bfloat16", "float16"}
+    groups = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+        assert row["ours_err"] < 1e-2, row
+        assert row["peers"]["numpy"]["err"] < 1e-2, row
+        assert row["floor_ms"] > 0 and 0 < row["of_floor"]["ours"]
+        # ratio and rates are consistent with the times
+        assert row["rate"]["ours"] == pytest.approx(
+            (row["flops"] if row["unit"] == "TFLOP/s" else row["min_bytes"]) / row["ours_ms"] / 1e9)
+    assert {g: len(v) for g, v in groups.items()} == {"gemm": 4, "attention": 4, "w4a16": 3, "norm": 2}
+    # the table has one line per row and the floors in it
+    assert r.stdout.count("| GEMM ") == 4 and "(compute)" in r.stdout and "(memory)" in r.stdout
+
+
+def test_checks_reject_wrong_argument_order(env):
+    """The correctness check is what gates timing: swapped GEMM operands and an RMSNorm weight
+    that is not the one the reference uses must both fail it."""
+    import numpy as np
+    import hopper_bench as hb
+    be = hb.NumpyBackend()
+    rng = np.random.default_rng(3)
+    case = hb.gemm_case(64, 64, 64, "float16", [(64, 64, 32, 128, 2)])
+    k, _ = hb.compile_case(case, case.configs[0], "cpu")
+    x = case.make(be, rng)
+    out = be.nan(*case.out_spec)
+    k(*case.args(x, out))
+    assert case.check(be, x, out) < 1e-3
+    out = be.nan(*case.out_spec)
+    k(x["B"], x["A"], out)
+    assert case.check(be, x, out) > 0.5
+    norm = hb.norm_case("rmsnorm", 4, 256, [(1, 128, "shared")])
+    k, _ = hb.compile_case(norm, norm.configs[0], "cpu")
+    x = norm.make(be, rng)
+    out = be.nan(*norm.out_spec)
+    k(*norm.args(x, out))
+    assert norm.check(be, x, out) < 1e-2
+    w = be.randn((256,), "bfloat16", rng)
+    k(x["X"], w, out)
+    assert norm.check(be, x, out) > 0.5
+
+
+def test_every_full_size_case_has_a_fitting_config():
+    import hopper_bench as hb
+    cases = hb.all_cases()
+    assert len(cases) == 10 + 8 + 3 + 2
+    for c in cases:
+        fitting = [cfg for cfg in c.configs if hb.fits(c, cfg)]
+        assert fitting, c.label
+    labels = {c.label for c in cases}
+    assert "GEMM bfloat16 16x8192x8192" in labels and "W4A16 g128 1x8192x8192" in labels
+    assert "FA fwd bfloat16 B1 H32 S16384 D64 causal" in labels
+
+
+def test_floor_is_the_larger_of_bytes_and_flops():
+    import hopper_bench as hb
+    rows = [{"group": "gemm", "dtype": "bfloat16", "unit": "TFLOP/s", "flops": 2e12, "min_bytes": 1e9,
+             "ours_ms": 4.0, "peers": {"cuBLAS": {"ms": 2.0}}},
+            {"group": "norm", "dtype": "bfloat16", "unit": "TB/s", "flops": 0.0, "min_bytes": 4e9,
+             "ours_ms": 2.0, "peers": {"torch": {"ms": 1.0}}}]
+    rates = hb.matrix_rates_from(rows)
+    assert rates["bfloat16"] == pytest.approx(1e15)  # the best GEMM time: cuBLAS, 2e12 FLOP in 2 ms
+    hb.add_floors(rows, 4e12, rates)
+    assert rows[0]["floor_ms"] == pytest.approx(2.0) and rows[0]["floor_bound"] == "compute"
+    assert rows[0]["of_floor"]["ours"] == pytest.approx(0.5)
+    assert rows[1]["floor_ms"] == pytest.approx(1.0) and rows[1]["floor_bound"] == "memory"
+    assert rows[1]["rate"]["ours"] == pytest.approx(2.0) and rows[1]["of_floor"]["torch"] == pytest.approx(1.0)

@@ -1,0 +1,888 @@
+#!/usr/bin/env python3
+"""Issue #11 benchmarks on the H200, in one run: every row measured against its peers in the same
+process on the same random inputs, each output checked against a float64 numpy reference before
+it is timed, then the median of many timed runs after warm-up (CUDA events, L2 flushed before
+every run).
+
+  GEMM bf16 and fp16 (fp32 accumulation, output in the input dtype), M x N x K = 4096^3, 8192^3,
+      8192x8192x1024, 128x8192x8192, 16x8192x8192: ours (kernels/gemm.py matmul, the best of the
+      tile configs listed below for that shape) vs torch.matmul (cuBLAS) and a Triton matmul (below).
+  FlashAttention forward bf16, D = 128 and 64, causal and not, B=4 H=32 S=4096 and B=1 H=32
+      S=16384: ours (kernels/attention.py flash_attention) vs torch SDPA with the cuDNN and the
+      flash backends.
+  W4A16 (int4 weights two per byte, fp16 scales per group of 128 along K), M = 1, 16, 128 and
+      N = K = 8192: ours (kernels/quant_gemm.py) vs fp16 cuBLAS (F.linear) on the dequantized weights.
+  RMSNorm and softmax over rows of 16384 x 8192 bf16: ours (kernels/norm.py) vs
+      torch.nn.functional.rms_norm / torch.softmax; and the device copy bandwidth (copy_, clone).
+
+Each row also gets its roofline floor: t_min = max(fewest bytes that must move / measured copy
+bandwidth, FLOPs / best measured matrix rate of that dtype in this run), and the fraction of it
+reached (t_min / t). Output: a markdown table on stdout, every measurement (all tile configs,
+errors, times) as JSON in --json.
+
+  python3 tools/bench/hopper_bench.py --json OUT.json [--only gemm,attention,w4a16,norm]
+  python3 tools/bench/hopper_bench.py --precompile [--jobs 2]   no GPU, no torch: compiles every kernel
+                                        for CUDA into the cache (TL_CUDA_TARGET, TL_PACK, TL_CACHE_DIR as
+                                        for tests/conformance), so the device compiles nothing
+  python3 tools/bench/hopper_bench.py --self-test               no GPU, no torch: tiny shapes on the CPU
+                                        device with numpy peers; proves kernel selection, argument
+                                        order, references, floors and the table (tests/python/
+                                        test_hopper_bench.py runs it)
+Environment: PYTHONPATH with tilelang (compiler/python) and tilelang_runtime.
+tools/device/hopper_bench.sh stages everything for the device call.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+GROUPS = ("gemm", "attention", "w4a16", "norm")
+
+# GEMM tile configs (block_M, block_N, block_K, threads, num_stages), by M. The best one is reported.
+GEMM_CONFIGS_LARGE = ((128, 128, 32, 256, 2), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
+                      (128, 128, 32, 128, 3))
+GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3))
+GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (64, 64, 64, 128, 4))
+GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
+# FlashAttention (block_M, block_N, threads, num_stages).
+FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2))
+FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
+# W4A16 (block_M, block_N, block_K, num_stages, threads, stage_scales); the first decode one is the
+# standard library's manifest config (w4a16_g128_decode).
+W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (16, 32, 512, 3, 128, True),
+                     (16, 128, 256, 3, 256, True))
+W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True))
+W4_MS = (1, 16, 128)
+W4_NK = 8192
+W4_GROUP = 128
+# RMSNorm / softmax (block_M, threads, stage) on NORM_SHAPE; stage "shared": rows staged through
+# shared memory with 16-byte global loads and stores, "fragment": straight into registers.
+NORM_CONFIGS = ((1, 256, "shared"), (2, 256, "shared"), (1, 512, "shared"), (1, 128, "fragment"), (4, 128, "fragment"))
+NORM_SHAPE = (16384, 8192)
+
+# --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
+TINY = dict(gemm_shapes=((256, 256, 256), (16, 256, 128)), fa_shapes=((1, 2, 256),), w4_ms=(1, 16, 128), w4_nk=512,
+            norm_shape=(6, 512))
+
+
+def _dt_bytes(dtype):
+    return 2 if dtype in ("float16", "bfloat16") else 4
+
+
+# ----------------------------------------------------------------------------------------- cases
+
+class Case:
+    """One benchmark row. program(cfg) -> prim_func; make(be, rng) -> dict of arrays on the backend;
+    args(arrays, out) -> the kernel's arguments in parameter order; check(be, arrays, out) -> relative
+    error against the float64 reference; peers: {name: fn(be, arrays, out) -> callable running it}."""
+
+    def __init__(self, group, label, configs, program, make, args, out_spec, check, flops, min_bytes, dtype,
+                 unit, peers, params):
+        self.group, self.label, self.configs = group, label, list(configs)
+        self.program, self.make, self.args, self.out_spec, self.check = program, make, args, out_spec, check
+        self.flops, self.min_bytes, self.dtype, self.unit, self.peers = flops, min_bytes, dtype, unit, peers
+        self.params = params
+
+
+def _rows(n, limit):
+    """Indices of at most `limit` rows spread over n (first and last included): the checked subset."""
+    if n <= limit:
+        return list(range(n))
+    step = (n - 1) / (limit - 1)
+    return sorted({int(round(i * step)) for i in range(limit)})
+
+
+def _cached(x, compute):
+    """The case's float64 reference, computed once per set of inputs (every config and peer is
+    checked against the same one)."""
+    if "_ref" not in x:
+        x["_ref"] = compute()
+    return x["_ref"]
+
+
+def _attention_refs(be, x, pairs, qrows, S, D, causal):
+    import numpy as np
+    refs = []
+    for b, h in pairs:
+        q = be.f64(x["Q"][b, h], qrows)
+        k = be.f64(x["K"][b, h])
+        v = be.f64(x["V"][b, h])
+        s = q @ k.T / math.sqrt(D)
+        if causal:
+            s = np.where(np.arange(S)[None, :] <= np.asarray(qrows)[:, None], s, -np.inf)
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        refs.append((p / p.sum(axis=1, keepdims=True)) @ v)
+    return refs
+
+
+def rel_err(got, ref):
+    import numpy as np
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    if got.shape != ref.shape or not np.isfinite(got).all():
+        return float("inf")
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+# --- GEMM
+
+def gemm_case(M, N, K, dtype, configs):
+    from kernels import gemm
+
+    def program(cfg):
+        bm, bn, bk, threads, stages = cfg
+        return gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
+                           num_stages=stages, threads=threads)
+
+    def make(be, rng):
+        return {"A": be.randn((M, K), dtype, rng), "B": be.randn((K, N), dtype, rng)}
+
+    rows = _rows(M, 64)
+
+    def check(be, x, out):
+        ref = _cached(x, lambda: be.f64(x["A"], rows) @ be.f64(x["B"]))
+        return rel_err(be.f64(out, rows), ref)
+
+    def p_torch(be, x, out):
+        import torch
+        return lambda: torch.matmul(x["A"], x["B"], out=out)
+
+    def p_triton(be, x, out):
+        run = triton_matmul()
+        return lambda: run(x["A"], x["B"], out)
+
+    def p_numpy(be, x, out):  # --self-test's stand-in peer
+        import numpy as np
+        a, b = be.f64(x["A"]).astype(np.float32), be.f64(x["B"]).astype(np.float32)
+        return lambda: be.store(out, a @ b)
+
+    return Case("gemm", f"GEMM {dtype} {M}x{N}x{K}", configs, program, make, lambda x, o: [x["A"], x["B"], o],
+                ((M, N), dtype), check, 2.0 * M * N * K, (M * K + K * N + M * N) * _dt_bytes(dtype), dtype,
+                "TFLOP/s", {"cuBLAS": p_torch, "Triton": p_triton, "numpy": p_numpy},
+                dict(M=M, N=N, K=K, dtype=dtype))
+
+
+def gemm_configs(M):
+    return GEMM_CONFIGS_M16 if M <= 16 else GEMM_CONFIGS_M128 if M <= 128 else GEMM_CONFIGS_LARGE
+
+
+# --- FlashAttention
+
+def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
+    from kernels import attention
+
+    def program(cfg):
+        bm, bn, threads, stages = cfg
+        return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
+                                         num_stages=stages, dtype=dtype)
+
+    def make(be, rng):
+        return {n: be.randn((B, H, S, D), dtype, rng) for n in ("Q", "K", "V")}
+
+    pairs = [(0, 0), (B - 1, H - 1)]
+    qrows = _rows(S, 96)
+
+    def check(be, x, out):
+        refs = _cached(x, lambda: _attention_refs(be, x, pairs, qrows, S, D, causal))
+        return max(rel_err(be.f64(out[b, h], qrows), ref) for (b, h), ref in zip(pairs, refs))
+
+    def p_sdpa(backend_name):
+        def peer(be, x, out):
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            backend = getattr(SDPBackend, backend_name)
+
+            def run():
+                with sdpa_kernel([backend]):
+                    out.copy_(F.scaled_dot_product_attention(x["Q"], x["K"], x["V"], is_causal=causal))
+            return run
+        return peer
+
+    def p_sdpa_timed(backend_name):
+        """The timed call is SDPA alone (no copy into `out`): its own output allocation is its cost."""
+        def peer(be, x, out):
+            import torch.nn.functional as F
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            backend = getattr(SDPBackend, backend_name)
+
+            def run():
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(x["Q"], x["K"], x["V"], is_causal=causal)
+            return run
+        return peer
+
+    def p_numpy(be, x, out):
+        import numpy as np
+        q, k, v = (be.f64(x[n]).astype(np.float32) for n in ("Q", "K", "V"))
+
+        def run():
+            s = q @ np.swapaxes(k, -1, -2) / np.float32(math.sqrt(D))
+            if causal:
+                s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            be.store(out, (p / p.sum(axis=-1, keepdims=True)) @ v)
+        return run
+
+    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+    peers = {"SDPA-cuDNN": p_sdpa("CUDNN_ATTENTION"), "SDPA-flash": p_sdpa("FLASH_ATTENTION"), "numpy": p_numpy}
+    case = Case("attention", f"FA fwd {dtype} B{B} H{H} S{S} D{D}{' causal' if causal else ''}", configs, program,
+                make, lambda x, o: [x["Q"], x["K"], x["V"], o], ((B, H, S, D), dtype), check, flops,
+                4 * B * H * S * D * _dt_bytes(dtype), dtype, "TFLOP/s", peers,
+                dict(B=B, H=H, S=S, D=D, causal=causal, dtype=dtype))
+    case.timed_peers = {"SDPA-cuDNN": p_sdpa_timed("CUDNN_ATTENTION"), "SDPA-flash": p_sdpa_timed("FLASH_ATTENTION")}
+    return case
+
+
+# --- W4A16
+
+def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
+    from kernels import quant_gemm
+
+    def program(cfg):
+        bm, bn, bk, stages, threads, stage_scales = cfg
+        return quant_gemm.quant_matmul(M, N, K, bits=4, group_size=group, dtype=dtype, block_M=bm, block_N=bn,
+                                       block_K=bk, num_stages=stages, threads=threads, stage_scales=stage_scales)
+
+    def make(be, rng):
+        x = {"A": be.randn((M, K), dtype, rng)}
+        x["W"], x["S"], x["Wdeq"] = be.int4_weights(N, K, group, dtype, rng)
+        return x
+
+    cols = _rows(N, 512)
+
+    def check(be, x, out):
+        # the weights dequantized in the activation dtype, as the kernel rounds them
+        ref = _cached(x, lambda: be.f64(x["A"]) @ be.f64(x["Wdeq"], cols).T)
+        return rel_err(be.f64(out)[:, cols], ref)
+
+    def p_cublas(be, x, out):
+        import torch.nn.functional as F
+        return lambda: out.copy_(F.linear(x["A"], x["Wdeq"]))
+
+    def p_cublas_timed(be, x, out):
+        import torch.nn.functional as F
+        return lambda: F.linear(x["A"], x["Wdeq"])
+
+    def p_numpy(be, x, out):
+        import numpy as np
+        a, w = be.f64(x["A"]).astype(np.float32), be.f64(x["Wdeq"]).astype(np.float32)
+        return lambda: be.store(out, a @ w.T)
+
+    wbytes = N * K // 2 + N * (K // group) * 2
+    case = Case("w4a16", f"W4A16 g{group} {M}x{N}x{K}", configs, program, make,
+                lambda x, o: [x["A"], x["W"], x["S"], o], ((M, N), dtype), check, 2.0 * M * N * K,
+                wbytes + (M * K + M * N) * 2, dtype, "TB/s", {"cuBLAS fp16 (dequantized W)": p_cublas,
+                                                               "numpy": p_numpy},
+                dict(M=M, N=N, K=K, group=group, dtype=dtype))
+    case.timed_peers = {"cuBLAS fp16 (dequantized W)": p_cublas_timed}
+    return case
+
+
+# --- RMSNorm, softmax
+
+def norm_case(kind, M, N, configs, dtype="bfloat16", eps=1e-6):
+    from kernels import norm
+
+    def program(cfg):
+        bm, threads, stage = cfg
+        if kind == "rmsnorm":
+            return norm.rms_norm(M, N, eps=eps, dtype=dtype, block_M=bm, threads=threads, stage=stage)
+        return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage)
+
+    def make(be, rng):
+        x = {"X": be.randn((M, N), dtype, rng, scale=2.0)}
+        if kind == "rmsnorm":
+            x["W"] = be.randn((N,), dtype, rng)
+        return x
+
+    rows = _rows(M, 256)
+
+    def reference(be, x):
+        xr = be.f64(x["X"], rows)
+        return norm.rms_norm_ref(xr, be.f64(x["W"]), eps) if kind == "rmsnorm" else norm.softmax_ref(xr)
+
+    def check(be, x, out):
+        return rel_err(be.f64(out, rows), _cached(x, lambda: reference(be, x)))
+
+    def p_torch(be, x, out):
+        import torch
+        if kind == "rmsnorm":
+            return lambda: torch.nn.functional.rms_norm(x["X"], (N,), x["W"], eps)
+        return lambda: torch.softmax(x["X"], dim=-1)
+
+    def p_torch_checked(be, x, out):
+        run = p_torch(be, x, out)
+        return lambda: out.copy_(run())
+
+    def p_numpy(be, x, out):
+        import numpy as np
+        xf = be.f64(x["X"]).astype(np.float32)
+        if kind == "rmsnorm":
+            w = be.f64(x["W"]).astype(np.float32)
+            return lambda: be.store(out, xf / np.sqrt((xf * xf).mean(axis=1, keepdims=True) + eps) * w)
+        return lambda: be.store(out, np.exp(xf - xf.max(1, keepdims=True)) / np.exp(
+            xf - xf.max(1, keepdims=True)).sum(1, keepdims=True))
+
+    args = (lambda x, o: [x["X"], x["W"], o]) if kind == "rmsnorm" else (lambda x, o: [x["X"], o])
+    peer = "torch rms_norm" if kind == "rmsnorm" else "torch softmax"
+    case = Case("norm", f"{'RMSNorm' if kind == 'rmsnorm' else 'softmax'} {dtype} {M}x{N}", configs, program, make,
+                args, ((M, N), dtype), check, 0.0, 2 * M * N * _dt_bytes(dtype) + (N * 2 if kind == "rmsnorm" else 0),
+                dtype, "TB/s", {peer: p_torch_checked, "numpy": p_numpy}, dict(kind=kind, M=M, N=N, dtype=dtype))
+    case.timed_peers = {peer: p_torch}
+    return case
+
+
+def all_cases(tiny=False, only=GROUPS):
+    cases = []
+    if "gemm" in only:
+        for dtype in ("bfloat16", "float16"):
+            for M, N, K in (TINY["gemm_shapes"] if tiny else GEMM_SHAPES):
+                cfgs = gemm_configs(M if not tiny else (16 if M <= 16 else 4096))
+                cases.append(gemm_case(M, N, K, dtype, cfgs))
+    if "attention" in only:
+        for B, H, S in (TINY["fa_shapes"] if tiny else FA_SHAPES):
+            for D in (128, 64):
+                for causal in (False, True):
+                    cases.append(fa_case(B, H, S, D, causal, FA_CONFIGS))
+    if "w4a16" in only:
+        nk = TINY["w4_nk"] if tiny else W4_NK
+        for M in (TINY["w4_ms"] if tiny else W4_MS):
+            cases.append(w4_case(M, nk, nk, W4_CONFIGS_DECODE if M <= 16 else W4_CONFIGS_PREFILL))
+    if "norm" in only:
+        M, N = TINY["norm_shape"] if tiny else NORM_SHAPE
+        for kind in ("rmsnorm", "softmax"):
+            cases.append(norm_case(kind, M, N, NORM_CONFIGS))
+    return cases
+
+
+def fits(case, cfg):
+    """Whether a config's tile divides the case's shape where the kernels need it (a tile larger
+    than a dimension is allowed: the edge is masked)."""
+    p = case.params
+    if case.group == "gemm":
+        bm, bn, bk = cfg[:3]
+        return p["N"] % bn == 0 and p["K"] % bk == 0 and (p["M"] % bm == 0 or p["M"] < bm)
+    if case.group == "attention":
+        return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
+    if case.group == "w4a16":
+        return p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and (not cfg[5] or cfg[2] % p["group"] == 0)
+    if case.group == "norm":
+        return p["M"] % cfg[0] == 0 or p["M"] < cfg[0]
+    return True
+
+
+# ----------------------------------------------------------------------------------------- backends
+
+class NumpyBackend:
+    """The CPU device (--self-test): numpy arrays, bf16 as uint16 bit patterns, perf_counter timing."""
+    name = "cpu"
+
+    def randn(self, shape, dtype, rng, scale=1.0):
+        import numpy as np
+        from kernels._util import to_bf16_bits
+        x = rng.standard_normal(shape) * scale
+        return to_bf16_bits(x) if dtype == "bfloat16" else x.astype(dtype)
+
+    def int4_weights(self, N, K, group, dtype, rng):
+        import numpy as np
+        q = rng.integers(-8, 8, size=(N, K))
+        u = (q & 0xF).astype(np.uint8)
+        packed = (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+        scales = (rng.random((N, K // group)) * 0.05 + 0.01).astype(dtype)
+        wdeq = (q * np.repeat(scales.astype(np.float64), group, axis=1)).astype(dtype)
+        return packed, scales, wdeq
+
+    def f64(self, arr, rows=None):
+        import numpy as np
+        a = np.asarray(arr)
+        if rows is not None:
+            a = a[rows]
+        if a.dtype == np.uint16:  # bf16 bit patterns
+            from kernels._util import from_bf16_bits
+            return from_bf16_bits(a).astype(np.float64)
+        return a.astype(np.float64)
+
+    def nan(self, shape, dtype):
+        import numpy as np
+        return np.full(shape, 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full(shape, np.nan, dtype)
+
+    def store(self, out, values):
+        import numpy as np
+        from kernels._util import to_bf16_bits
+        out[...] = to_bf16_bits(values) if out.dtype == np.uint16 else values
+
+    def all_finite(self, out):
+        import numpy as np
+        return bool(np.isfinite(self.f64(out)).all())
+
+    def sync(self):
+        pass
+
+    def time_ms(self, fn, target_s=0.05, min_reps=3, max_reps=20):
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        est = max(time.perf_counter() - t0, 1e-6)
+        n = int(min(max_reps, max(min_reps, target_s / est)))
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times), n
+
+    def copy_bandwidth(self):
+        import numpy as np
+        src = np.ones(1 << 24, np.float32)
+        dst = np.empty_like(src)
+        ms, n = self.time_ms(lambda: np.copyto(dst, src))
+        return {"copy_": {"ms": ms, "reps": n, "bytes": 2 * src.nbytes, "TB/s": 2 * src.nbytes / ms / 1e9}}
+
+
+class TorchBackend:
+    """The CUDA device through torch: tensors on cuda:0, CUDA-event timing with the L2 flushed."""
+    name = "cuda"
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+        self.dev = torch.device("cuda", 0)
+        self.flush = torch.empty(256 << 20, dtype=torch.uint8, device=self.dev)  # > L2 (60 MiB on H200)
+
+    def _dt(self, dtype):
+        return getattr(self.torch, dtype)
+
+    def randn(self, shape, dtype, rng, scale=1.0):
+        g = self.torch.Generator(device=self.dev)
+        g.manual_seed(int(rng.integers(1 << 62)))
+        return (self.torch.randn(shape, generator=g, device=self.dev, dtype=self.torch.float32) * scale).to(
+            self._dt(dtype))
+
+    def int4_weights(self, N, K, group, dtype, rng):
+        torch = self.torch
+        g = torch.Generator(device=self.dev)
+        g.manual_seed(int(rng.integers(1 << 62)))
+        q = torch.randint(-8, 8, (N, K), generator=g, device=self.dev, dtype=torch.int32)
+        u = (q & 0xF).to(torch.uint8)
+        packed = (u[:, 0::2] | (u[:, 1::2] << 4)).contiguous()
+        scales = (torch.rand((N, K // group), generator=g, device=self.dev) * 0.05 + 0.01).to(self._dt(dtype))
+        wdeq = (q.to(torch.float32) * scales.to(torch.float32).repeat_interleave(group, dim=1)).to(self._dt(dtype))
+        return packed, scales, wdeq
+
+    def f64(self, arr, rows=None):
+        a = arr
+        if rows is not None:
+            a = a[self.torch.as_tensor(rows, device=a.device)]
+        return a.to(self.torch.float64).cpu().numpy()
+
+    def nan(self, shape, dtype):
+        return self.torch.full(shape, float("nan"), device=self.dev, dtype=self._dt(dtype))
+
+    def store(self, out, values):
+        out.copy_(self.torch.as_tensor(values))
+
+    def all_finite(self, out):
+        return bool(self.torch.isfinite(out).all())
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def time_ms(self, fn, target_s=0.3, min_reps=10, max_reps=300):
+        """Median of CUDA-event timed runs; the L2 is flushed (a 256 MiB memset) before each run,
+        outside the events. Warm-up: 3 runs, then enough runs for ~target_s. Before each start
+        event the GPU spins ~0.3 ms (torch.cuda._sleep), so the host has queued the run before the
+        GPU reaches it: the events time the device work alone, not the Python launch overhead of
+        either side (ours goes through the binding's argument checks, ~tens of microseconds)."""
+        torch = self.torch
+        spin = getattr(torch.cuda, "_sleep", None)
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(3):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        est = max(s.elapsed_time(e) / 3, 1e-3)
+        n = int(min(max_reps, max(min_reps, target_s * 1e3 / est)))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            self.flush.zero_()
+            if spin is not None:
+                spin(600_000)
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return statistics.median(st.elapsed_time(en) for st, en in zip(starts, ends)), n
+
+    def copy_bandwidth(self):
+        torch = self.torch
+        src = torch.randn(1 << 29, device=self.dev, dtype=torch.bfloat16)  # 1 GiB
+        dst = torch.empty_like(src)
+        out = {}
+        for name, fn in (("copy_", lambda: dst.copy_(src)), ("clone", lambda: src.clone())):
+            ms, n = self.time_ms(fn)
+            nbytes = 2 * src.numel() * src.element_size()
+            out[name] = {"ms": ms, "reps": n, "bytes": nbytes, "TB/s": nbytes / ms / 1e9}
+        del src, dst
+        torch.cuda.empty_cache()
+        return out
+
+
+# ----------------------------------------------------------------------------------------- Triton
+
+_TRITON = {}
+
+
+def triton_matmul():
+    """C = A @ B (row-major, any float dtype, fp32 accumulation) with a tile chosen by M."""
+    if "run" in _TRITON:
+        return _TRITON["run"]
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
+        pid = tl.program_id(0)
+        num_m = tl.cdiv(M, BM)
+        num_n = tl.cdiv(N, BN)
+        per_group = GROUP * num_n
+        group = pid // per_group
+        first_m = group * GROUP
+        size_m = min(num_m - first_m, GROUP)
+        pm = first_m + (pid % per_group) % size_m
+        pn = (pid % per_group) // size_m
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        a = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+        b = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            acc += tl.dot(tl.load(a, mask=rm[:, None] < M, other=0.0), tl.load(b))
+            a += BK * sak
+            b += BK * sbk
+        c = c_ptr + rm[:, None] * scm + rn[None, :] * scn
+        tl.store(c, acc.to(c_ptr.dtype.element_ty), mask=rm[:, None] < M)
+
+    def run(a, b, c):
+        M, K = a.shape
+        N = b.shape[1]
+        if M >= 1024:
+            bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
+        elif M >= 64:
+            bm, bn, bk, warps, stages = 64, 128, 64, 4, 4
+        else:
+            bm, bn, bk, warps, stages = 16, 64, 128, 4, 5
+        grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+        kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                     c.stride(1), BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=warps, num_stages=stages)
+    _TRITON["run"] = run
+    return run
+
+
+# ----------------------------------------------------------------------------------------- running
+
+def compile_case(case, cfg, target):
+    import tilelang
+    t0 = time.perf_counter()
+    k = tilelang.compile(case.program(cfg), target=target)
+    return k, time.perf_counter() - t0
+
+
+def precompile(cases, jobs):
+    """Compiles every (case, config) for CUDA; failures are reported, not fatal (the run skips them)."""
+    from concurrent.futures import ThreadPoolExecutor
+    work = [(c, cfg) for c in cases for cfg in c.configs if fits(c, cfg)]
+    failed = []
+
+    def one(item):
+        c, cfg = item
+        try:
+            _, s = compile_case(c, cfg, "cuda")
+            return f"compiled {c.label} cfg={cfg}: {s:.1f} s", None
+        except Exception as e:  # noqa: BLE001 - reported; the device run skips this config
+            return f"FAILED {c.label} cfg={cfg}: {str(e).strip().splitlines()[-1][:300] if str(e).strip() else e!r}", \
+                (c.label, cfg)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for msg, fail in pool.map(one, work):
+            print(msg, flush=True)
+            if fail:
+                failed.append(fail)
+    print(f"precompile: {len(work) - len(failed)} of {len(work)} kernels compiled, {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
+def run_case(case, be, target, rng, log):
+    """Ours for every fitting config (checked, then timed), then every peer the backend has."""
+    import numpy as np  # noqa: F401
+    row = {"group": case.group, "label": case.label, "params": case.params, "unit": case.unit, "flops": case.flops,
+           "min_bytes": case.min_bytes, "dtype": case.dtype, "ours_configs": [], "peers": {}}
+    x = case.make(be, rng)
+    shape, dtype = case.out_spec
+    for cfg in case.configs:
+        entry = {"cfg": list(cfg)}
+        row["ours_configs"].append(entry)
+        if not fits(case, cfg):
+            entry["skipped"] = "tile does not fit the shape"
+            continue
+        try:
+            k, secs = compile_case(case, cfg, target)
+            entry["load_s"] = round(secs, 3)
+            out = be.nan(shape, dtype)
+            args = case.args(x, out)
+            k(*args)
+            be.sync()
+            entry["finite"] = be.all_finite(out)
+            entry["err"] = case.check(be, x, out) if entry["finite"] else float("inf")
+            if entry["err"] < 2e-2:
+                entry["ms"], entry["reps"] = be.time_ms(lambda: k(*args))
+            log(f"ours {case.label} cfg={cfg}: err {entry['err']:.2e}"
+                + (f", {entry['ms']:.4f} ms" if "ms" in entry else ", NOT TIMED (wrong result)"))
+            del out, args, k
+        except Exception as e:  # noqa: BLE001 - one failing config must not hide the others
+            entry["error"] = str(e)[-600:]
+            log(f"ours {case.label} cfg={cfg}: FAILED {str(e).strip().splitlines()[-1][:300] if str(e).strip() else e!r}")
+    timed = [e for e in row["ours_configs"] if "ms" in e]
+    if timed:
+        best = min(timed, key=lambda e: e["ms"])
+        row.update(ours_ms=best["ms"], ours_cfg=best["cfg"], ours_err=best["err"])
+    peer_names = [p for p in case.peers if (p == "numpy") == (be.name == "cpu")]
+    for name in peer_names:
+        p = {}
+        row["peers"][name] = p
+        try:
+            out = be.nan(shape, dtype)
+            fn = case.peers[name](be, x, out)
+            fn()
+            be.sync()
+            p["err"] = case.check(be, x, out) if be.all_finite(out) else float("inf")
+            timed_fn = getattr(case, "timed_peers", {}).get(name)
+            run = timed_fn(be, x, out) if timed_fn and be.name != "cpu" else fn
+            p["ms"], p["reps"] = be.time_ms(run)
+            log(f"peer {name} {case.label}: err {p['err']:.2e}, {p['ms']:.4f} ms")
+            del out, fn, run
+        except Exception as e:  # noqa: BLE001 - e.g. Triton missing: "n/a"
+            p["error"] = str(e)[-400:]
+            log(f"peer {name} {case.label}: n/a ({str(e).strip().splitlines()[-1][:200] if str(e).strip() else e!r})")
+    del x
+    return row
+
+
+def add_floors(rows, bandwidth_bps, matrix_rates):
+    """t_min = max(min_bytes / bandwidth, flops / matrix rate of the dtype); fraction = t_min / t."""
+    for r in rows:
+        if r.get("group") not in GROUPS:
+            continue
+        rate = matrix_rates.get(r["dtype"]) or max(matrix_rates.values(), default=0)
+        t_bytes = r["min_bytes"] / bandwidth_bps if bandwidth_bps else 0.0
+        t_flops = r["flops"] / rate if (rate and r["flops"]) else 0.0
+        r["floor_ms"] = max(t_bytes, t_flops) * 1e3
+        r["floor_bound"] = "memory" if t_bytes >= t_flops else "compute"
+        for who, ms in [("ours", r.get("ours_ms"))] + [(n, p.get("ms")) for n, p in r["peers"].items()]:
+            if ms:
+                key = "ours" if who == "ours" else who
+                r.setdefault("rate", {})[key] = (r["flops"] / ms / 1e9 if r["unit"] == "TFLOP/s"
+                                                 else r["min_bytes"] / ms / 1e9)
+                r.setdefault("of_floor", {})[key] = r["floor_ms"] / ms if r["floor_ms"] else None
+
+
+def matrix_rates_from(rows):
+    """Best measured matrix rate (FLOP/s) per dtype over every GEMM measurement in this run (ours and peers)."""
+    rates = {}
+    for r in rows:
+        if r.get("group") != "gemm":
+            continue
+        times = [r.get("ours_ms")] + [p.get("ms") for p in r["peers"].values()]
+        for ms in times:
+            if ms:
+                rates[r["dtype"]] = max(rates.get(r["dtype"], 0.0), r["flops"] / (ms * 1e-3))
+    if "float16" in rates and "bfloat16" not in rates:
+        rates["bfloat16"] = rates["float16"]
+    if "bfloat16" in rates and "float16" not in rates:
+        rates["float16"] = rates["bfloat16"]
+    return rates
+
+
+def fmt(v, spec=".1f"):
+    return "n/a" if v is None else format(v, spec)
+
+
+def num(v):
+    """A rate: 1 decimal from 100 up, 2 from 1 up, else 3 significant digits (the CPU self-test)."""
+    if v is None:
+        return "n/a"
+    return format(v, ".1f" if v >= 100 else ".2f" if v >= 1 else ".3g")
+
+
+def table(rows, machine):
+    bw = machine.get("copy_bandwidth_TBps")
+    lines = [f"device: {machine.get('device')}; copy bandwidth (measured) {fmt(bw, '.2f')} TB/s; best matrix rate "
+             "(measured, TFLOP/s): " + ", ".join(f"{k} {num(v / 1e12)}" for k, v in machine.get("matrix_rates", {}).items()),
+             "",
+             "| case | unit | ours | peer | peer rate | ours / peer | floor µs (bound) | ours of floor | peer of floor "
+             "| ours: best config, rel. error |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted((r for r in rows if r.get("group") in GROUPS), key=lambda r: GROUPS.index(r["group"])):
+        ours = r.get("rate", {}).get("ours")
+        peers = list(r["peers"].items()) or [("-", {})]
+        for i, (name, p) in enumerate(peers):
+            prate = r.get("rate", {}).get(name)
+            ratio = (p["ms"] / r["ours_ms"]) if (p.get("ms") and r.get("ours_ms")) else None
+            floor = r.get("floor_ms")
+            lines.append(
+                f"| {r['label'] if i == 0 else ''} | {r['unit']} | {num(ours) if i == 0 else ''} | {name} | "
+                f"{num(prate) if 'ms' in p else 'n/a'} | {fmt(ratio, '.2f')} | "
+                f"{(fmt(floor * 1e3, '.1f') + ' (' + r['floor_bound'] + ')') if (floor is not None and i == 0) else ''} | "
+                f"{fmt(r.get('of_floor', {}).get('ours'), '.2f') if i == 0 else ''} | "
+                f"{fmt(r.get('of_floor', {}).get(name), '.2f')} | "
+                + (f"{r.get('ours_cfg')}, {fmt(r.get('ours_err'), '.1e')}" if i == 0 else "") + " |")
+    return "\n".join(lines)
+
+
+def run_all(cases, be, target, json_path, log=print, budget_s=None):
+    import numpy as np
+    rng = np.random.default_rng(11)
+    machine = {"kind": "machine", "device": be.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if be.name == "cuda":
+        import torch
+        machine.update(device=torch.cuda.get_device_name(0), torch=torch.__version__,
+                       cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version())
+        try:
+            import triton
+            machine["triton"] = triton.__version__
+        except ImportError:
+            machine["triton"] = "n/a (not importable)"
+    log(json.dumps(machine))
+    copies = be.copy_bandwidth()
+    machine["copy"] = copies
+    bw = max(c["TB/s"] for c in copies.values())
+    machine["copy_bandwidth_TBps"] = bw
+    log(f"copy bandwidth: " + ", ".join(f"{k} {v['TB/s']:.3f} TB/s" for k, v in copies.items()))
+    rows = []
+
+    def dump():
+        if json_path:
+            with open(json_path, "w") as f:
+                json.dump([machine] + rows, f, indent=1, default=str)
+
+    # The cheap groups first, so a run cut short by --budget-s still has them; every floor is
+    # computed at the end from the GEMM rates measured.
+    order = ("norm", "w4a16", "gemm", "attention")
+    t_start = time.perf_counter()
+    for case in sorted(cases, key=lambda c: order.index(c.group)):
+        if budget_s and time.perf_counter() - t_start > budget_s:
+            log(f"skipped {case.label}: past the time budget of {budget_s:.0f} s")
+            rows.append({"group": "skipped", "label": case.label, "error": f"past the time budget of {budget_s:.0f} s"})
+            continue
+        try:
+            rows.append(run_case(case, be, target, rng, log))
+        except Exception as e:  # noqa: BLE001 - one case must not hide the others
+            import traceback
+            traceback.print_exc()
+            rows.append({"group": "error", "label": case.label, "error": repr(e)[:500]})
+        if be.name == "cuda":
+            be.torch.cuda.empty_cache()
+        dump()
+    machine["matrix_rates"] = matrix_rates_from(rows)
+    add_floors(rows, bw * 1e12, machine["matrix_rates"])
+    dump()
+    return machine, rows
+
+
+def self_test_configs(case):
+    """The first fitting config, plus for W4A16 and the norms the first of each kernel variant (the
+    last element of their configs: stage_scales, stage), so every factory path runs."""
+    picked, kinds = [], set()
+    for cfg in case.configs:
+        if not fits(case, cfg):
+            continue
+        kind = cfg[-1] if case.group in ("w4a16", "norm") else None
+        if not picked or kind not in kinds:
+            picked.append(cfg)
+            kinds.add(kind)
+    return picked
+
+
+def self_test(args):
+    """Tiny shapes on the CPU device, numpy peers: every group's first config (all with --all-configs)."""
+    be = NumpyBackend()
+    cases = all_cases(tiny=True, only=args.only)
+    full = all_cases(tiny=False, only=args.only)
+    problems = []
+    for c in full:  # kernel selection at the real sizes: at least one config fits every case
+        if not any(fits(c, cfg) for cfg in c.configs):
+            problems.append(f"{c.label}: no config fits")
+    if not args.all_configs:
+        for c in cases:
+            c.configs = self_test_configs(c)
+    machine, rows = run_all(cases, be, "cpu", args.json, log=(print if args.verbose else (lambda *_: None)))
+    print(table(rows, machine))
+    for r in rows:
+        if r.get("group") == "error":
+            problems.append(f"{r['label']}: {r['error']}")
+            continue
+        if "ours_ms" not in r:
+            problems.append(f"{r['label']}: ours not timed: {[e.get('error') or e.get('err') for e in r['ours_configs']]}")
+        for name, p in r["peers"].items():
+            if "ms" not in p or not p["err"] < 2e-2:
+                problems.append(f"{r['label']}: peer {name}: {p}")
+        if r.get("floor_ms") is None or not r.get("of_floor", {}).get("ours"):
+            problems.append(f"{r['label']}: no roofline floor")
+    for p in problems:
+        print("SELF-TEST PROBLEM:", p)
+    print(f"self-test: {len(rows)} rows, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--precompile", action="store_true", help="compile every kernel for CUDA into the cache")
+    ap.add_argument("--self-test", action="store_true", help="tiny shapes on the CPU device, numpy peers")
+    ap.add_argument("--all-configs", action="store_true", help="--self-test: every config, not the first")
+    ap.add_argument("--only", default=",".join(GROUPS), help="comma-separated groups: " + ",".join(GROUPS))
+    ap.add_argument("--jobs", type=int, default=2, help="--precompile: parallel compiles")
+    ap.add_argument("--json")
+    ap.add_argument("--budget-s", type=float, default=480,
+                    help="skip the cases not started after this many seconds (the table still prints)")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    args.only = tuple(g for g in args.only.split(",") if g)
+    bad = [g for g in args.only if g not in GROUPS]
+    if bad:
+        ap.error(f"--only: unknown group(s) {bad}; expected some of {GROUPS}")
+    if args.self_test:
+        return self_test(args)
+    cases = all_cases(only=args.only)
+    if args.precompile:
+        return precompile(cases, args.jobs)
+    be = TorchBackend()
+    machine, rows = run_all(cases, be, "cuda", args.json, budget_s=args.budget_s)
+    print("\n=== hopper benchmark table ===")
+    print(table(rows, machine))
+    failed = [r["label"] for r in rows if "ours_ms" not in r and r.get("group") in GROUPS]
+    misses = sum(1 for r in rows for e in r.get("ours_configs", []) if e.get("load_s", 0) > 1.0)
+    if misses:
+        print(f"\n{misses} kernels took over 1 s to load: compiled here, not found in the precompiled cache "
+              "(run tools/device/hopper_bench.sh build after the last change to .gpu/bin/tl-pack)")
+    skipped = [r["label"] for r in rows if r.get("group") == "skipped"]
+    if skipped:
+        print(f"\nnot run (time budget): {skipped}")
+    if failed:
+        print(f"\nno correct config of ours: {failed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

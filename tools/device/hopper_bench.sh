@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Issue #11's benchmarks (tools/bench/hopper_bench.py) on the H200 in ONE device call: built here, run there.
+#
+# Step 1, here (the build machine: nvcc/NVRTC in /usr/local/cuda, no GPU, no torch):
+#     tools/device/hopper_bench.sh build
+#   Reuses what `tools/device/gpu_check.sh build` staged in .gpu/ (bin/tl-pack, lib/, lib-fallback/,
+#   python/tilelang_runtime) when it is there; otherwise (or with TL_HOPPER_RESTAGE=1) builds tl-pack
+#   and the Python binding in $TL_GPU_BUILD_DIR (default build-cuda) and stages them in the same
+#   layout. Then compiles every benchmark kernel (every tile config of every row) for sm_90a + PTX
+#   into .gpu/tilelang-cache with that tl-pack (`hopper_bench.py --precompile`; the cache is keyed
+#   by the tl-pack binary, so the device must run the same one: run this AFTER any
+#   `gpu_check.sh build`, which empties .gpu/). Prints the size of .gpu (the carry limit is 64 MiB).
+#   Exit status 1 when a kernel failed to compile (each is listed; the device run skips it).
+#
+# Step 2, the device call:
+#     run(command="bash tools/device/hopper_bench.sh run", carry=[".gpu"], kind="nvidia-h200", timeout_s=600)
+#   runs hopper_bench.py with a python3 that has torch (Triton when importable; its rows say n/a
+#   otherwise) under a 540 s cap: copy bandwidth, GEMM bf16/fp16 x 5 shapes vs cuBLAS and Triton,
+#   FlashAttention fwd bf16 x 8 vs SDPA cuDNN and flash, W4A16 x 3 vs fp16 cuBLAS on the dequantized
+#   weights, RMSNorm and softmax vs torch. Writes $OUT/hopper_bench.{log,json,md}; the markdown table
+#   is printed last. A kernel missing from the cache is compiled there when the machine has NVRTC
+#   (its line then shows a load time of seconds, not milliseconds: "load_s" in the JSON).
+#   Exit status: that of the script (0 unless it crashed; rows whose configs all failed are listed).
+set -u -o pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+stage=${TL_GPU_STAGE:-$repo/.gpu}
+
+bench_env() {
+  export PYTHONPATH=$stage/python:$repo/compiler/python
+  export TL_PACK=$stage/bin/tl-pack TL_CACHE_DIR=$stage/tilelang-cache TL_CUDA_TARGET=sm_90a
+  export PYTHONDONTWRITEBYTECODE=1
+}
+
+build() {
+  set -e
+  local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
+  mkdir -p "$repo/.git/info"
+  grep -qxF '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$repo/.git/info/exclude"
+  if [ "${TL_HOPPER_RESTAGE:-0}" = 1 ] || [ ! -x "$stage/bin/tl-pack" ] || [ ! -d "$stage/python/tilelang_runtime" ] \
+     || [ ! -f "$stage/lib/libtilelang_runtime.so" ]; then
+    echo "=== staging tl-pack, the runtime and the Python binding from $bdir ==="
+    if [ ! -f "$bdir/CMakeCache.txt" ]; then
+      cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    fi
+    ninja -C "$bdir" -j2 tl-pack tl_python_runtime
+    mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback" "$stage/python"
+    cp "$bdir/bin/tl-pack" "$stage/bin/"
+    rm -rf "$stage/python/tilelang_runtime"
+    cp -r "$bdir/python/tilelang_runtime" "$stage/python/"
+    rm -rf "$stage/python/tilelang_runtime/__pycache__"
+    cp "$bdir/lib/libtilelang_runtime.so" "$stage/lib/"
+    strip --strip-debug "$stage/bin/tl-pack" "$stage/lib/libtilelang_runtime.so" \
+      "$stage/python/tilelang_runtime/"*.so 2>/dev/null || true
+    local lib
+    for lib in libtbb.so.12 libzstd.so.1; do
+      cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib/$lib"
+    done
+    for lib in libstdc++.so.6 libgcc_s.so.1; do
+      cp -L "$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ {print $NF; exit}')" "$stage/lib-fallback/$lib"
+    done
+  else
+    echo "=== reusing .gpu/bin/tl-pack and .gpu/python (staged $(date -u -r "$stage/bin/tl-pack" '+%F %H:%M UTC')) ==="
+  fi
+  echo "=== compiling the benchmark kernels for CUDA (sm_90a + PTX) into .gpu/tilelang-cache ==="
+  set +e
+  (cd "$repo" && bench_env && /usr/bin/python3 tools/bench/hopper_bench.py --precompile --jobs "${TL_JOBS:-2}" 2>&1 \
+    | grep -E '^(FAILED|precompile:)')
+  local rc=$?
+  local kib
+  kib=$(du -sk "$stage" | cut -f1)
+  echo ".gpu: $((kib / 1024)) MiB (the carry limit is 64 MiB)"
+  if [ "$kib" -gt $((62 * 1024)) ]; then
+    echo "WARNING: .gpu is too large to carry; remove what the call does not need (e.g. .gpu/upstream)" >&2
+  fi
+  if [ "$rc" -ne 0 ]; then
+    echo "precompile: some kernels failed to compile (listed above); the device run reports them and goes on" >&2
+  fi
+  echo "staged; the device call: run(command=\"bash tools/device/hopper_bench.sh run\", carry=[\".gpu\"], timeout_s=600)"
+  return "$rc"
+}
+
+run() {
+  local out=${OUT:-/tmp/hopper-bench-out} d py=
+  mkdir -p "$out"
+  export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
+  # NVRTC for kernels missing from the cache (none when build ran with the staged tl-pack).
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64; do
+    if [ -e "$d/libnvrtc.so.13" ]; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; break; fi
+  done
+  for d in python3 /usr/bin/python3 /usr/local/bin/python3; do
+    if "$d" -c 'import torch, numpy' 2>/dev/null; then py=$(command -v "$d"); break; fi
+  done
+  if [ -z "$py" ]; then
+    echo "no python3 with torch and numpy on this machine"; return 1
+  fi
+  if ! (bench_env && "$py" -c 'import tilelang_runtime as t; t.Runtime(backends=["cpu"])') 2>"$out/ldd_probe.txt"; then
+    echo "the binding does not load with the device's libraries ($(head -c 300 "$out/ldd_probe.txt")); adding lib-fallback"
+    export LD_LIBRARY_PATH=$stage/lib:$stage/lib-fallback:$LD_LIBRARY_PATH
+  fi
+  echo "=== hopper benchmarks (tools/bench/hopper_bench.py, $py) ==="
+  (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout 540 "$py" tools/bench/hopper_bench.py \
+    --json "$out/hopper_bench.json") 2>&1 | tee "$out/hopper_bench.log"
+  local rc=${PIPESTATUS[0]}
+  sed -n '/^=== hopper benchmark table ===/,$p' "$out/hopper_bench.log" >"$out/hopper_bench.md"
+  echo "hopper_bench: exit $rc; table in \$OUT/hopper_bench.md, every measurement in \$OUT/hopper_bench.json"
+  return "$rc"
+}
+
+case "${1:-}" in
+  build) build ;;
+  run) run ;;
+  *)
+    echo "usage: $0 build   (here: stage .gpu/ and precompile the benchmark kernels)" >&2
+    echo "       $0 run     (on the device machine, with .gpu carried)" >&2
+    exit 2
+    ;;
+esac
