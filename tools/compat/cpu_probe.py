@@ -53,6 +53,7 @@ def install_torch_placeholder():
                  "triton", "triton.language", "einops", "bert_padding", "varlen_utils"):
         mod = types.ModuleType(name)
         mod.__getattr__ = (lambda n, _p=name: _Anything(f"{_p}.{n}"))
+        mod.__tl_placeholder__ = True  # tilelang.utils.tensor.torch_or_none: no torch
         sys.modules[name] = mod
     return True
 
@@ -137,6 +138,10 @@ SPECS = [
     ("dequantize_gemm", "example_dequant_gemv_fp16xint4", "dequantize_gemv",
      lambda m, T: m.dequantize_gemv.get_tir(1, 1024, 1024, T.float16, T.float16, T.float16, 4, T.int8, "uint", 4,
                                             32, True, False, True, -1, False)),
+    # The same kernel with fast_decoding=False: the thread-level TIR without T.import_source / T.call_extern.
+    ("dequantize_gemm", "example_dequant_gemv_fp16xint4", "dequantize_gemv (fast_decoding=False)",
+     lambda m, T: m.dequantize_gemv.get_tir(1, 1024, 1024, T.float16, T.float16, T.float16, 4, T.int8, "uint", 4,
+                                            32, False, False, True, -1, False)),
 ]
 
 

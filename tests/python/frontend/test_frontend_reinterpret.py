@@ -96,18 +96,22 @@ def test_other_reinterpretations_name_the_dtypes_and_line():
                                "(supported: integers of one width, and a 16-bit integer to float16)")
 
 
-def thread_level():
+def thread_level(thread="threadIdx.x"):
     @T.prim_func
     def main(X: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=64) as bx:
-            tx = T.thread_binding(0, 64, "threadIdx.x")  # MARK-thread-binding
-            X[tx] = 0.0
+            tx = T.thread_binding(0, 64, thread)  # MARK-thread-binding
+            X[tx] = T.cast(tx, "float32") * 2.0
     return main
 
 
-def test_thread_level_tir_names_the_construct_and_line():
+def test_thread_level_tir_runs_per_thread_and_names_what_it_lacks():
+    # thread-level TIR (language/threads.py; more in test_frontend_threads.py): one store per thread
+    x = np.zeros(64, np.float32)
+    tilelang.compile(thread_level(), target="cpu")(x)
+    np.testing.assert_array_equal(x, np.arange(64) * 2.0)
     with pytest.raises(tilelang.TileLangError) as info:
-        thread_level()
+        thread_level("blockIdx.x")
     line = fe_util.marker_line(__file__, "# MARK-thread-binding")
-    assert str(info.value) == ("unsupported feature: T.thread_binding is not part of this project's tile language "
-                               f"(at {THIS}:{line})")
+    assert str(info.value) == (f"{THIS}:{line}: unsupported feature: T.thread_binding(thread='blockIdx.x') "
+                               "(only threadIdx.x/y/z; block indices come from T.Kernel)")

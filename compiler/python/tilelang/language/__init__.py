@@ -10,13 +10,16 @@ from .annotations import (annotate_consumer_reg_alloc, annotate_producer_reg_all
                           disable_warp_group_reg_alloc, no_set_max_nreg)
 from .im2col import im2col  # noqa: F401
 from .kernel import Kernel  # noqa: F401
-from .loops import Parallel, Pipelined, Serial, Unroll, Vectorized, serial, unroll, vectorized  # noqa: F401
+from .loops import (Parallel, Pipelined, Serial, Unroll, Vectorized, grid, serial, unroll,  # noqa: F401
+                    vectorized)
 from .math import (Cast, Select, abs, cast, cdiv, ceil, ceildiv, clamp, cos, exp, exp2,  # noqa: F401
                    floor, floordiv, floormod, if_then_else, infinity, log, log1p, log2, max, min, pow,
                    round, rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
 from .reinterpret import reinterpret  # noqa: F401
 from .proxy import Buffer, FragmentBuffer, LocalBuffer, SharedBuffer, Tensor  # noqa: F401
 from .symbolics import dynamic, symbolic  # noqa: F401
+from .threads import (attr, comm_reducer, dp4a, evaluate, get_thread_binding, get_thread_bindings,  # noqa: F401
+                      import_source, thread_binding, tvm_thread_allreduce)
 from .tileops import (GemmWarpPolicy, atomic_add, clear, copy, cumsum, fill, gemm, reduce,  # noqa: F401
                       reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum)
 

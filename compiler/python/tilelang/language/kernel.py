@@ -45,9 +45,14 @@ class Kernel:
         names = [(names[i] if i < len(names) and names[i] else defaults[i]) for i in range(len(self.grid))]
         vars = [E.Var(b.fresh(n), E.I32, "block") for n in names]
         stmt = ir.Kernel(self.grid, self.threads, vars)
+        self._stmt = stmt
         self._ctx = b.open(stmt, stmt.body)
         self._ctx.__enter__()
         return vars[0] if len(vars) == 1 else tuple(vars)
 
     def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)
+        r = self._ctx.__exit__(*exc)
+        if exc[0] is None:  # per-thread code (T.thread_binding, T.get_thread_binding): threads.py
+            from .threads import lower_kernel
+            lower_kernel(B.current(), self._stmt)
+        return r

@@ -107,6 +107,43 @@ def vectorized(start, stop=None, *, annotations=None):
     return _RangeLoop("serial", start, stop, None)
 
 
+class _GridLoop:
+    """T.grid(a, b, ...): nested serial loops, outermost first."""
+
+    names = None
+
+    def __init__(self, extents):
+        if not extents:
+            raise error("T.grid needs at least one extent")
+        self.loops = [_RangeLoop("serial", e, None, None) for e in extents]
+
+    def __iter__(self):
+        b = B.current()
+        names = list(self.names or ())
+        opened = []
+        vars = []
+        try:
+            for d, loop in enumerate(self.loops):
+                loop.names = (names[d],) if len(names) == len(self.loops) and names[d] else ("ijklmn"[d % 6],)
+                (var,), stmt = loop._make(b)
+                ctx = b.open(stmt, stmt.body)
+                ctx.__enter__()
+                opened.append(ctx)
+                b.loops.append(("device", len(b.frames)))
+                vars.append(var)
+            yield vars[0] if len(vars) == 1 else tuple(vars)
+        finally:
+            for ctx in reversed(opened):
+                b.loops.pop()
+                ctx.__exit__(None, None, None)
+
+
+def grid(*extents, annotations=None):
+    if len(extents) == 1 and isinstance(extents[0], (list, tuple)):
+        extents = tuple(extents[0])
+    return _GridLoop(extents)
+
+
 Serial = serial
 Unroll = unroll
 Vectorized = vectorized

@@ -44,8 +44,18 @@ def _half_from_bits(bits):
     return E.cast(E.select(sign == 1, -mag, mag), "float16")
 
 
-def reinterpret(dtype, value, span=None):
-    """TVM's argument order: reinterpret(dtype, value)."""
+def reinterpret(*args, span=None, **kwargs):
+    """TVM's argument order: reinterpret(dtype, value); also reinterpret(value, dtype=...)."""
+    if "dtype" in kwargs and len(args) == 1:
+        value, dtype = args[0], kwargs.pop("dtype")
+    elif len(args) == 2:
+        dtype, value = args
+    else:
+        raise error("T.reinterpret takes (dtype, value) or (value, dtype=...)")
+    if kwargs:
+        raise error(f"T.reinterpret: unexpected arguments {sorted(kwargs)}")
+    if dtype == "handle":  # T.reinterpret(T.uint64(0), dtype="handle"): a T.attr value (threads.attr)
+        return value
     if isinstance(dtype, E.Expr) and not isinstance(value, E.Expr):  # reinterpret(value, dtype) spelled the other way
         dtype, value = value, dtype
     dst = canonical(dtype)
