@@ -90,6 +90,65 @@ def quant_matmul(M, N, K, bits=4, group_size=128, dtype="float16", out_dtype=Non
     return main
 
 
+def w4_lut_matmul(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
+                  threads=128):
+    """W4A16 with per-group scales, dequantized through a table. Same signature and packing as
+    quant_matmul(bits=4) (A, W uint8 [N, K/2], Scales [N, K/group_size] (non-zero, as
+    quantize_ref makes them), C), one group per k-step (block_K = group_size).
+
+    Why: converting every int4 weight to a float costs an int->float conversion (a quarter-rate
+    instruction on recent GPUs) plus the scale multiply. Here each weight byte indexes a 256 x 2
+    table of its two signed nibble values (built once per block), the GEMM runs on the exact
+    integers, and the scales act on the accumulator instead: before group g's product is added,
+    the accumulator is multiplied by s[g-1] / s[g] per output column, and by the last group's
+    scale at the end, so C = sum_g s[g] * (A_g @ Q_g^T) with block_M x block_N multiplies per group
+    instead of block_N x group_size. The weights are not rounded through fp16 (quant_matmul
+    rounds q * s to the activation dtype), so results differ from it by that rounding.
+    """
+    if K % group_size:
+        raise ValueError(f"w4_lut_matmul: K={K} is not a multiple of group_size={group_size}")
+    out_dtype = out_dtype or dtype
+    block_K = group_size
+    M = _dim(M)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+             Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            lut = T.alloc_shared((256, 2), dtype)
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            W_s = T.alloc_shared((block_N, block_K // 2), "uint8")
+            S_s = T.alloc_shared((block_N, 1), dtype)
+            W_f = T.alloc_fragment((block_N, block_K), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            s_prev = T.alloc_fragment((block_N,), "float32")
+            r = T.alloc_fragment((block_N,), "float32")
+            for b, h in T.Parallel(256, 2):
+                nib = (b >> (h * 4)) & 0xF
+                lut[b, h] = T.cast(T.if_then_else(nib >= 8, nib - 16, nib), dtype)
+            T.clear(C_f)
+            T.fill(s_prev, 1.0)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * (block_K // 2)], W_s)
+                T.copy(Scales[bx * block_N, k], S_s)
+                for i, j in T.Parallel(block_N, block_K):
+                    W_f[i, j] = lut[W_s[i, j // 2], j % 2]
+                for j in T.Parallel(block_N):
+                    # columns past N have scale 0 (zero-filled tile): keep them finite
+                    s = T.cast(S_s[j, 0], "float32")
+                    r[j] = T.if_then_else(s != 0.0, s_prev[j] / s, 0.0)
+                    s_prev[j] = s
+                for i, j in T.Parallel(block_M, block_N):
+                    C_f[i, j] *= r[j]
+                T.gemm(A_s, W_f, C_f, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C_f[i, j] *= s_prev[j]
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
 def quantize_ref(w, bits, group_size):
     """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
     N, K = w.shape

@@ -53,11 +53,15 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # FlashAttention (block_M, block_N, threads, num_stages).
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
-# W4A16 (block_M, block_N, block_K, num_stages, threads, stage_scales); the first decode one is the
-# standard library's manifest config (w4a16_g128_decode).
+# W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
+# kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
+# (table dequantization, scales on the accumulator; block_K must be the group size). The first decode
+# config is the standard library's manifest config (w4a16_g128_decode).
 W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (16, 32, 512, 3, 128, True),
-                     (16, 128, 256, 3, 256, True))
-W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True))
+                     (16, 128, 256, 3, 256, True), (16, 64, 128, 4, 128, "lut"), (16, 32, 128, 4, 128, "lut"),
+                     (16, 128, 128, 4, 256, "lut"))
+W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
+                      (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
 W4_NK = 8192
 W4_GROUP = 128
@@ -245,9 +249,12 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
     from kernels import quant_gemm
 
     def program(cfg):
-        bm, bn, bk, stages, threads, stage_scales = cfg
+        bm, bn, bk, stages, threads, kind = cfg
+        if kind == "lut":
+            return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
+                                            num_stages=stages, threads=threads)
         return quant_gemm.quant_matmul(M, N, K, bits=4, group_size=group, dtype=dtype, block_M=bm, block_N=bn,
-                                       block_K=bk, num_stages=stages, threads=threads, stage_scales=stage_scales)
+                                       block_K=bk, num_stages=stages, threads=threads, stage_scales=kind)
 
     def make(be, rng):
         x = {"A": be.randn((M, K), dtype, rng)}
@@ -371,6 +378,8 @@ def fits(case, cfg):
     if case.group == "attention":
         return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
     if case.group == "w4a16":
+        if cfg[5] == "lut":
+            return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         return p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and (not cfg[5] or cfg[2] % p["group"] == 0)
     if case.group == "norm":
         return p["M"] % cfg[0] == 0 or p["M"] < cfg[0]
