@@ -20,6 +20,9 @@ namespace vk {
 
 namespace {
 
+// Pipeline creation slower than this is logged as a warning.
+constexpr double kSlowPipelineMs = 2000.0;
+
 double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -278,9 +281,20 @@ StatusOr<VkPipeline> VulkanDevice::CreatePipeline(Context& ctx, const LoadReques
   fi.pPipelineStageCreationFeedbacks = &stage_feedback;
   if (ctx.creation_feedback()) ci.pNext = &fi;
   VkPipeline pipeline = VK_NULL_HANDLE;
+  // The driver compiles the module here; a module it finds hard (NVIDIA took
+  // minutes over one with large dynamically indexed private arrays) looks like
+  // a hang from outside, so the start and a slow finish are logged.
+  if (logger_ && logger_->enabled(TL_LOG_INFO)) {
+    logger_->Log(TL_LOG_INFO, "vulkan: creating the compute pipeline of %s on '%s' (%zu SPIR-V words)",
+                 where.c_str(), desc_.name.c_str(), r.code.size() / 4);
+  }
   const auto start = std::chrono::steady_clock::now();
   VkResult res = f.vkCreateComputePipelines(ctx.device(), ctx.pipeline_cache(), 1, &ci, nullptr, &pipeline);
   const double ms = MsSince(start);
+  if (ms > kSlowPipelineMs && logger_ && logger_->enabled(TL_LOG_WARNING)) {
+    logger_->Log(TL_LOG_WARNING, "vulkan: the driver took %.1f s to create the compute pipeline of %s on '%s' "
+                 "(%zu SPIR-V words)", ms / 1000.0, where.c_str(), desc_.name.c_str(), r.code.size() / 4);
+  }
   f.vkDestroyShaderModule(ctx.device(), module, nullptr);
   if (res != VK_SUCCESS) {
     return ctx.Error(res == VK_ERROR_OUT_OF_DEVICE_MEMORY || res == VK_ERROR_OUT_OF_HOST_MEMORY
