@@ -7,8 +7,9 @@ vk.coopmat.f16.f16.f32.f32.16x8x16 (compiler/codegen/spirv/README.md). Three tes
   (lavapipe: no cooperative matrices) runs the plain variant, whose explain text names the missing
   token. Results are checked either way.
 - emulated: the same code with the matrix instructions replaced by plain loops
-  (TL_SPIRV_COOPMAT_EMULATED=1 at pack time), run on whatever Vulkan device there is (lavapipe in
-  CI): checks operand addressing, the transposed 16x8x16 tiling, the 2-D warp grid's dropped
+  (TL_SPIRV_COOPMAT_EMULATED=1 at pack time; each lane holds 4 elements of an accumulator, the
+  multiply-add reads its operands from shared memory, loops kept rolled so that a driver compiles
+  it quickly), run on whatever Vulkan device there is (lavapipe in CI): checks operand addressing, the transposed 16x8x16 tiling, the 2-D warp grid's dropped
   columns and the accumulator conversions against float64, for several tiles, transposes, an
   edge-sized problem and an epilogue.
 - on the device: the real cooperative-matrix variant against float64; skips unless the device
@@ -100,6 +101,31 @@ def _string(operands):
     return b"".join(struct.pack("<I", w) for w in operands).split(b"\0", 1)[0].decode()
 
 
+def _private_arrays_and_loops(words):
+    """(elements of all Function-storage array variables, loops, loops marked DontUnroll)."""
+    consts, arrays, pointers, elements, loops, rolled = {}, {}, {}, 0, 0, 0
+    for op, w in _instructions(words):
+        if op == 43:  # OpConstant
+            consts[w[1]] = w[2]
+        elif op == 28:  # OpTypeArray
+            arrays[w[0]] = consts[w[2]]
+        elif op == 32:  # OpTypePointer
+            pointers[w[0]] = w[2]
+        elif op == 59 and w[2] == 7:  # OpVariable, Function storage
+            elements += arrays.get(pointers[w[0]], 0)
+        elif op == 246:  # OpLoopMerge
+            loops += 1
+            rolled += bool(w[2] & 2)
+    return elements, loops, rolled
+
+
+def _wide_loads(insts):
+    """OpLoads of a 4 x 32-bit unsigned vector (the wide copies' 16-byte words)."""
+    u32 = {w[0] for op, w in insts if op == 21 and w[1:] == [32, 0]}  # OpTypeInt 32 unsigned
+    uvec4 = {w[0] for op, w in insts if op == 23 and w[1] in u32 and w[2] == 4}  # OpTypeVector
+    return sum(1 for op, w in insts if op == 61 and w[0] in uvec4)  # OpLoad
+
+
 def test_coopmat_module_structure(target, tmp_path):
     """Capabilities, extensions, memory model and the KHR opcodes (4456 type, 4457 load, 4458 store,
     4459 mul-add) are in the coopmat module and nowhere in the plain one. Debian's spirv-val predates
@@ -119,9 +145,14 @@ def test_coopmat_module_structure(target, tmp_path):
     assert len(types) == 3, types  # A 16x16 f16, B 16x8 f16, accumulator 16x8 f32
     for opcode in (4457, 4458, 4459):
         assert opcode in ops, opcode
+    # The A and B tile copies read 16-byte words (8 halves) through a NonWritable uvec4 view of the
+    # tensor's binding; the plain variant copies element by element (no alignment guard needed).
+    assert _wide_loads(insts) == 2, _wide_loads(insts)
     _, plain = _module(kernel, "vulkan.spirv1.3", tmp_path)
-    plain_ops = {op for op, _ in _instructions(plain)}
+    plain_insts = _instructions(plain)
+    plain_ops = {op for op, _ in plain_insts}
     assert not plain_ops & {4456, 4457, 4458, 4459}
+    assert _wide_loads(plain_insts) == 0
     import tilelang_runtime as trt
     rt = trt.Runtime(backends=["cpu"], ignore_environment=True)
     v = next(v for v in rt.open_bundle(kernel.bundle_path).kernel(kernel.kernel_name).variants
@@ -164,6 +195,13 @@ def test_coopmat_emulated(target, rng, case, monkeypatch, tmp_path):
     monkeypatch.setenv("TL_CACHE_DIR", str(tmp_path))
     kernel = _compile(case)
     assert "vulkan.spirv1.3.coopmat_emulated" in _variant_ids(kernel)
+    _, words = _module(kernel, "vulkan.spirv1.3.coopmat_emulated", tmp_path)
+    elements, loops, rolled = _private_arrays_and_loops(words)
+    # Each lane holds 4 elements per accumulator and no operand copies; loops stay rolled. The
+    # emulation that kept whole matrices per lane (3584 private floats per thread for the first
+    # case, 128-trip loops without DontUnroll) stalled NVIDIA's pipeline compiler for minutes.
+    assert elements <= 512, f"{elements} Function-array elements per thread"
+    assert rolled >= loops - 4, f"{rolled} of {loops} loops DontUnroll"
     _runnable()
     assert kernel._prepare().variant["id"] == "vulkan.spirv1.3.coopmat_emulated"
     _run(kernel, case, rng)

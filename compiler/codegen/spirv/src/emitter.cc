@@ -61,6 +61,7 @@ struct BufInfo {
   uint32_t elem = 0;      // element type in memory
   uint32_t elem_ptr = 0;  // pointer to one element
   bool as_u32 = false;    // f32 held as u32 bits (atomics)
+  uint32_t binding = 0;   // global: the storage buffer's binding
 };
 
 struct Binding {
@@ -288,6 +289,11 @@ class Emitter {
             using T = std::decay_t<decltype(n)>;
             if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
               atomic_bufs_.insert(n.buffer);
+              written_.insert(n.buffer);
+            } else if constexpr (std::is_same_v<T, gpu::SStore>) {
+              written_.insert(n.buffer);
+            } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
+              written_.insert(n.dst);
             } else if constexpr (std::is_same_v<T, gpu::SFor>) {
               Scan(n.body);
             } else if constexpr (std::is_same_v<T, gpu::SIf>) {
@@ -334,6 +340,7 @@ class Emitter {
     b_.Decorate(bi.var, spv::Decoration::Binding, {binding});
     b_.Name(bi.var, p.name);
     bi.elem_ptr = b_.TypePointer(SC::StorageBuffer, bi.elem);
+    bi.binding = binding;
     bufs_[p.name] = bi;
   }
 
@@ -999,6 +1006,8 @@ class Emitter {
             b_.Op(spv::Op::OpStore, {Chain(info, idx.id), m});
           } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
             AtomicAdd(n);
+          } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
+            CopyVec(n);
           } else if constexpr (std::is_same_v<T, gpu::SFor>) {
             For(n);
           } else if constexpr (std::is_same_v<T, gpu::SIf>) {
@@ -1023,6 +1032,78 @@ class Emitter {
           }
         },
         s.node);
+  }
+
+  // SCopyVec: `lanes` consecutive elements. A read-only global source of
+  // 16- or 32-bit elements is read as whole 4/8/16-byte words through a
+  // second, NonWritable view of its binding (`{ uint|uvec2|uvec4 data[]; }`;
+  // the lowering guarantees the index is a multiple of the lanes and the
+  // variant's PTR_ALIGNED guards the base), so the driver issues one wide
+  // load instead of `lanes` narrow ones; the words are split into elements
+  // for the destination. Anything else moves element by element.
+  void CopyVec(const gpu::SCopyVec& n) {
+    const BufInfo* d = Buf(n.dst);
+    const BufInfo* sp = Buf(n.src);
+    if (!d || !sp) return;
+    const BufInfo di = *d, si = *sp;
+    const Val dst = Convert(E(n.dst_index), DType::kI32);
+    const Val src = Convert(E(n.src_index), DType::kI32);
+    if (!err_.empty()) return;
+    const int64_t eb = std::max(1, ir::BitWidth(si.dtype) / 8);
+    const int64_t bytes = n.lanes * eb;
+    const bool lanes_pow2 = n.lanes > 1 && (n.lanes & (n.lanes - 1)) == 0;
+    const bool wide = si.space == gpu::Space::kGlobal && !written_.count(n.src) && !si.as_u32 && !di.as_u32 &&
+                      si.dtype == di.dtype && (eb == 2 || eb == 4) && lanes_pow2 &&
+                      (bytes == 4 || bytes == 8 || bytes == 16);
+    auto store_elem = [&](int64_t e, uint32_t raw_src) {
+      const uint32_t m = ToMemory(FromMemory(raw_src, si), di);
+      b_.Op(spv::Op::OpStore, {Chain(di, I32Op(spv::Op::OpIAdd, dst.id, CI32(static_cast<int32_t>(e)))), m});
+    };
+    if (!wide) {
+      for (int64_t e = 0; e < n.lanes; ++e) {
+        const uint32_t at = Chain(si, I32Op(spv::Op::OpIAdd, src.id, CI32(static_cast<int32_t>(e))));
+        store_elem(e, b_.OpR(spv::Op::OpLoad, si.elem, {at}));
+      }
+      return;
+    }
+    const uint32_t words = static_cast<uint32_t>(bytes / 4);
+    const uint32_t u32 = U32();
+    const uint32_t word_t = words == 1 ? u32 : b_.TypeVector(u32, words);
+    const uint32_t view = WideView(si, word_t, static_cast<uint32_t>(bytes));
+    int shift = 0;
+    while ((int64_t{1} << shift) < n.lanes) ++shift;
+    const uint32_t vi = I32Op(spv::Op::OpShiftRightArithmetic, src.id, CI32(shift));
+    const uint32_t ptr = b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::StorageBuffer, word_t), {view, CU32(0), vi});
+    const uint32_t loaded = b_.OpR(spv::Op::OpLoad, word_t, {ptr});
+    for (uint32_t w = 0; w < words; ++w) {
+      const uint32_t word = words == 1 ? loaded : b_.OpR(spv::Op::OpCompositeExtract, u32, {loaded, w});
+      if (eb == 4) {
+        store_elem(w, si.elem == u32 ? word : b_.OpR(spv::Op::OpBitcast, si.elem, {word}));
+      } else {
+        const uint32_t pair = b_.OpR(spv::Op::OpBitcast, b_.TypeVector(si.elem, 2), {word});
+        for (uint32_t h = 0; h < 2; ++h) {
+          store_elem(2 * w + h, b_.OpR(spv::Op::OpCompositeExtract, si.elem, {pair, h}));
+        }
+      }
+    }
+  }
+  // The NonWritable view of global buffer `bi`'s binding as an array of
+  // `word_t` (one per buffer and word type).
+  uint32_t WideView(const BufInfo& bi, uint32_t word_t, uint32_t bytes) {
+    const auto key = std::make_pair(bi.binding, word_t);
+    auto it = wide_views_.find(key);
+    if (it != wide_views_.end()) return it->second;
+    const uint32_t rta = b_.TypeRuntimeArray(word_t);
+    b_.Decorate(rta, spv::Decoration::ArrayStride, {bytes});
+    const uint32_t st = b_.TypeStruct({rta});
+    b_.Decorate(st, spv::Decoration::Block);
+    b_.MemberDecorate(st, 0, spv::Decoration::Offset, {0});
+    b_.MemberDecorate(st, 0, spv::Decoration::NonWritable, {});
+    const uint32_t var = b_.GlobalVariable(b_.TypePointer(SC::StorageBuffer, st), SC::StorageBuffer);
+    b_.Decorate(var, spv::Decoration::DescriptorSet, {0});
+    b_.Decorate(var, spv::Decoration::Binding, {bi.binding});
+    wide_views_[key] = var;
+    return var;
   }
 
   void AtomicAdd(const gpu::SAtomicAdd& n) {
@@ -1102,22 +1183,39 @@ class Emitter {
     b_.Op(spv::Op::OpStore, {var, start.id});
     const std::optional<int64_t> step_c = ir::FoldInt(n.step);
     const bool down = step_c && *step_c < 0;
+    const int64_t trips = ThreadStridedTrips(n, t);
     const uint32_t header = b_.NewId(), cond_l = b_.NewId(), body_l = b_.NewId(), cont = b_.NewId(),
                    merge = b_.NewId();
+    uint32_t counter = 0;
+    if (trips > 0) {
+      counter = b_.FunctionVariable(b_.TypePointer(SC::Function, rt));
+      b_.Op(spv::Op::OpStore, {counter, CI32(0)});
+    }
     b_.Branch(header);
     L(header);
-    b_.Op(spv::Op::OpLoopMerge,
-          {merge, cont, static_cast<uint32_t>(n.unroll ? spv::LoopControlMask::Unroll : spv::LoopControlMask::MaskNone)});
+    b_.Op(spv::Op::OpLoopMerge, {merge, cont,
+                                 static_cast<uint32_t>(n.unroll || trips > 0 ? spv::LoopControlMask::Unroll
+                                                                             : spv::LoopControlMask::MaskNone)});
     b_.Branch(cond_l);
     L(cond_l);
-    const uint32_t i = b_.OpR(spv::Op::OpLoad, rt, {var});
-    const Val stop = Convert(E(n.stop), t);
-    if (!err_.empty()) return;
-    const bool sg = ir::IsSigned(t);
-    const spv::Op cmp = down ? (sg ? spv::Op::OpSGreaterThan : spv::Op::OpUGreaterThan)
-                             : (sg ? spv::Op::OpSLessThan : spv::Op::OpULessThan);
-    b_.BranchConditional(b_.OpR(cmp, Bool(), {i, stop.id}), body_l, merge);
-    L(body_l);
+    if (trips > 0) {
+      // for (c = 0; c < trips; ++c) { var = start + c * step; body }
+      const uint32_t c = b_.OpR(spv::Op::OpLoad, rt, {counter});
+      b_.BranchConditional(b_.OpR(spv::Op::OpSLessThan, Bool(), {c, CI32(static_cast<int32_t>(trips))}), body_l,
+                           merge);
+      L(body_l);
+      b_.Op(spv::Op::OpStore, {var, I32Op(spv::Op::OpIAdd, start.id,
+                                          I32Op(spv::Op::OpIMul, c, CI32(static_cast<int32_t>(*step_c))))});
+    } else {
+      const uint32_t i = b_.OpR(spv::Op::OpLoad, rt, {var});
+      const Val stop = Convert(E(n.stop), t);
+      if (!err_.empty()) return;
+      const bool sg = ir::IsSigned(t);
+      const spv::Op cmp = down ? (sg ? spv::Op::OpSGreaterThan : spv::Op::OpUGreaterThan)
+                               : (sg ? spv::Op::OpSLessThan : spv::Op::OpULessThan);
+      b_.BranchConditional(b_.OpR(cmp, Bool(), {i, stop.id}), body_l, merge);
+      L(body_l);
+    }
     scopes_.emplace_back();
     Bind(n.var, {true, var, t});
     const bool inv = Invariant(n.start) && Invariant(n.stop) && Invariant(n.step);
@@ -1139,12 +1237,32 @@ class Emitter {
     scopes_.pop_back();
     if (b_.open()) b_.Branch(cont);
     L(cont);
-    const Val step = Convert(E(n.step), t);
-    if (!err_.empty()) return;
-    const uint32_t i2 = b_.OpR(spv::Op::OpLoad, rt, {var});
-    b_.Op(spv::Op::OpStore, {var, b_.OpR(spv::Op::OpIAdd, rt, {i2, step.id})});
+    if (trips > 0) {
+      b_.Op(spv::Op::OpStore, {counter, I32Op(spv::Op::OpIAdd, b_.OpR(spv::Op::OpLoad, rt, {counter}), CI32(1))});
+    } else {
+      const Val step = Convert(E(n.step), t);
+      if (!err_.empty()) return;
+      const uint32_t i2 = b_.OpR(spv::Op::OpLoad, rt, {var});
+      b_.Op(spv::Op::OpStore, {var, b_.OpR(spv::Op::OpIAdd, rt, {i2, step.id})});
+    }
     b_.Branch(header);
     L(merge);
+  }
+
+  // The threads-strided loops of the GPU lowering (copies, fills:
+  // `for e = tl_tid; e < S; e += threads`) with S a multiple of the threads
+  // run S / threads times in every thread. Emitted as a counted loop marked
+  // Unroll (up to 64 trips), so that spirv-opt and drivers unroll them and
+  // issue all of a thread's global loads before their shared stores; as a
+  // tid-started loop NVIDIA's compiler waited for each load in turn (the
+  // GEMM's operand copies). 0: not such a loop.
+  int64_t ThreadStridedTrips(const gpu::SFor& n, DType t) const {
+    const auto* v = ir::As<ir::VarRef>(n.start);
+    if (!v || v->name != "tl_tid" || t != DType::kI32) return 0;
+    const std::optional<int64_t> step = ir::FoldInt(n.step), stop = ir::FoldInt(n.stop);
+    if (!step || !stop || *step != k_.threads || *stop <= 0 || *stop % *step != 0) return 0;
+    const int64_t trips = *stop / *step;
+    return trips <= 64 ? trips : 0;
   }
 
   void If(const gpu::SIf& n) {
@@ -1320,10 +1438,13 @@ class Emitter {
       // model in the module), so that it ranks above the subgroup variant as
       // the real one does (selection counts feature tokens first).
       Feature("vulkanMemoryModel");
-      // Matrices as Function arrays (row-major, every lane holds all of it).
-      coop_a_t_ = b_.TypeArray(f32, 256);
-      coop_b_t_ = b_.TypeArray(f32, 128);
-      coop_acc_t_ = b_.TypeArray(f32, 128);
+      // An accumulator is spread over the warp's 32 lanes, 4 elements each
+      // (EmuAccElement); operands are read from shared memory by the
+      // multiply-add itself (EmuOperand), so no lane holds a whole matrix:
+      // per-lane copies of every matrix (14 KiB of dynamically indexed
+      // Function arrays per thread for a 2x2 warp grid) stalled NVIDIA's
+      // pipeline compiler for minutes (2026-12-03 H200 run).
+      coop_acc_t_ = b_.TypeArray(f32, 4);
     } else {
       b_.UseVulkanMemoryModel();
       b_.CapabilityRaw(khr::kCapabilityCooperativeMatrix);
@@ -1567,7 +1688,10 @@ class Emitter {
       SubgroupBarrier();
     }
   }
-  // for (i = 0; i < count; ++i) body(i), as a structured loop.
+  // for (i = 0; i < count; ++i) body(i), as a structured loop kept rolled
+  // (DontUnroll): the emulation is for checking addressing, and a driver
+  // that unrolls every nest (16 k x 4 elements x tiles x k-steps) spends its
+  // time there, not in running the test.
   void EmuFor(int64_t count, const std::function<void(uint32_t)>& body) {
     const uint32_t i32 = I32();
     const uint32_t var = b_.FunctionVariable(b_.TypePointer(SC::Function, i32));
@@ -1575,7 +1699,7 @@ class Emitter {
     const uint32_t header = b_.NewId(), cond_l = b_.NewId(), body_l = b_.NewId(), cont = b_.NewId(), merge = b_.NewId();
     b_.Branch(header);
     L(header);
-    b_.Op(spv::Op::OpLoopMerge, {merge, cont, 0});
+    b_.Op(spv::Op::OpLoopMerge, {merge, cont, static_cast<uint32_t>(spv::LoopControlMask::DontUnroll)});
     b_.Branch(cond_l);
     L(cond_l);
     const uint32_t i = b_.OpR(spv::Op::OpLoad, i32, {var});
@@ -1591,25 +1715,37 @@ class Emitter {
   uint32_t EmuElem(uint32_t var, uint32_t index) {
     return b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::Function, F32()), {var, index});
   }
+  // An emulated operand: where OpCooperativeMatrixLoadKHR would have read it.
+  struct EmuOperand {
+    BufInfo mem;
+    uint32_t idx = 0, layout = 0, stride = 0, cols = 0;
+  };
+  // Element (row, col) of emulated operand `op`, as f32.
+  uint32_t EmuOperandAt(const EmuOperand& op, uint32_t row, uint32_t col) {
+    const uint32_t st = CI32(static_cast<int32_t>(op.stride));
+    const uint32_t off = op.layout == khr::kLayoutRowMajor ? I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, row, st), col)
+                                                           : I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, col, st), row);
+    const uint32_t raw = b_.OpR(spv::Op::OpLoad, op.mem.elem, {Chain(op.mem, I32Op(spv::Op::OpIAdd, op.idx, off))});
+    return FromMemory(raw, op.mem).id;
+  }
   // The B^T operand (is_a: MatrixA, 16 x 16) or A^T (MatrixB, 16 x 8) from
-  // shared memory at `idx` with `layout` and `stride`.
+  // shared memory at `idx` with `layout` and `stride`. Emulated: a handle
+  // (index into emu_operands_) read by MatMulAdd; no shared store comes
+  // between a k-step's loads and its multiply-adds.
   uint32_t MatLoadOperand(bool is_a, const BufInfo& mem, uint32_t idx, uint32_t layout, uint32_t stride) {
     if (!emu_) {
       return b_.OpRawR(khr::kOpCooperativeMatrixLoad, is_a ? coop_a_t_ : coop_b_t_,
                        {Chain(mem, idx), CU32(layout), CU32(stride)});
     }
-    const int64_t cols = is_a ? 16 : 8;
-    const uint32_t var = b_.FunctionVariable(b_.TypePointer(SC::Function, is_a ? coop_a_t_ : coop_b_t_));
-    EmuFor(16 * cols, [&](uint32_t e) {
-      const uint32_t r = I32Op(spv::Op::OpSDiv, e, CI32(static_cast<int32_t>(cols)));
-      const uint32_t c = I32Op(spv::Op::OpSMod, e, CI32(static_cast<int32_t>(cols)));
-      const uint32_t st = CI32(static_cast<int32_t>(stride));
-      const uint32_t off = layout == khr::kLayoutRowMajor ? I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, r, st), c)
-                                                          : I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, c, st), r);
-      const uint32_t raw = b_.OpR(spv::Op::OpLoad, mem.elem, {Chain(mem, I32Op(spv::Op::OpIAdd, idx, off))});
-      b_.Op(spv::Op::OpStore, {EmuElem(var, e), FromMemory(raw, mem).id});
-    });
-    return var;
+    emu_operands_.push_back({mem, idx, layout, stride, is_a ? 16u : 8u});
+    return static_cast<uint32_t>(emu_operands_.size() - 1);
+  }
+  // Emulated accumulators: lane l holds elements e = l + 32 q (q < 4) of the
+  // 16 x 8 tile, row e / 8, column e % 8, in its float[4] at q.
+  void EmuAccElement(uint32_t q, uint32_t* row, uint32_t* col) {
+    const uint32_t e = I32Op(spv::Op::OpIAdd, Lane(), I32Op(spv::Op::OpIMul, q, CI32(32)));
+    *row = I32Op(spv::Op::OpShiftRightArithmetic, e, CI32(3));
+    *col = I32Op(spv::Op::OpBitwiseAnd, e, CI32(7));
   }
   // The accumulator `var` from / to the warp's Workgroup block (column-major,
   // stride 16).
@@ -1620,9 +1756,10 @@ class Emitter {
       b_.Op(spv::Op::OpStore, {var, acc});
       return;
     }
-    EmuFor(128, [&](uint32_t e) {
-      const uint32_t off = EmuAccOffset(e);
-      b_.Op(spv::Op::OpStore, {EmuElem(var, e), b_.OpR(spv::Op::OpLoad, F32(), {ScratchPtr(off)})});
+    EmuFor(4, [&](uint32_t q) {
+      uint32_t row = 0, col = 0;
+      EmuAccElement(q, &row, &col);
+      b_.Op(spv::Op::OpStore, {EmuElem(var, q), b_.OpR(spv::Op::OpLoad, F32(), {ScratchPtr(EmuAccOffset(row, col))})});
     });
   }
   void AccToScratch(uint32_t var) {
@@ -1631,18 +1768,15 @@ class Emitter {
       b_.OpRaw(khr::kOpCooperativeMatrixStore, {CoopBlockPtr(), acc, CU32(khr::kLayoutColumnMajor), CU32(16)});
       return;
     }
-    // Lane 0 of each warp writes (every lane holds the whole matrix).
-    const uint32_t lane0 = b_.OpR(spv::Op::OpIEqual, Bool(), {Lane(), CI32(0)});
-    IfThen(lane0, [&] {
-      EmuFor(128, [&](uint32_t e) {
-        b_.Op(spv::Op::OpStore, {ScratchPtr(EmuAccOffset(e)), b_.OpR(spv::Op::OpLoad, F32(), {EmuElem(var, e)})});
-      });
+    EmuFor(4, [&](uint32_t q) {
+      uint32_t row = 0, col = 0;
+      EmuAccElement(q, &row, &col);
+      b_.Op(spv::Op::OpStore, {ScratchPtr(EmuAccOffset(row, col)), b_.OpR(spv::Op::OpLoad, F32(), {EmuElem(var, q)})});
     });
   }
-  // Element e = i * 8 + r of a 16 x 8 accumulator, stored column-major with
-  // stride 16 in the warp's block: w * 128 + r * 16 + i.
-  uint32_t EmuAccOffset(uint32_t e) {
-    const uint32_t i = I32Op(spv::Op::OpSDiv, e, CI32(8)), r = I32Op(spv::Op::OpSMod, e, CI32(8));
+  // Element (row i, column r) of a 16 x 8 accumulator, stored column-major
+  // with stride 16 in the warp's block: w * 128 + r * 16 + i.
+  uint32_t EmuAccOffset(uint32_t i, uint32_t r) {
     return I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, Warp(), CI32(128)),
                  I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, r, CI32(16)), i));
   }
@@ -1653,20 +1787,19 @@ class Emitter {
       b_.Op(spv::Op::OpStore, {var, b_.OpRawR(khr::kOpCooperativeMatrixMulAdd, coop_acc_t_, {a, b, acc})});
       return;
     }
+    const EmuOperand oa = emu_operands_.at(a), ob = emu_operands_.at(b);
     const uint32_t f32 = F32();
-    EmuFor(128, [&](uint32_t e) {
-      const uint32_t i = I32Op(spv::Op::OpSDiv, e, CI32(8)), r = I32Op(spv::Op::OpSMod, e, CI32(8));
+    EmuFor(4, [&](uint32_t q) {
+      uint32_t i = 0, r = 0;
+      EmuAccElement(q, &i, &r);
       const uint32_t sum = b_.FunctionVariable(b_.TypePointer(SC::Function, f32));
-      b_.Op(spv::Op::OpStore, {sum, b_.OpR(spv::Op::OpLoad, f32, {EmuElem(var, e)})});
+      b_.Op(spv::Op::OpStore, {sum, b_.OpR(spv::Op::OpLoad, f32, {EmuElem(var, q)})});
       EmuFor(16, [&](uint32_t kk) {
-        const uint32_t x = b_.OpR(spv::Op::OpLoad, f32,
-                                  {EmuElem(a, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, i, CI32(16)), kk))});
-        const uint32_t y = b_.OpR(spv::Op::OpLoad, f32,
-                                  {EmuElem(b, I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, kk, CI32(8)), r))});
+        const uint32_t x = EmuOperandAt(oa, i, kk), y = EmuOperandAt(ob, kk, r);
         const uint32_t acc = b_.OpR(spv::Op::OpLoad, f32, {sum});
         b_.Op(spv::Op::OpStore, {sum, b_.OpR(spv::Op::OpFAdd, f32, {acc, b_.OpR(spv::Op::OpFMul, f32, {x, y})})});
       });
-      b_.Op(spv::Op::OpStore, {EmuElem(var, e), b_.OpR(spv::Op::OpLoad, f32, {sum})});
+      b_.Op(spv::Op::OpStore, {EmuElem(var, q), b_.OpR(spv::Op::OpLoad, f32, {sum})});
     });
   }
 
@@ -1708,11 +1841,14 @@ class Emitter {
   std::vector<const gpu::SMma*> mma_;
   bool coop_ = false, emu_ = false;
   uint32_t coop_a_t_ = 0, coop_b_t_ = 0, coop_acc_t_ = 0, coop_scratch_ = 0;
+  std::vector<EmuOperand> emu_operands_;                    // emulated operand loads (MatLoadOperand)
   std::map<std::string, CoopAcc> coop_acc_;                 // accumulators kept in matrices (inside a loop)
   std::map<std::string, std::vector<uint32_t>> coop_tmp_;   // matrices for steps converted one by one
   int64_t coop_mma_emitted_ = 0, coop_hoisted_ = 0, coop_unhoisted_ = 0;
   std::set<std::string> features_;
   std::set<std::string> atomic_bufs_;
+  std::set<std::string> written_;                           // buffers stored to (SStore, SCopyVec, atomics)
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> wide_views_;  // (binding, word type) -> view (CopyVec)
   std::map<std::string, BufInfo> bufs_;
   std::vector<PushMember> push_members_;
   std::vector<std::map<std::string, Binding>> scopes_;

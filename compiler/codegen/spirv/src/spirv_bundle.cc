@@ -115,6 +115,19 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
       v->launch->vk_push.push_back(std::move(r));
     }
     v->launch->vk_push_bytes = mod.push_bytes;
+    // Wide copies (SCopyVec) read aligned words from the tensor's binding:
+    // its address is checked at launch (a misaligned tensor gets the next
+    // variant, which has none).
+    for (const auto& [name, align] : kern.param_align) {
+      for (size_t p = 0; p < f.params.size(); ++p) {
+        if (f.params[p].name != name) continue;
+        auto g = std::make_unique<tl::bundle::GuardT>();
+        g->param = static_cast<uint16_t>(p);
+        g->op = tl::bundle::GuardOp::PTR_ALIGNED;
+        g->value = align;
+        v->guards.push_back(std::move(g));
+      }
+    }
     v->build_attrs.push_back(KV("spirv.tools", SpirvToolsVersion()));
     v->build_attrs.push_back(KV("spirv.validated", mod.validation));
     std::vector<std::string> notes = kern.notes;
@@ -166,6 +179,9 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
   if (options.cooperative_matrix) {
     gpu::GpuLowerOptions mo = lo;
     mo.gemm = gpu::GemmStrategy::kMmaSync;
+    // The performance variant copies tiles with wide loads (SCopyVec); the
+    // plain variants keep element copies, so a misaligned tensor still runs.
+    mo.vector_copies = true;
     StatusOr<gpu::SimtKernel> mk = gpu::LowerToSimt(f, mo);
     const std::string why = mk.ok() ? "" : "the tensor-core lowering failed: " + mk.status().message();
     const char* env = getenv("TL_SPIRV_COOPMAT_EMULATED");
