@@ -100,8 +100,11 @@ source "$repo/tools/device/device_env.sh"
 build() {
   local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
   set -e
-  mkdir -p "$repo/.git/info"
-  grep -qxF '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$repo/.git/info/exclude"
+  # git's exclude file (a linked worktree's .git is a file: ask git where it is).
+  local exclude
+  exclude=$(cd "$repo" && realpath -m "$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)")
+  mkdir -p "$(dirname "$exclude")"
+  grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
   if [ ! -f "$bdir/CMakeCache.txt" ]; then
     cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi

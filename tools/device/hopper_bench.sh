@@ -35,8 +35,11 @@ bench_env() {
 build() {
   set -e
   local bdir=${TL_GPU_BUILD_DIR:-$repo/build-cuda}
-  mkdir -p "$repo/.git/info"
-  grep -qxF '/.gpu/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu/' >>"$repo/.git/info/exclude"
+  # git's exclude file (a linked worktree's .git is a file: ask git where it is).
+  local exclude
+  exclude=$(cd "$repo" && realpath -m "$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)")
+  mkdir -p "$(dirname "$exclude")"
+  grep -qxF '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >>"$exclude"
   if [ "${TL_HOPPER_RESTAGE:-0}" = 1 ] || [ ! -x "$stage/bin/tl-pack" ] || [ ! -d "$stage/python/tilelang_runtime" ] \
      || [ ! -f "$stage/lib/libtilelang_runtime.so" ]; then
     echo "=== staging tl-pack, the runtime and the Python binding from $bdir ==="

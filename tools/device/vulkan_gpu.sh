@@ -60,8 +60,11 @@ py_env() {
 build() {
   local bdir=${TL_VK_BUILD_DIR:-$repo/build-vkcoop}
   set -e
-  mkdir -p "$repo/.git/info"
-  grep -qxF '/.gpu-vk/' "$repo/.git/info/exclude" 2>/dev/null || echo '/.gpu-vk/' >>"$repo/.git/info/exclude"
+  # git's exclude file (a linked worktree's .git is a file: ask git where it is).
+  local exclude
+  exclude=$(cd "$repo" && realpath -m "$(git rev-parse --git-path info/exclude 2>/dev/null || echo .git/info/exclude)")
+  mkdir -p "$(dirname "$exclude")"
+  grep -qxF '/.gpu-vk/' "$exclude" 2>/dev/null || echo '/.gpu-vk/' >>"$exclude"
   if [ ! -f "$bdir/CMakeCache.txt" ]; then
     cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
