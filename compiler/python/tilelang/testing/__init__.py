@@ -128,7 +128,7 @@ def set_random_seed(seed=42):
     except ImportError:
         pass
     torch = torch_or_none()
-    if torch is not None:
+    if torch is not None and getattr(torch, "__tl_placeholder__", None) is not True:  # cpu_probe's stand-in
         torch.manual_seed(seed)
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(seed)

@@ -30,8 +30,6 @@ def torch_or_none():
         import torch
     except ImportError:
         return None
-    if getattr(torch, "__tl_placeholder__", None) is True:  # tools/compat/cpu_probe.py's stand-in
-        return None
     return torch
 
 
