@@ -466,6 +466,21 @@ TEST_P(Run, FlashAttentionRowVectorsInRegisters) {
   Expect(t["LSE"], want_lse, 1e-4, "flash_attn_rowvec lse, O_shared in Q_shared's memory");
 }
 
+TEST_P(Run, ThreadLevelGemvAndSimtGemm) {
+  // The frontend's rewrite of upstream-style thread-level TIR, through the GPU lowering.
+  std::mt19937 rng(19);
+  {
+    Tensor a = Random({1, 512}, true, rng), w = Random({50, 512}, true, rng), c = Random({1, 50}, false, rng, true);
+    Launch(Named("gemv_threads"), {&a, &w, &c});
+    Expect(c.values, RefGemm(a, w, 1, 50, 512, false, true), 1e-5, "gemv_threads (allreduce over threadIdx.x)");
+  }
+  {
+    Tensor a = Random({64, 48}, true, rng), b = Random({96, 48}, true, rng), c = Random({64, 96}, false, rng, true);
+    Launch(Named("simt_gemm_threads"), {&a, &b, &c});
+    Expect(c.values, RefGemm(a, b, 64, 96, 48, false, true), 1e-5, "simt_gemm_threads");
+  }
+}
+
 TEST(Inference, RowVectorsOfFlashAttentionStayInRegisters) {
   // Before: scores_max, scores_max_prev, scores_scale, scores_sum and logsum
   // took 1 x 64 over 4 x 32 from their own 1-D loops and fills (first in

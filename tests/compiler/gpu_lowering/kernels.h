@@ -374,5 +374,105 @@ func @flash_attn_rowvec(Q: tensor[1, 100, 2, 64] f16, K: tensor[1, 100, 2, 64] f
   }
 }
 )"});
+  // Thread-level TIR as the frontend rewrites it (compiler/python/tilelang/language/threads.py;
+  // tests/python/frontend/test_frontend_threads.py's gemv(50, 512) and simt_gemm(64, 96, 48)):
+  // per-thread locals as fragments indexed by the thread, per-thread code as T.Parallel over the
+  // threads (2-D threads(32, 4) for the GEMV), tvm_thread_allreduce as a reduce plus a broadcast.
+  k.push_back({"gemv_threads", R"(tileir 1
+
+func @gemv_threads(A: tensor[1, 512] f16, W: tensor[50, 512] f16, C: tensor[1, 50] f32) {
+  kernel grid(13, 1) threads(32, 4) -> (bx, by) {
+    alloc a_local_t: fragment[4, 32, 8] f16
+    alloc w_local_t: fragment[4, 32, 8] f16
+    alloc acc_t: fragment[4, 32, 1] f32
+    alloc red_t: fragment[4, 32, 1] f32
+    alloc allreduce_src: fragment[4, 32] f32
+    alloc allreduce_dst: fragment[4] f32
+    parallel (ty_1, tx_1) in (4, 32) {
+      for e in serial(0, 1) {
+        acc_t[ty_1, tx_1, e] = 0.0:f32
+      }
+      for ko in serial(0, 2) {
+        for v in serial(0, 8) {
+          a_local_t[ty_1, tx_1, v] = A[by, ko * 256 + tx_1 * 8 + v]
+        }
+        for v_1 in serial(0, 8) {
+          w_local_t[ty_1, tx_1, v_1] = W[bx * 4 + ty_1, ko * 256 + tx_1 * 8 + v_1]
+        }
+        for ki in serial(0, 8) {
+          acc_t[ty_1, tx_1, 0] = acc_t[ty_1, tx_1, 0] + cast<f32>(a_local_t[ty_1, tx_1, ki]) * cast<f32>(w_local_t[ty_1, tx_1, ki])
+        }
+      }
+    }
+    parallel (ty_2, tx_2) in (4, 32) {
+      allreduce_src[ty_2, tx_2] = acc_t[ty_2, tx_2, 0]
+    }
+    reduce sum allreduce_src -> allreduce_dst dim=1 clear
+    parallel (ty_3, tx_3) in (4, 32) {
+      red_t[ty_3, tx_3, 0] = allreduce_dst[ty_3]
+    }
+    parallel (ty_4, tx_4) in (4, 32) {
+      if tx_4 == 0 {
+        C[by, bx * 4 + ty_4] = red_t[ty_4, tx_4, 0]
+      }
+    }
+  }
+}
+)"});
+  k.push_back({"simt_gemm_threads", R"(tileir 1
+
+func @simt_gemm_threads(A: tensor[64, 48] f16, B: tensor[96, 48] f16, C: tensor[64, 96] f32) {
+  kernel grid(3, 2) threads(64) -> (bx, by) {
+    alloc A_s: shared[32, 16] f16
+    alloc B_s: shared[32, 16] f16
+    alloc a_l_t: fragment[64, 4, 4] f16
+    alloc b_l_t: fragment[64, 4, 4] f16
+    alloc c_l_t: fragment[64, 16] f32
+    parallel (tx_1) in (64) {
+      let warp_m = tx_1 % 8
+      let warp_n = tx_1 / 8
+      for e in serial(0, 16) {
+        c_l_t[tx_1, e] = 0.0:f32
+      }
+    }
+    for ko in serial(0, 3) {
+      parallel (i, k) in (32, 16) {
+        A_s[i, k] = A[by * 32 + i, ko * 16 + k]
+      }
+      parallel (j, k_1) in (32, 16) {
+        B_s[j, k_1] = B[bx * 32 + j, ko * 16 + k_1]
+      }
+      parallel (tx_2) in (64) {
+        for ki in serial(0, 4) {
+          for i_1 in serial(0, 4) {
+            for m in serial(0, 4) {
+              a_l_t[tx_2, i_1, m] = A_s[tx_2 % 8 * 4 + i_1, ki * 4 + m]
+            }
+          }
+          for j_1 in serial(0, 4) {
+            for m_1 in serial(0, 4) {
+              b_l_t[tx_2, j_1, m_1] = B_s[tx_2 / 8 * 4 + j_1, ki * 4 + m_1]
+            }
+          }
+          for i_2 in serial(0, 4) {
+            for j_2 in serial(0, 4) {
+              for m_2 in serial(0, 4) {
+                c_l_t[tx_2, i_2 * 4 + j_2] = c_l_t[tx_2, i_2 * 4 + j_2] + cast<f32>(a_l_t[tx_2, i_2, m_2]) * cast<f32>(b_l_t[tx_2, j_2, m_2])
+              }
+            }
+          }
+        }
+      }
+    }
+    parallel (tx_3) in (64) {
+      for i_3 in serial(0, 4) {
+        for j_3 in serial(0, 4) {
+          C[by * 32 + tx_3 % 8 * 4 + i_3, bx * 32 + tx_3 / 8 * 4 + j_3] = c_l_t[tx_3, i_3 * 4 + j_3]
+        }
+      }
+    }
+  }
+}
+)"});
   return k;
 }
