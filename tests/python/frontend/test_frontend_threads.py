@@ -187,6 +187,17 @@ def test_unsupported_thread_level_code_fails_with_the_line():
                 x = A[tid]
                 A[tid] = x
 
+    with pytest.raises(TileLangError, match=r"unsupported feature: the per-thread value v \(line \d+\) read after a "
+                                            r"tile operation \(line \d+\); it reads a buffer"):
+        @T.prim_func
+        def let_across_a_tile_op(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                tid = T.get_thread_binding()
+                s = T.alloc_shared((64,), "float32")
+                v = A[tid] * 2.0  # a let that reads A
+                T.copy(A, s)
+                A[tid] = v + s[tid]
+
     with pytest.raises(TileLangError, match=r"expected 0 to the T\.Kernel's thread extent along that axis, "
                                             r"threads=\(64,\)"):
         @T.prim_func

@@ -265,6 +265,7 @@ class _Rewriter:
         self.tvars = kernel.__dict__.get("thread_vars", {})
         self.locals = {}         # local Buffer -> promoted fragment Buffer
         self.tdep_lets = {}      # let Var -> value (thread-dependent)
+        self.region_only = {}    # let Var -> line: per-thread lets that read buffers (one region only)
 
     # -- classification
     def _uses(self, s, deep=True):
@@ -276,6 +277,10 @@ class _Rewriter:
 
             def f(n):
                 nonlocal thread
+                if isinstance(n, E.Var) and n in self.region_only:
+                    raise error(f"unsupported feature: the per-thread value {n.name} (line {self.region_only[n]}) "
+                                f"read after a tile operation (line {s.loc[1]}); it reads a buffer, so it "
+                                "cannot be recomputed there: keep it in a T.alloc_local((1,), dtype) buffer")
                 if isinstance(n, E.Var) and (n.kind == "thread" or n in self.tdep_lets):
                     thread = True
                 if isinstance(n, E.Load) and n.buffer in self.locals:
@@ -436,9 +441,9 @@ class _Rewriter:
             s.value = sub(s.value)
             lets[s.var] = True
             if reads:
-                # Used by a later region, it would be re-evaluated after the buffers changed.
+                # Re-evaluated in a later region it could see changed buffers: only this region uses it.
                 self.tdep_lets.pop(s.var, None)
-                self.k.__dict__.setdefault("region_only_lets", set()).add(s.var)
+                self.region_only[s.var] = s.loc[1]
             return s
         if isinstance(s, ir.Store):
             if s.buffer in self.locals:
