@@ -324,8 +324,16 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
   }
 
   // 3. Propagation in program order until nothing changes (demotion is
-  // monotone and layouts are only set once per round, so this ends).
-  for (int round = 0; round < 8; ++round) {
+  // monotone and layouts are only set once per round, so this ends). Default
+  // layouts (a fill, a fragment-to-fragment copy, a T.Parallel loop that
+  // touches no fragment with a layout yet) are only taken once the forced
+  // layouts have spread as far as they go (`defaults`): otherwise a row
+  // vector's own 1-D loops and fills, which come first in program order,
+  // would give it 1 x M over threads and conflict with the replicated M x 1
+  // layout its reduction or its 2-D loop needs (FlashAttention's scores_max,
+  // logsum, ... would go to shared memory).
+  bool defaults = false;
+  for (int round = 0; round < 16; ++round) {
     const GpuLayoutPlan before = plan;
     auto want = [&](const std::string& b, const FragmentLayout& l, const std::string& why) {
       if (!frag(b) || plan.demoted.count(b)) return;
