@@ -120,11 +120,14 @@ def _private_arrays_and_loops(words):
     return elements, loops, rolled
 
 
-def _wide_loads(insts):
-    """OpLoads of a 4 x 32-bit unsigned vector (the wide copies' 16-byte words)."""
+def _wide_loads(insts, storage_class=12):
+    """OpLoads of a 4 x 32-bit unsigned vector (the wide copies' 16-byte words) through pointers of
+    `storage_class` (12 StorageBuffer: from the tensors; 7 Function: from the prefetch registers)."""
     u32 = {w[0] for op, w in insts if op == 21 and w[1:] == [32, 0]}  # OpTypeInt 32 unsigned
     uvec4 = {w[0] for op, w in insts if op == 23 and w[1] in u32 and w[2] == 4}  # OpTypeVector
-    return sum(1 for op, w in insts if op == 61 and w[0] in uvec4)  # OpLoad
+    pointers = {w[0]: w[1] for op, w in insts if op == 32}  # OpTypePointer: storage class
+    ptr_class = {w[1]: pointers.get(w[0]) for op, w in insts if op == 65}  # OpAccessChain results
+    return sum(1 for op, w in insts if op == 61 and w[0] in uvec4 and ptr_class.get(w[2]) == storage_class)
 
 
 def test_coopmat_module_structure(target, tmp_path):
@@ -147,8 +150,11 @@ def test_coopmat_module_structure(target, tmp_path):
     for opcode in (4457, 4458, 4459):
         assert opcode in ops, opcode
     # The A and B tile copies read 16-byte words (8 halves) through a NonWritable uvec4 view of the
-    # tensor's binding; the plain variant copies element by element (no alignment guard needed).
-    assert _wide_loads(insts) == 2, _wide_loads(insts)
+    # tensor's binding, into registers: before the k loop, and inside it for the next k tile before
+    # the k-steps (register prefetch); the shared stores take them from the registers. The plain
+    # variant copies element by element (no alignment guard needed).
+    assert _wide_loads(insts) == 4, _wide_loads(insts)
+    assert _wide_loads(insts, storage_class=7) == 2, _wide_loads(insts, storage_class=7)
     _, plain = _module(kernel, "vulkan.spirv1.3", tmp_path)
     plain_insts = _instructions(plain)
     plain_ops = {op for op, _ in plain_insts}

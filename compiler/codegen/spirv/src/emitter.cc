@@ -146,6 +146,10 @@ class Emitter {
                                    " loop(s) and converted through Workgroup memory before and after each"
                              : std::string("converted through Workgroup memory around every k-step")) +
           (coop_unhoisted_ > 0 ? " (" + std::to_string(coop_unhoisted_) + " k-step statement(s) converted individually)" : ""));
+      if (coop_prefetched_ > 0) {
+        out.notes.push_back("the next k tile's global loads issued into registers before the k-steps of " +
+                            std::to_string(coop_prefetched_) + " loop(s) (register prefetch)");
+      }
     }
     out.words = b_.Finish(kSpirv13);
     out.version_word = kSpirv13;
@@ -987,6 +991,7 @@ class Emitter {
             if (Is16F(target.t)) v = Round(v);
             b_.Op(spv::Op::OpStore, {target.id, v.id});
           } else if constexpr (std::is_same_v<T, gpu::SStore>) {
+            if (copy_mode_ == CopyMode::kLoad) return;  // prefetch loads: shared memory is still in use
             const BufInfo* bi = Buf(n.buffer);
             if (!bi) return;
             const BufInfo info = *bi;
@@ -1051,10 +1056,7 @@ class Emitter {
     if (!err_.empty()) return;
     const int64_t eb = std::max(1, ir::BitWidth(si.dtype) / 8);
     const int64_t bytes = n.lanes * eb;
-    const bool lanes_pow2 = n.lanes > 1 && (n.lanes & (n.lanes - 1)) == 0;
-    const bool wide = si.space == gpu::Space::kGlobal && !written_.count(n.src) && !si.as_u32 && !di.as_u32 &&
-                      si.dtype == di.dtype && (eb == 2 || eb == 4) && lanes_pow2 &&
-                      (bytes == 4 || bytes == 8 || bytes == 16);
+    const bool wide = WideCopy(n, si, di);
     auto store_elem = [&](int64_t e, uint32_t raw_src) {
       const uint32_t m = ToMemory(FromMemory(raw_src, si), di);
       b_.Op(spv::Op::OpStore, {Chain(di, I32Op(spv::Op::OpIAdd, dst.id, CI32(static_cast<int32_t>(e)))), m});
@@ -1069,12 +1071,22 @@ class Emitter {
     const uint32_t words = static_cast<uint32_t>(bytes / 4);
     const uint32_t u32 = U32();
     const uint32_t word_t = words == 1 ? u32 : b_.TypeVector(u32, words);
-    const uint32_t view = WideView(si, word_t, static_cast<uint32_t>(bytes));
-    int shift = 0;
-    while ((int64_t{1} << shift) < n.lanes) ++shift;
-    const uint32_t vi = I32Op(spv::Op::OpShiftRightArithmetic, src.id, CI32(shift));
-    const uint32_t ptr = b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::StorageBuffer, word_t), {view, CU32(0), vi});
-    const uint32_t loaded = b_.OpR(spv::Op::OpLoad, word_t, {ptr});
+    uint32_t loaded = 0;
+    if (copy_mode_ == CopyMode::kStore) {
+      loaded = b_.OpR(spv::Op::OpLoad, word_t, {PrefetchSlot(n)});
+    } else {
+      const uint32_t view = WideView(si, word_t, static_cast<uint32_t>(bytes));
+      int shift = 0;
+      while ((int64_t{1} << shift) < n.lanes) ++shift;
+      const uint32_t vi = I32Op(spv::Op::OpShiftRightArithmetic, src.id, CI32(shift));
+      const uint32_t ptr =
+          b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::StorageBuffer, word_t), {view, CU32(0), vi});
+      loaded = b_.OpR(spv::Op::OpLoad, word_t, {ptr});
+      if (copy_mode_ == CopyMode::kLoad) {
+        b_.Op(spv::Op::OpStore, {PrefetchSlot(n), loaded});
+        return;
+      }
+    }
     for (uint32_t w = 0; w < words; ++w) {
       const uint32_t word = words == 1 ? loaded : b_.OpR(spv::Op::OpCompositeExtract, u32, {loaded, w});
       if (eb == 4) {
@@ -1086,6 +1098,13 @@ class Emitter {
         }
       }
     }
+  }
+  bool WideCopy(const gpu::SCopyVec& n, const BufInfo& si, const BufInfo& di) const {
+    const int64_t eb = std::max(1, ir::BitWidth(si.dtype) / 8);
+    const int64_t bytes = n.lanes * eb;
+    const bool lanes_pow2 = n.lanes > 1 && (n.lanes & (n.lanes - 1)) == 0;
+    return si.space == gpu::Space::kGlobal && !written_.count(n.src) && !si.as_u32 && !di.as_u32 &&
+           si.dtype == di.dtype && (eb == 2 || eb == 4) && lanes_pow2 && (bytes == 4 || bytes == 8 || bytes == 16);
   }
   // The NonWritable view of global buffer `bi`'s binding as an array of
   // `word_t` (one per buffer and word type).
@@ -1169,8 +1188,138 @@ class Emitter {
         ++coop_hoisted_;
       }
     }
+    std::optional<Prefetch> pf;
+    Val start;
+    if (!hoist.empty()) {
+      start = E(n.start);
+      if (!err_.empty()) return;
+      if (start.t == DType::kI32) pf = PrefetchPlan(n);  // the loop variable is rebound as an i32
+    }
+    if (pf) {
+      // Prologue: the first iteration's tiles into registers.
+      prefetch_regs_ = b_.FunctionVariable(
+          b_.TypePointer(SC::Function, b_.TypeArray(b_.TypeVector(U32(), 4), static_cast<uint32_t>(pf->slots))));
+      b_.Name(prefetch_regs_, "tl_prefetch");
+      PrefetchLoads(n, *pf, start.id);
+      prefetch_ = &n;
+      prefetch_plan_ = *pf;
+      ++coop_prefetched_;
+    }
     ForLoop(n);
+    if (pf) prefetch_ = nullptr;
     for (const std::string& c : hoist) CoopLeave(c);
+  }
+
+  // ---- register prefetch of the k loop's tiles (cooperative-matrix variant)
+  // A k loop of the form [barrier; thread-strided copy loops of wide global
+  // -> shared copies; barrier; k-steps...] becomes
+  //   regs = tiles(start)
+  //   for k: barrier; shared = regs; barrier; if (k + step < stop) regs = tiles(k + step); k-steps
+  // so the next tiles' global loads are in flight while the matrices work
+  // (Vulkan has no asynchronous copies). The copy statements are emitted
+  // twice: as loads into `tl_prefetch` (CopyMode::kLoad: SCopyVec loads its
+  // 16-byte word into its slot, shared stores are dropped) and as stores
+  // (kStore: SCopyVec takes the word from its slot; the guards, evaluated
+  // with the same k, pick the same branch, so out-of-bounds tiles still get
+  // their zeros). Slot = the copy's base + the copy loop's trip counter.
+  struct Prefetch {
+    size_t first = 0, end = 0;  // body[first, end) are the copy loops; body[end] the barrier
+    int64_t slots = 0;
+  };
+  std::optional<Prefetch> PrefetchPlan(const gpu::SFor& n) {
+    const gpu::SBlock& b = n.body;
+    const std::optional<int64_t> step = ir::FoldInt(n.step);
+    if (!step || *step <= 0 || b.size() < 4 || !std::holds_alternative<gpu::SBarrier>(b[0].node)) return std::nullopt;
+    if (!Invariant(n.start) || !Invariant(n.stop)) return std::nullopt;
+    Prefetch pf;
+    pf.first = 1;
+    std::map<const gpu::SCopyVec*, int64_t> slots;
+    size_t i = 1;
+    for (; i < b.size(); ++i) {
+      const auto* f = std::get_if<gpu::SFor>(&b[i].node);
+      if (!f) break;
+      const int64_t trips = ThreadStridedTrips(*f, DType::kI32);
+      if (trips <= 0 || !PrefetchableCopy(f->body, trips, &pf.slots, &slots)) return std::nullopt;
+    }
+    if (i == 1 || i >= b.size() || !std::holds_alternative<gpu::SBarrier>(b[i].node) || slots.empty() ||
+        pf.slots > 32) {
+      return std::nullopt;
+    }
+    pf.end = i;
+    prefetch_slot_ = std::move(slots);
+    return pf;
+  }
+  // Whether `body` (inside a copy loop of `trips` trips) holds only guards,
+  // lets, 16-byte global -> shared SCopyVecs run once per trip, and shared
+  // stores (the zero fill); assigns the copies their slots.
+  bool PrefetchableCopy(const gpu::SBlock& body, int64_t trips, int64_t* next,
+                        std::map<const gpu::SCopyVec*, int64_t>* slots) {
+    for (const gpu::SStmt& s : body) {
+      if (const auto* c = std::get_if<gpu::SCopyVec>(&s.node)) {
+        const BufInfo* d = Buf(c->dst);
+        const BufInfo* sr = Buf(c->src);
+        if (!d || !sr || !WideCopy(*c, *sr, *d) || d->space != gpu::Space::kShared) return false;
+        const int64_t eb = std::max(1, ir::BitWidth(sr->dtype) / 8);
+        if (c->lanes * eb != 16) return false;
+        (*slots)[c] = *next;
+        *next += trips;
+      } else if (const auto* i = std::get_if<gpu::SIf>(&s.node)) {
+        if (!PrefetchableCopy(i->then_body, trips, next, slots) || !PrefetchableCopy(i->else_body, trips, next, slots)) {
+          return false;
+        }
+      } else if (const auto* f = std::get_if<gpu::SFor>(&s.node)) {
+        const std::optional<int64_t> f0 = ir::FoldInt(f->start), f1 = ir::FoldInt(f->stop);
+        if (f0 && f1 && *f0 == 0 && *f1 == 1) {  // runs once (the lowering's `tl_once`)
+          if (!PrefetchableCopy(f->body, trips, next, slots)) return false;
+          continue;
+        }
+        // Another nested loop may only store (the zero fill): a copy in it would run more than once per trip.
+        std::map<const gpu::SCopyVec*, int64_t> inner;
+        int64_t none = 0;
+        if (!PrefetchableCopy(f->body, trips, &none, &inner) || !inner.empty()) return false;
+      } else if (const auto* st = std::get_if<gpu::SStore>(&s.node)) {
+        const BufInfo* d = Buf(st->buffer);
+        if (!d || d->space != gpu::Space::kShared) return false;
+      } else if (!std::holds_alternative<gpu::SLet>(s.node) && !std::holds_alternative<gpu::SComment>(s.node)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // The copy statements of `n`'s body as loads into the prefetch registers,
+  // with n's loop variable bound to `k` (i32).
+  void PrefetchLoads(const gpu::SFor& n, const Prefetch& pf, uint32_t k) {
+    const uint32_t kv = b_.FunctionVariable(b_.TypePointer(SC::Function, I32()));
+    b_.Op(spv::Op::OpStore, {kv, k});
+    scopes_.emplace_back();
+    Bind(n.var, {true, kv, DType::kI32});
+    copy_mode_ = CopyMode::kLoad;
+    for (size_t i = pf.first; i < pf.end && err_.empty(); ++i) Stmt(n.body[i]);
+    copy_mode_ = CopyMode::kDirect;
+    scopes_.pop_back();
+  }
+  // The k loop's body with the prefetch (loop variable in Function variable `var`).
+  void PrefetchBody(const gpu::SFor& n, const Prefetch& pf, uint32_t var) {
+    scopes_.emplace_back();
+    const gpu::SBlock& b = n.body;
+    Stmt(b[0]);
+    copy_mode_ = CopyMode::kStore;
+    for (size_t i = pf.first; i < pf.end && err_.empty(); ++i) Stmt(b[i]);
+    copy_mode_ = CopyMode::kDirect;
+    Stmt(b[pf.end]);
+    const Val stop = Convert(E(n.stop), DType::kI32);
+    if (!err_.empty()) return;
+    const uint32_t next = I32Op(spv::Op::OpIAdd, b_.OpR(spv::Op::OpLoad, I32(), {var}),
+                                CI32(static_cast<int32_t>(*ir::FoldInt(n.step))));
+    IfThen(b_.OpR(spv::Op::OpSLessThan, Bool(), {next, stop.id}), [&] { PrefetchLoads(n, pf, next); });
+    for (size_t i = pf.end + 1; i < b.size() && err_.empty(); ++i) Stmt(b[i]);
+    scopes_.pop_back();
+  }
+  uint32_t PrefetchSlot(const gpu::SCopyVec& n) {
+    const uint32_t index = I32Op(spv::Op::OpIAdd, CI32(static_cast<int32_t>(prefetch_slot_.at(&n))),
+                                 trip_counters_.back());
+    return b_.OpR(spv::Op::OpAccessChain, b_.TypePointer(SC::Function, b_.TypeVector(U32(), 4)),
+                  {prefetch_regs_, index});
   }
 
   void ForLoop(const gpu::SFor& n) {
@@ -1227,7 +1376,14 @@ class Emitter {
     } else {
       variant_.insert(n.var);
     }
-    Block(n.body);
+    if (trips > 0) trip_counters_.push_back(b_.OpR(spv::Op::OpLoad, rt, {counter}));
+    if (prefetch_ == &n) {
+      prefetch_ = nullptr;  // copy loops inside are emitted plainly (twice)
+      PrefetchBody(n, prefetch_plan_, var);
+    } else {
+      Block(n.body);
+    }
+    if (trips > 0) trip_counters_.pop_back();
     uniform_ = saved_uniform;
     if (was_variant) {
       variant_.insert(n.var);
@@ -1847,6 +2003,14 @@ class Emitter {
   int64_t coop_mma_emitted_ = 0, coop_hoisted_ = 0, coop_unhoisted_ = 0;
   std::set<std::string> features_;
   std::set<std::string> atomic_bufs_;
+  enum class CopyMode { kDirect, kLoad, kStore };
+  CopyMode copy_mode_ = CopyMode::kDirect;                  // register prefetch phases (PrefetchPlan)
+  const gpu::SFor* prefetch_ = nullptr;                     // the k loop about to be emitted with a prefetch
+  Prefetch prefetch_plan_;
+  uint32_t prefetch_regs_ = 0;                              // Function uvec4[slots]
+  std::map<const gpu::SCopyVec*, int64_t> prefetch_slot_;   // first slot of each prefetched copy
+  std::vector<uint32_t> trip_counters_;                     // trip counters of the enclosing threads-strided loops
+  int64_t coop_prefetched_ = 0;
   std::set<std::string> written_;                           // buffers stored to (SStore, SCopyVec, atomics)
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> wide_views_;  // (binding, word type) -> view (CopyVec)
   std::map<std::string, BufInfo> bufs_;
