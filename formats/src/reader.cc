@@ -245,6 +245,22 @@ Status CheckVariant(const Kernel* kernel, const Variant* variant, uint32_t num_p
                           slot_at.c_str(), slot->size());
       }
     }
+    if (slot->tensor_map() != -1) {
+      const uint32_t num_maps = Count(launch->tensor_maps());
+      if (slot->tensor_map() < 0 || static_cast<uint32_t>(slot->tensor_map()) >= num_maps) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: tensor_map index %d out of range (launch has %u tensor maps)",
+                          slot_at.c_str(), slot->tensor_map(), num_maps);
+      }
+      if (slot->param() != -1 || slot->symbol() != -1) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: names tensor_map %d and param %d / symbol %d (only one)",
+                          slot_at.c_str(), slot->tensor_map(), slot->param(), slot->symbol());
+      }
+      if (slot->size() != 128 || slot->offset() % 64 != 0) {
+        return MakeStatus(StatusCode::kInvalidArgument,
+                          "%s: tensor map slot at offset %u of %u bytes, expected 128 bytes at a multiple of 64",
+                          slot_at.c_str(), slot->offset(), slot->size());
+      }
+    }
     const uint64_t end = uint64_t{slot->offset()} + slot->size();  // u32 + u32 cannot overflow u64
     if (end > launch->param_buffer_bytes()) {
       return MakeStatus(StatusCode::kInvalidArgument, "%s: [%u, %" PRIu64 ") exceeds param_buffer_bytes %u",
@@ -253,6 +269,31 @@ Status CheckVariant(const Kernel* kernel, const Variant* variant, uint32_t num_p
     if (slot->align() != 0 && (!IsPowerOfTwo(slot->align()) || slot->offset() % slot->align() != 0)) {
       return MakeStatus(StatusCode::kInvalidArgument, "%s: offset %u does not honour align %u", slot_at.c_str(),
                         slot->offset(), slot->align());
+    }
+  }
+  for (uint32_t m = 0; m < Count(launch->tensor_maps()); ++m) {
+    const auto* map = launch->tensor_maps()->Get(m);
+    const std::string map_at = at + " tensor_maps[" + std::to_string(m) + "]";
+    TL_RETURN_IF_ERROR(CheckParamIndex(map->param(), false, num_params, map_at));
+    const auto* param = kernel->params()->Get(map->param());
+    if (param->kind() != tl::bundle::ParamKind::BUFFER) {
+      return MakeStatus(StatusCode::kInvalidArgument, "%s: parameter %u '%s' is not a buffer", map_at.c_str(),
+                        map->param(), param->name()->c_str());
+    }
+    const uint32_t rank = Count(map->box());
+    if (rank < 1 || rank > 5 || static_cast<int>(rank) != param->rank()) {
+      return MakeStatus(StatusCode::kInvalidArgument, "%s: box has %u dims; parameter '%s' has rank %d (1 to 5)",
+                        map_at.c_str(), rank, param->name()->c_str(), param->rank());
+    }
+    for (uint32_t d = 0; d < rank; ++d) {
+      if (map->box()->Get(d) < 1 || map->box()->Get(d) > 256) {
+        return MakeStatus(StatusCode::kInvalidArgument, "%s: box dim %u is %u (1 to 256)", map_at.c_str(), d,
+                          map->box()->Get(d));
+      }
+    }
+    if (map->swizzle() > 3 || map->l2_promotion() > 3) {
+      return MakeStatus(StatusCode::kInvalidArgument, "%s: swizzle %u / l2_promotion %u (0 to 3)", map_at.c_str(),
+                        map->swizzle(), map->l2_promotion());
     }
   }
   for (uint32_t b = 0; b < Count(launch->vk_bindings()); ++b) {

@@ -166,6 +166,7 @@ StatusOr<std::vector<uint8_t>> BundleWriter::Finish() {
   bundle.format_minor = kFormatMinor;
   bundle.must_understand = {"core.v1"};
   bool symbol_slots = false;  // any Launch.param_slots entry carrying a shape symbol
+  bool tensor_maps = false;   // ... or a tensor map
   if (in.producer) bundle.producer = std::make_unique<tl::bundle::ProducerT>(*in.producer);
   for (const auto& [name, kernel] : in.kernels) {
     TL_RETURN_IF_ERROR(CheckObjectTree(*kernel));
@@ -182,11 +183,13 @@ StatusOr<std::vector<uint8_t>> BundleWriter::Finish() {
     for (const auto& variant : copy->variants) {
       for (const auto& slot : variant->launch->param_slots) {
         if (slot->symbol >= 0) symbol_slots = true;
+        if (slot->tensor_map >= 0) tensor_maps = true;
       }
     }
     bundle.kernels.push_back(std::move(copy));
   }
   if (symbol_slots) bundle.must_understand.push_back("launch.symbol_slots");
+  if (tensor_maps) bundle.must_understand.push_back("launch.tensor_maps");
   for (const auto& [key, value] : in.attrs) {
     auto kv = std::make_unique<tl::bundle::KeyValueT>();
     kv->key = key;

@@ -852,6 +852,7 @@ StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
     req.scratch_bytes = l.cpu_scratch_bytes;
     req.param_slots = l.param_slots;
     req.param_buffer_bytes = l.param_buffer_bytes;
+    req.tensor_maps = l.tensor_maps;
     req.static_shared_bytes = l.static_shared_bytes;
     req.dynamic_shared_bytes = l.dynamic_shared_bytes;
     for (int a = 0; a < 3; ++a) req.block[a] = l.block[a];
@@ -1183,6 +1184,7 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   req.scalar_slots.resize(arg_count, 0);
   req.is_scalar.resize(arg_count, 0);
   req.tensor_bytes.resize(arg_count, 0);
+  req.tensor_shapes.resize(arg_count);
   for (size_t i = 0; i < arg_count; ++i) {
     if (args[i].kind == TL_ARG_SCALAR) {
       req.is_scalar[i] = 1;
@@ -1196,6 +1198,9 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
         bytes = (extent != 0 && bytes > UINT64_MAX / extent) ? UINT64_MAX : bytes * extent;
       }
       req.tensor_bytes[i] = bytes;
+      if (args[i].tensor.rank > 0) {
+        req.tensor_shapes[i].assign(args[i].tensor.shape, args[i].tensor.shape + args[i].tensor.rank);
+      }
     }
   }
   req.symbols = bound.symbols;

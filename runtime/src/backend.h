@@ -84,9 +84,20 @@ struct LoadRequest {
     uint32_t offset = 0;
     uint32_t size = 0;
     uint32_t align = 0;
+    int tensor_map = -1;  // >= 0: holds tensor_maps[tensor_map], encoded at launch (CUDA, 128 bytes)
   };
   std::vector<ParamSlot> param_slots;
   uint32_t param_buffer_bytes = 0;
+  // CUDA TMA tensor maps (bundle Launch.tensor_maps): over tensor parameter
+  // `param`, boxes of `box` elements (outermost first), swizzle and L2
+  // promotion as CU_TENSOR_MAP_SWIZZLE_* / CU_TENSOR_MAP_L2_PROMOTION_*.
+  struct TensorMapSpec {
+    int param = 0;
+    std::vector<uint32_t> box;
+    int swizzle = 0;
+    int l2_promotion = 0;
+  };
+  std::vector<TensorMapSpec> tensor_maps;
   uint32_t static_shared_bytes = 0;
   uint32_t dynamic_shared_bytes = 0;
   uint32_t block[3] = {1, 1, 1};
@@ -129,6 +140,7 @@ struct LaunchRequest {
   std::vector<uint8_t> is_scalar;      // per param
   std::vector<int64_t> symbols;
   std::vector<uint64_t> tensor_bytes;  // per param: bytes a tensor spans from its pointer (0 for scalars)
+  std::vector<std::vector<int64_t>> tensor_shapes;  // per param: a tensor's extents (dense row-major; empty for scalars)
 };
 
 class Stream {

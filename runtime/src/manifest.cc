@@ -110,7 +110,17 @@ Status KernelFromManifest(const tl::bundle::Kernel& k, KernelInfo* out) {
       vl.vk_push_bytes = l->vk_push_bytes();
       for (size_t s = 0; s < Len(l->param_slots()); ++s) {
         const tl::bundle::ParamSlot* ps = l->param_slots()->Get(s);
-        vl.param_slots.push_back(LoadRequest::ParamSlot{ps->param(), ps->symbol(), ps->offset(), ps->size(), ps->align()});
+        vl.param_slots.push_back(
+            LoadRequest::ParamSlot{ps->param(), ps->symbol(), ps->offset(), ps->size(), ps->align(), ps->tensor_map()});
+      }
+      for (size_t m = 0; m < Len(l->tensor_maps()); ++m) {
+        const tl::bundle::TensorMap* tm = l->tensor_maps()->Get(m);
+        LoadRequest::TensorMapSpec spec;
+        spec.param = tm->param();
+        for (size_t d = 0; d < Len(tm->box()); ++d) spec.box.push_back(tm->box()->Get(d));
+        spec.swizzle = tm->swizzle();
+        spec.l2_promotion = tm->l2_promotion();
+        vl.tensor_maps.push_back(std::move(spec));
       }
     }
     out->variants.push_back(std::move(vd));

@@ -27,6 +27,7 @@ struct VariantLaunch {
   // GPU kernel-parameter buffer layout and shared memory split (LoadRequest).
   std::vector<LoadRequest::ParamSlot> param_slots;
   uint32_t param_buffer_bytes = 0;
+  std::vector<LoadRequest::TensorMapSpec> tensor_maps;  // CUDA TMA (ParamSlot.tensor_map)
   uint32_t static_shared_bytes = 0;
   uint32_t dynamic_shared_bytes = 0;
   // Vulkan descriptor bindings and push-constant layout (LoadRequest).

@@ -219,6 +219,60 @@ TEST(BundleWriter, SymbolSlotsAddTheirToken) {
   EXPECT_EQ(plain->manifest()->must_understand()->size(), 1u);
 }
 
+// ParamSlot.tensor_map + Launch.tensor_maps (CUDA TMA tensor maps the
+// runtime encodes at launch): the writer names must_understand
+// "launch.tensor_maps" (a reader without it refuses the bundle with
+// INCOMPATIBLE naming the token, instead of zero-filling the slots), and the
+// reader checks indices, slot size and alignment, box rank and extents.
+TEST(BundleWriter, TensorMapSlotsAddTheirToken) {
+  testing::Parts parts = testing::Split(BuildSample(Sample::kMinimal));
+  const int rank = parts.manifest.kernels[0]->params[0]->rank;
+  ASSERT_GE(rank, 1);
+  for (int bad = 0; bad < 6; ++bad) {
+    BundleWriter w;
+    w.AddPayload({1, 2, 3});
+    auto k = std::make_unique<tl::bundle::KernelT>(*parts.manifest.kernels[0]);
+    k->variants[0]->payload = 0;
+    auto& l = *k->variants[0]->launch;
+    l.param_slots.clear();
+    auto slot = std::make_unique<tl::bundle::ParamSlotT>();
+    slot->param = bad == 2 ? 0 : -1;
+    slot->tensor_map = bad == 1 ? 1 : 0;
+    slot->offset = bad == 3 ? 32 : 64;
+    slot->size = 128;
+    slot->align = bad == 3 ? 32 : 64;
+    l.param_slots.push_back(std::move(slot));
+    l.param_buffer_bytes = 192;
+    auto map = std::make_unique<tl::bundle::TensorMapT>();
+    map->param = 0;
+    map->box.assign(static_cast<size_t>(rank) + (bad == 5 ? 1 : 0), 8);
+    if (bad == 4) map->box[0] = 300;
+    l.tensor_maps.push_back(std::move(map));
+    ASSERT_TRUE(w.AddKernel(std::move(k)).ok());
+    StatusOr<std::vector<uint8_t>> out = w.Finish();
+    if (bad == 0) {
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      StatusOr<BundleView> view = BundleView::Open(*out);
+      ASSERT_TRUE(view.ok()) << view.status().ToString();
+      const auto* mu = view->manifest()->must_understand();
+      ASSERT_EQ(mu->size(), 2u);
+      EXPECT_EQ(Str(mu->Get(1)), "launch.tensor_maps");
+      const auto* launch = view->manifest()->kernels()->Get(0)->variants()->Get(0)->launch();
+      EXPECT_EQ(launch->param_slots()->Get(0)->tensor_map(), 0);
+      EXPECT_EQ(launch->tensor_maps()->Get(0)->box()->size(), static_cast<uint32_t>(rank));
+      continue;
+    }
+    ASSERT_FALSE(out.ok()) << bad;
+    EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+    const std::string want[] = {"", "tensor_map index 1 out of range (launch has 1 tensor maps)",
+                                "names tensor_map 0 and param 0 / symbol -1 (only one)",
+                                "tensor map slot at offset 32 of 128 bytes, expected 128 bytes at a multiple of 64",
+                                "tensor_maps[0]: box dim 0 is 300 (1 to 256)",
+                                "tensor_maps[0]: box has " + std::to_string(rank + 1) + " dims; parameter"};
+    EXPECT_NE(out.status().message().find(want[bad]), std::string::npos) << out.status().message();
+  }
+}
+
 TEST(BundleWriter, ReportsMissingRequiredTables) {
   testing::Parts parts = testing::Split(BuildSample(Sample::kMinimal));
   for (int which = 0; which < 3; ++which) {

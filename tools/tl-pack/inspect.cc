@@ -129,6 +129,30 @@ std::string VulkanLine(const tl::bundle::Variant* v) {
   return buf;
 }
 
+// CUDA TMA tensor maps the runtime encodes at launch (Launch.tensor_maps),
+// one line each: "tensor map 0: A box 64x40 swizzle none, param slot @64 (128 B)".
+std::vector<std::string> TensorMapLines(const tl::bundle::Kernel* k, const tl::bundle::Variant* v) {
+  std::vector<std::string> out;
+  const auto* maps = v->launch()->tensor_maps();
+  for (uint32_t i = 0; maps && i < maps->size(); ++i) {
+    const auto* m = maps->Get(i);
+    std::string box;
+    for (uint32_t d = 0; m->box() && d < m->box()->size(); ++d) box += (d ? "x" : "") + std::to_string(m->box()->Get(d));
+    static const char* kSwizzle[] = {"none", "32B", "64B", "128B"};
+    std::string line = "tensor map " + std::to_string(i) + ": " +
+                       (m->param() < k->params()->size() ? Str(k->params()->Get(m->param())->name()) : std::string("?")) +
+                       " box " + box + " swizzle " + (m->swizzle() < 4 ? kSwizzle[m->swizzle()] : "?");
+    for (uint32_t s = 0; v->launch()->param_slots() && s < v->launch()->param_slots()->size(); ++s) {
+      const auto* slot = v->launch()->param_slots()->Get(s);
+      if (slot->tensor_map() == static_cast<int>(i)) {
+        line += ", param slot @" + std::to_string(slot->offset()) + " (" + std::to_string(slot->size()) + " B)";
+      }
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
 void PrintTable(const LoadedBundle& b) {
   const auto* m = b.view.manifest();
   const auto& h = b.view.header();
@@ -167,6 +191,7 @@ void PrintTable(const LoadedBundle& b) {
                   block.c_str(), features.empty() ? "" : " ", features.c_str());
     if (const std::string hsaco = HsacoLine(v); !hsaco.empty()) std::printf("      hsaco: %s\n", hsaco.c_str());
     if (const std::string vk = VulkanLine(v); !vk.empty()) std::printf("      vulkan: %s\n", vk.c_str());
+    for (const std::string& tm : TensorMapLines(k, v)) std::printf("      %s\n", tm.c_str());
     }
   }
 
@@ -262,6 +287,23 @@ void PrintJson(const LoadedBundle& b) {
              ",\"push_constant_bytes\":" + std::to_string(r->push_constant_bytes()) +
              ",\"subgroup_size\":" + std::to_string(r->subgroup_size()) + ",\"bindings\":" +
              std::to_string(v->launch()->vk_bindings() ? v->launch()->vk_bindings()->size() : 0) + "}";
+      }
+      if (const auto* maps = v->launch()->tensor_maps(); maps && maps->size() > 0) {
+        o += ",\"tensor_maps\":[";
+        for (uint32_t t = 0; t < maps->size(); ++t) {
+          const auto* tm = maps->Get(t);
+          o += std::string(t ? "," : "") + "{\"param\":" + std::to_string(tm->param()) + ",\"box\":[";
+          for (uint32_t d = 0; tm->box() && d < tm->box()->size(); ++d) {
+            o += (d ? "," : "") + std::to_string(tm->box()->Get(d));
+          }
+          o += "],\"swizzle\":" + std::to_string(tm->swizzle()) + ",\"l2_promotion\":" + std::to_string(tm->l2_promotion());
+          for (uint32_t sl = 0; v->launch()->param_slots() && sl < v->launch()->param_slots()->size(); ++sl) {
+            const auto* slot = v->launch()->param_slots()->Get(sl);
+            if (slot->tensor_map() == static_cast<int>(t)) o += ",\"slot_offset\":" + std::to_string(slot->offset());
+          }
+          o += "}";
+        }
+        o += "]";
       }
       if (const auto facts = HsacoFacts(v); !facts.empty()) {
         o += ",\"hsaco\":{";

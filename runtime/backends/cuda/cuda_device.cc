@@ -3,6 +3,8 @@
 // are named where the check is.
 #include "cuda_device.h"
 
+#include "tensor_map.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -295,6 +298,18 @@ class CudaExecutable : public Executable {
   uint32_t dynamic_shared_bytes = 0;
   uint32_t block[3] = {1, 1, 1};
   std::string note_;
+  // TMA: the tensor maps the parameter buffer holds, and the encoded maps of
+  // recent argument sets (key: map index, base address, shape), so that a
+  // kernel launched again on the same tensors skips cuTensorMapEncodeTiled.
+  std::vector<LoadRequest::TensorMapSpec> tensor_maps;
+  std::vector<tl_dtype_t> param_dtypes;
+  struct alignas(64) EncodedMap {
+    uint8_t bytes[128];
+  };
+  using MapKey = std::tuple<int, uintptr_t, std::vector<int64_t>>;
+  std::mutex map_mu;
+  std::map<MapKey, EncodedMap> map_cache;
+  static constexpr size_t kMapCacheEntries = 256;  // then cleared: a bound, not an LRU
 };
 
 // Records the time between two points of a stream with CUDA events (debug
@@ -437,6 +452,20 @@ StatusOr<std::shared_ptr<Executable>> CudaDevice::Load(const LoadRequest& reques
   exec->variant_id = request.variant_id;
   exec->param_names = request.param_names;
   for (int a = 0; a < 3; ++a) exec->block[a] = request.block[a];
+  if (!request.tensor_maps.empty()) {
+    if (!context_->sym().cuTensorMapEncodeTiled) {
+      return Status(StatusCode::kFailedPrecondition,
+                    where + ": the variant passes TMA tensor maps, and the driver lacks cuTensorMapEncodeTiled (CUDA 12.0+)");
+    }
+    for (const auto& m : request.tensor_maps) {
+      if (m.param < 0 || static_cast<size_t>(m.param) >= request.param_dtypes.size()) {
+        return Status(StatusCode::kInvalidArgument,
+                      Format("%s: a tensor map names parameter %d of %zu", where.c_str(), m.param, request.param_dtypes.size()));
+      }
+    }
+    exec->tensor_maps = request.tensor_maps;
+    exec->param_dtypes = request.param_dtypes;
+  }
   std::string note;
   TL_RETURN_IF_ERROR(LoadImage(request, image, exec.get(), &note));
   TL_RETURN_IF_ERROR(CheckFunction(request, exec.get(), &note));
@@ -715,6 +744,54 @@ Status CheckTensorPointers(const Context& context, const CudaExecutable& exec, c
   return Status::Ok();
 }
 
+// The tensor map `index` of `exec` for this launch's arguments, written to
+// `out` (a 128-byte slot): from the cache, or described (tensor_map.h: bad
+// tensors fail naming the argument) and encoded by the driver.
+Status FillTensorMap(const Context& context, CudaExecutable& exec, const LaunchRequest& request, size_t index,
+                     const std::string& where, uint8_t* out, uint32_t size) {
+  if (index >= exec.tensor_maps.size() || size != 128) {
+    return Status(StatusCode::kInternal, Format("%s: tensor map slot %zu of %zu (%u bytes)", where.c_str(), index,
+                                                exec.tensor_maps.size(), size));
+  }
+  const LoadRequest::TensorMapSpec& spec = exec.tensor_maps[index];
+  const size_t p = static_cast<size_t>(spec.param);
+  if (p >= request.is_scalar.size() || request.is_scalar[p] || p >= request.tensor_shapes.size()) {
+    return Status(StatusCode::kInternal, Format("%s: tensor map %zu names parameter %zu, not a tensor argument",
+                                                where.c_str(), index, p));
+  }
+  const std::string arg = Format("%s argument %zu '%s'", where.c_str(), p,
+                                 p < exec.param_names.size() ? exec.param_names[p].c_str() : "?");
+  CudaExecutable::MapKey key{static_cast<int>(index), reinterpret_cast<uintptr_t>(request.tensor_pointers[p]),
+                             request.tensor_shapes[p]};
+  {
+    std::lock_guard<std::mutex> lock(exec.map_mu);
+    auto it = exec.map_cache.find(key);
+    if (it != exec.map_cache.end()) {
+      memcpy(out, it->second.bytes, 128);
+      return Status::Ok();
+    }
+  }
+  auto e = DescribeTensorMap(spec, exec.param_dtypes[p], request.tensor_pointers[p], request.tensor_shapes[p], arg);
+  if (!e.ok()) return e.status();
+  CudaExecutable::EncodedMap map;
+  memset(map.bytes, 0, sizeof map.bytes);
+  const tl_CUresult rc = context.sym().cuTensorMapEncodeTiled(
+      map.bytes, e->data_type, e->rank, e->address, e->dims, e->strides, e->box, e->element_strides, e->interleave,
+      e->swizzle, e->l2_promotion, e->oob_fill);
+  if (rc != kSuccess) {
+    return context.Error(StatusCode::kInvalidArgument,
+                         Format("encoding the tensor map of %s (rank %u, dims innermost first %" PRIu64 " %" PRIu64
+                                " ..., box %u %u ...)",
+                                arg.c_str(), e->rank, e->dims[0], e->dims[1], e->box[0], e->box[1]),
+                         "cuTensorMapEncodeTiled", rc);
+  }
+  memcpy(out, map.bytes, 128);
+  std::lock_guard<std::mutex> lock(exec.map_mu);
+  if (exec.map_cache.size() >= CudaExecutable::kMapCacheEntries) exec.map_cache.clear();
+  exec.map_cache.emplace(std::move(key), map);
+  return Status::Ok();
+}
+
 Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream* stream, LaunchRequest request) {
   auto* exec = static_cast<CudaExecutable*>(executable.get());
   const std::string where = "kernel '" + request.kernel_name + "' variant '" + request.variant_id + "'";
@@ -750,6 +827,11 @@ Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream*
         return Status(StatusCode::kInvalidArgument,
                       Format("%s: shape symbol slot %zu holds %u bytes (4 or 8)", where.c_str(), i, sl.size));
       }
+      continue;
+    }
+    if (sl.param < 0 && sl.tensor_map >= 0) {
+      TL_RETURN_IF_ERROR(FillTensorMap(*context_, *exec, request, static_cast<size_t>(sl.tensor_map), where,
+                                       buffer + sl.offset, sl.size));
       continue;
     }
     if (sl.param < 0) continue;  // zero-filled

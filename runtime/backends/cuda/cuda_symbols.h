@@ -56,3 +56,9 @@ TL_CUDA_SYMBOL(0, cuEventDestroy_v2, (void*))
 TL_CUDA_SYMBOL(0, cuEventRecord, (void*, void*))
 TL_CUDA_SYMBOL(0, cuEventSynchronize, (void*))
 TL_CUDA_SYMBOL(0, cuEventElapsedTime, (float*, void*, void*))
+// TMA tensor maps (CUDA 12.0+; only variants with Launch.tensor_maps need it).
+// (CUtensorMap*, CUtensorMapDataType, rank, globalAddress, globalDim,
+//  globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion,
+//  oobFill); the enums are ints.
+TL_CUDA_SYMBOL(0, cuTensorMapEncodeTiled, (void*, int, uint32_t, void*, const uint64_t*, const uint64_t*, const uint32_t*,
+                                           const uint32_t*, int, int, int, int))

@@ -44,6 +44,7 @@ tl::gpu::GpuLowerOptions CudaOptions(const std::string& kernel, int64_t shared =
   o.tf32 = kernel.find("tf32") != std::string::npos;
   o.vector_copies = true;
   o.async_copies = true;
+  o.tma_copies = kernel.find("tma") != std::string::npos;  // the sm_90a lowering's TMA, in the interpreter
   return o;
 }
 cu::CudaBuildOptions BundleOptions(const std::string& kernel) {
@@ -58,7 +59,9 @@ TEST_P(Compile, AllArchsAndPtxas) {
   tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
   const tl::ir::Function f = Parse(GetParam().text);
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, CudaOptions(f.name));
+  tl::gpu::GpuLowerOptions lo = CudaOptions(f.name);
+  lo.tma_copies = false;  // the kernel every arch gets (the sm_90a TMA one: Tma.Sm90aPtxAndSass, and the bundle)
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, lo);
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
@@ -369,6 +372,43 @@ TEST_P(Run, Gemms) {
     Launch(Named(name), {&a, &b, &c});
     Expect(c.values, RefGemm(a, b, 200, 130, 150, ta, tb), 1e-5, name.c_str());
   }
+}
+
+TEST_P(Run, TmaGemm) {
+  // On an sm_90 GPU the bundle's cuda.sm_90a variant copies the operand
+  // tiles with TMA (tensor maps encoded by the runtime at launch, mbarrier
+  // pipeline; tiles partial in M, N and K zero-filled by the hardware); in
+  // the interpreter the same TMA lowering. Launched twice: new buffers, new
+  // tensor maps.
+  std::mt19937 rng(23);
+  for (int rep = 0; rep < 2; ++rep) {
+    Tensor a = Random({200, 152}, true, rng), b = Random({152, 136}, true, rng), c = Random({200, 136}, false, rng, true);
+    Launch(Named("gemm_tma"), {&a, &b, &c});
+    Expect(c.values, RefGemm(a, b, 200, 136, 152, false, false), 1e-5, "gemm_tma (TMA on sm_90a)");
+  }
+  if (Interp()) return;
+  // Which variant the device runs (cuda.sm_90a on an H200: the TMA one).
+  tl::StatusOr<std::vector<uint8_t>> bundle = cu::BuildCudaBundle({Parse(Named("gemm_tma").text)}, BundleOptions("gemm_tma"));
+  if (const char* dir = std::getenv("TL_GPU_TEST_BUNDLES")) {
+    std::ifstream in(std::filesystem::path(dir) / "gemm_tma.tlb", std::ios::binary);
+    bundle = std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_TRUE(bundle.ok() && !bundle->empty());
+  tl_bundle_t* bh = nullptr;
+  ASSERT_EQ(S(tl_bundle_open_memory(rt_, bundle->data(), bundle->size(), nullptr, nullptr, &bh)), "");
+  tl_kernel_t* kern = nullptr;
+  ASSERT_EQ(S(tl_bundle_find_kernel(bh, "gemm_tma", &kern)), "");
+  tl_prepared_t* p = nullptr;
+  ASSERT_EQ(S(tl_kernel_prepare(kern, dev_, 0, &p)), "");
+  tl_variant_info_t info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ASSERT_EQ(S(tl_prepared_variant_info(p, &info)), "");
+  std::printf("[ run gemm_tma ] variant %s\n%s\n", info.id, tl_prepared_explain(p));
+  EXPECT_EQ(info.jit, 0u) << "a native cubin (on sm_90: cuda.sm_90a, the TMA variant), not the PTX fallback";
+  tl_prepared_release(p);
+  tl_kernel_release(kern);
+  tl_bundle_release(bh);
 }
 
 TEST_P(Run, GemmF16Accumulator) {

@@ -292,6 +292,26 @@ func @flash_attn(Q: tensor[2, 2, 100, 32] f16, K: tensor[2, 2, 100, 32] f16, V: 
 }
 )"});
   // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
+  // TMA on sm_90a (tensor maps, mbarriers): rows a multiple of 16 bytes,
+  // tiles partial in M, N and K (zero-filled by the hardware), the operands'
+  // padded rows written by boxes as wide as the padded row.
+  k.push_back({"gemm_tma", R"(tileir 1
+
+func @gemm_tma(A: tensor[200, 152] f16, B: tensor[152, 136] f16, C: tensor[200, 136] f32) {
+  kernel grid(ceildiv(136, 64), ceildiv(200, 64)) threads(128) -> (bx, by) {
+    alloc A_s: shared[64, 32] f16
+    alloc B_s: shared[32, 64] f16
+    alloc C_f: fragment[64, 64] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, ceildiv(152, 32), stages=3) {
+      copy A[by * 64:64, k * 32:32] -> A_s
+      copy B[k * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    copy C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
   k.push_back({"gemm_big", R"(tileir 1
 
 func @gemm_big(A: tensor[2048, 2048] f16, B: tensor[2048, 2048] f16, C: tensor[2048, 2048] f32) {

@@ -67,6 +67,104 @@ struct Machine {
   std::vector<std::vector<PendingCopy>> open_copies = {};
   std::vector<std::vector<std::vector<PendingCopy>>> copy_groups = {};
 
+  // mbarriers and TMA, modelled from the PTX ISA independently of the
+  // printer: a phase completes when its one arrival has happened AND the
+  // bytes its expect_tx announced equal the bytes the TMA boxes delivered
+  // (the hardware counts whole boxes, zero-filled parts included). The boxes'
+  // elements land in shared memory only when a thread's wait observes the
+  // phase (the latest the hardware may make them visible), so a missing wait
+  // reads stale data (NaN at first), and a phase that cannot complete when
+  // every thread waits for it is a deadlock, reported as an error.
+  struct Mbar {
+    bool init = false;
+    int64_t completed = 0;  // phases completed
+    int64_t arrivals = 1;   // still needed in the current phase
+    int64_t expected = 0, delivered = 0;
+    std::vector<PendingCopy> data;                          // current phase's boxes
+    std::map<int64_t, std::vector<PendingCopy>> landed;     // completed phase -> boxes not yet visible
+  };
+  std::map<std::string, std::vector<Mbar>> mbars = {};
+
+  Mbar* BarAt(const std::string& name, const Expr& index, size_t t) {
+    const int64_t i = static_cast<int64_t>(Eval(index, t));
+    auto it = mbars.find(name);
+    if (it == mbars.end() || i < 0 || i >= static_cast<int64_t>(it->second.size()) || !it->second[i].init) {
+      error = "mbarrier " + name + "[" + std::to_string(i) + "] used before initialization";
+      return nullptr;
+    }
+    return &it->second[static_cast<size_t>(i)];
+  }
+  void MaybeComplete(Mbar& b) {
+    if (b.arrivals > 0 || b.expected != b.delivered) return;
+    b.landed[b.completed] = std::move(b.data);
+    b.data.clear();
+    ++b.completed;
+    b.arrivals = 1;
+    b.expected = b.delivered = 0;
+  }
+  size_t OneThread(const std::vector<uint8_t>& mask, const char* what) {
+    size_t n = 0, who = 0;
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (mask[t]) ++n, who = t;
+    }
+    if (n != 1) error = std::string(what) + " executed by " + std::to_string(n) + " threads (one elected thread)";
+    return who;
+  }
+  void TmaLoad(const STmaLoad& n, const std::vector<uint8_t>& mask) {
+    const size_t t = OneThread(mask, "TMA copy");
+    if (!error.empty()) return;
+    if (n.map < 0 || static_cast<size_t>(n.map) >= k.tensor_maps.size()) {
+      error = "TMA copy names tensor map " + std::to_string(n.map);
+      return;
+    }
+    const TensorMapDesc& m = k.tensor_maps[static_cast<size_t>(n.map)];
+    const SimtParam& param = k.params.at(static_cast<size_t>(m.param));
+    const size_t rank = m.box.size();
+    if (n.coords.size() != rank || m.shape.size() != rank) {
+      error = "TMA copy of rank " + std::to_string(n.coords.size()) + " on a map of rank " + std::to_string(rank);
+      return;
+    }
+    std::vector<int64_t> shape, coord;
+    for (size_t d = 0; d < rank; ++d) {
+      shape.push_back(static_cast<int64_t>(Eval(m.shape[d], t)));
+      coord.push_back(static_cast<int64_t>(Eval(n.coords[d], t)));
+    }
+    const int64_t esize = std::max(1, ir::BitWidth(param.dtype) / 8);
+    const int64_t dst0 = static_cast<int64_t>(Eval(n.dst_index, t));
+    if ((dst0 * esize) % std::max<int64_t>(128, SwizzleAtomBytes(m.swizzle)) != 0) {
+      error = "TMA destination " + n.dst + "[" + std::to_string(dst0) + "] not aligned";
+      return;
+    }
+    Mbar* bar = BarAt(n.bar, n.bar_index, t);
+    if (!bar) return;
+    std::vector<double>& src = (*tensors)[param.name];
+    int64_t total = 1;
+    for (int64_t b : m.box) total *= b;
+    for (int64_t e = 0; e < total; ++e) {
+      // Box element e (row-major over the box) -> tensor element, zero outside.
+      int64_t rest = e, lin = 0;
+      bool inside = true;
+      for (size_t d = rank; d-- > 0;) {
+        const int64_t i = coord[d] + rest % m.box[d];
+        rest /= m.box[d];
+        inside = inside && i >= 0 && i < shape[d];
+      }
+      rest = e;
+      std::vector<int64_t> idx(rank);
+      for (size_t d = rank; d-- > 0;) {
+        idx[d] = coord[d] + rest % m.box[d];
+        rest /= m.box[d];
+      }
+      for (size_t d = 0; d < rank; ++d) lin = lin * shape[d] + idx[d];
+      const double v = inside ? src.at(static_cast<size_t>(lin)) : 0.0;
+      const int64_t at = dst0 + SwizzleOffset(m.swizzle, e * esize) / esize;
+      bar->data.push_back(PendingCopy{n.dst, at, {v}});
+    }
+    bar->expected += n.bytes;  // expect_tx, then the engine's complete_tx
+    bar->delivered += total * esize;
+    MaybeComplete(*bar);
+  }
+
   void CopyAsync(const SCopyAsync& n, const std::vector<uint8_t>& mask) {
     const int64_t lanes = n.bytes / std::max(1, ir::BitWidth(dtypes[n.dst]) / 8);
     for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
@@ -537,6 +635,48 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
+            if constexpr (std::is_same_v<T, SMbarInit>) {
+              std::vector<Mbar>& v = mbars[n.bar];
+              v.assign(static_cast<size_t>(n.count), Mbar{});
+              for (Mbar& b : v) b.init = true;
+            }
+            if constexpr (std::is_same_v<T, STmaLoad>) TmaLoad(n, mask);
+            if constexpr (std::is_same_v<T, SMbarArrive>) {
+              const size_t t = OneThread(mask, "mbarrier arrive");
+              Mbar* b = error.empty() ? BarAt(n.bar, n.index, t) : nullptr;
+              if (b) {
+                --b->arrivals;
+                MaybeComplete(*b);
+              }
+            }
+            if constexpr (std::is_same_v<T, SMbarWait>) {
+              for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+                if (!mask[t]) continue;
+                Mbar* b = BarAt(n.bar, n.index, t);
+                if (!b) return;
+                const int64_t parity = static_cast<int64_t>(Eval(n.parity, t)) & 1;
+                // try_wait.parity P succeeds once the current phase's parity differs from P.
+                if ((b->completed & 1) == parity) {
+                  error = "deadlock: wait on " + n.bar + "[" + std::to_string(static_cast<int64_t>(Eval(n.index, t))) +
+                          "] parity " + std::to_string(parity) + ": the phase cannot complete (" +
+                          std::to_string(b->delivered) + " of " + std::to_string(b->expected) + " bytes, " +
+                          std::to_string(b->arrivals) + " arrivals missing)";
+                  return;
+                }
+                auto land = b->landed.find(b->completed - 1);
+                if (land != b->landed.end()) {
+                  for (const PendingCopy& c : land->second) {
+                    std::vector<double>& dst = Buf(c.dst, t);
+                    if (c.index < 0 || c.index >= static_cast<int64_t>(dst.size())) {
+                      error = "TMA destination " + c.dst + "[" + std::to_string(c.index) + "] out of bounds";
+                      return;
+                    }
+                    dst[static_cast<size_t>(c.index)] = c.values[0];  // bytes are moved, not converted
+                  }
+                  b->landed.erase(land);
+                }
+              }
+            }
             if constexpr (std::is_same_v<T, SCopyVec>) {
               for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
                 if (!mask[t]) continue;
@@ -599,6 +739,7 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
         m.env.assign(T, {});
         m.open_copies.assign(T, {});
         m.copy_groups.assign(T, {});
+        m.mbars.clear();
         for (const SimtBuffer& b : k.buffers) {
           // Uninitialized memory is NaN, so reading it before writing shows.
           if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
@@ -607,6 +748,13 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
         m.Exec(k.body, std::vector<uint8_t>(T, 1));
         for (size_t t = 0; t < T && m.error.empty(); ++t) {
           if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
+        }
+        for (const auto& [name, bars] : m.mbars) {
+          for (const auto& b : bars) {
+            if (m.error.empty() && (!b.landed.empty() || !b.data.empty() || b.expected != 0)) {
+              m.error = "TMA copies on " + name + " never waited for";
+            }
+          }
         }
         if (!m.error.empty()) {
           return tl::Status(tl::StatusCode::kInternal, "interpreter, block (" + std::to_string(x) + ", " +

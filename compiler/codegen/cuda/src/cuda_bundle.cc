@@ -1,8 +1,10 @@
 // CUDA bundle variants; see cuda_bundle.h.
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "tilelang/driver/cpu_bundle.h"
@@ -77,16 +79,38 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   lo.tf32 = options.tf32;
   lo.vector_copies = true;
   lo.async_copies = mma;  // cp.async needs sm_80 as mma.sync does
-  StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
-  if (!k.ok()) return k.status();
-  StatusOr<CudaSource> src = PrintCuda(*k);
-  if (!src.ok()) return src.status();
+  StatusOr<gpu::SimtKernel> k_all = gpu::LowerToSimt(f, lo);
+  if (!k_all.ok()) return k_all.status();
+  StatusOr<CudaSource> src_all = PrintCuda(*k_all);
+  if (!src_all.ok()) return src_all.status();
   if (!options.emit_source_dir.empty()) {
     std::filesystem::create_directories(options.emit_source_dir);
-    std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src->source;
+    std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src_all->source;
+  }
+  // sm_90a: pipelined global -> shared copies as TMA on mbarriers, where the
+  // lowering finds any (else the kernel above).
+  std::optional<gpu::SimtKernel> k_tma;
+  std::optional<CudaSource> src_tma;
+  if (lo.async_copies && options.tma && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
+    gpu::GpuLowerOptions lt = lo;
+    lt.tma_copies = true;
+    StatusOr<gpu::SimtKernel> kt = gpu::LowerToSimt(f, lt);
+    if (!kt.ok()) return kt.status();
+    if (!kt->tensor_maps.empty()) {
+      StatusOr<CudaSource> st = PrintCuda(*kt);
+      if (!st.ok()) return st.status();
+      if (!options.emit_source_dir.empty()) {
+        std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".sm_90a.cu")) << st->source;
+      }
+      k_tma = std::move(*kt);
+      src_tma = std::move(*st);
+    }
   }
   std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
   for (const std::string& arch : archs) {
+    const bool tma = arch == "sm_90a" && k_tma;
+    const gpu::SimtKernel* k = tma ? &*k_tma : &*k_all;
+    const CudaSource* src = tma ? &*src_tma : &*src_all;
     StatusOr<CompiledCode> code = tc.Compile(src->source, f.name, arch);
     if (!code.ok()) {
       return Status(code.status().code(), passes::Where(f, f.loc, ("CUDA " + arch + ": " + code.status().message()).c_str()));
@@ -129,7 +153,15 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       ps->size = s.size;
       ps->align = s.align;
       ps->symbol = static_cast<int16_t>(s.symbol);
+      ps->tensor_map = static_cast<int16_t>(s.tensor_map);
       v->launch->param_slots.push_back(std::move(ps));
+    }
+    for (const gpu::TensorMapDesc& m : k->tensor_maps) {
+      auto tm = std::make_unique<tl::bundle::TensorMapT>();
+      tm->param = static_cast<uint16_t>(m.param);  // params come first, in signature order
+      tm->box.assign(m.box.begin(), m.box.end());
+      tm->swizzle = static_cast<uint8_t>(m.swizzle);
+      v->launch->tensor_maps.push_back(std::move(tm));
     }
     v->launch->param_buffer_bytes = src->param_buffer_bytes;
     // Vectorized copies need aligned tensor bases: checked at launch.

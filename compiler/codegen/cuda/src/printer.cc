@@ -51,6 +51,24 @@ __device__ __forceinline__ void tl_mma_tf32(float* c, const unsigned* a, const u
 __device__ __forceinline__ void tl_mma_s8(int* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
 )";
 
+// TMA and mbarriers (sm_90), printed only into kernels that use them.
+// Tensor maps are 128-byte, 64-byte aligned kernel parameters
+// (__grid_constant__: the copy reads them in parameter space).
+constexpr const char* kTmaPrelude = R"(struct __align__(64) tl_tensor_map { unsigned long long bits[16]; };
+__device__ __forceinline__ void tl_mbar_init(void* bar, unsigned count) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(tl_smem_addr(bar)), "r"(count) : "memory"); }
+__device__ __forceinline__ void tl_mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void tl_mbar_arrive(void* bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(tl_smem_addr(bar)) : "memory"); }
+__device__ __forceinline__ void tl_mbar_expect_tx(void* bar, unsigned bytes) { asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" :: "r"(tl_smem_addr(bar)), "r"(bytes) : "memory"); }
+__device__ __forceinline__ void tl_mbar_wait(void* bar, unsigned parity) { unsigned done; do { asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory"); } while (!done); }
+// Orders this thread's earlier generic-proxy accesses of shared memory before the TMA engine's writes.
+__device__ __forceinline__ void tl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void tl_tma_load_1d(void* d, const tl_tensor_map* m, void* bar, int c0) { asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_2d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1) { asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_3d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2) { asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_4d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3) { asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3, int c4) { asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory"); }
+)";
+
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 // Whether integer `e` is a multiple of `v` whatever its variables are:
@@ -100,7 +118,9 @@ class Printer {
     CudaSource out;
     out.name = k_.name;
     std::ostringstream o;
-    o << kPrelude << "\n";
+    o << kPrelude;
+    if (!k_.tensor_maps.empty()) o << kTmaPrelude;
+    o << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads << ") " << k_.name << "(";
     uint32_t offset = 0;
     std::string fixups;
@@ -127,6 +147,16 @@ class Printer {
         out.slots.push_back({static_cast<int>(i), offset, size, size, -1});
       }
       offset += size;
+    }
+    // Tensor maps after every other parameter (earlier offsets stay as they were).
+    for (size_t i = 0; i < k_.tensor_maps.size(); ++i) {
+      if (!k_.params.empty() || i) o << ", ";
+      o << "const __grid_constant__ tl_tensor_map tl_tmap" << i;
+      offset = (offset + 63) / 64 * 64;
+      ParamSlot slot{-1, offset, 128, 64, -1};
+      slot.tensor_map = static_cast<int>(i);
+      out.slots.push_back(slot);
+      offset += 128;
     }
     out.param_buffer_bytes = offset;
     o << ") {\n";
@@ -364,6 +394,23 @@ class Printer {
               o << pad << "tl_cp_async_commit();\n";
             } else if constexpr (std::is_same_v<T, gpu::SAsyncWait>) {
               o << pad << "tl_cp_async_wait<" << n.pending << ">();\n";
+            } else if constexpr (std::is_same_v<T, gpu::SMbarInit>) {
+              o << pad << "if (tl_tid == 0) {\n"
+                << pad << "  for (int tl_i = 0; tl_i < " << n.count << "; ++tl_i) tl_mbar_init(&" << n.bar << "[tl_i], 1);\n"
+                << pad << "  tl_mbar_fence_init();\n" << pad << "}\n" << pad << "__syncthreads();\n";
+            } else if constexpr (std::is_same_v<T, gpu::STmaLoad>) {
+              if (n.coords.empty() || n.coords.size() > 5) err_ = "TMA copy of rank " + std::to_string(n.coords.size());
+              const std::string bar = "&" + n.bar + "[" + E(n.bar_index) + "]";
+              o << pad << "tl_fence_proxy_async();\n";
+              o << pad << "tl_mbar_expect_tx(" << bar << ", " << n.bytes << "u);\n";
+              o << pad << "tl_tma_load_" << n.coords.size() << "d(&" << n.dst << "[" << E(n.dst_index) << "], &tl_tmap" << n.map
+                << ", " << bar;
+              for (size_t c = n.coords.size(); c-- > 0;) o << ", " << E(n.coords[c]);  // innermost first
+              o << ");\n";
+            } else if constexpr (std::is_same_v<T, gpu::SMbarArrive>) {
+              o << pad << "tl_mbar_arrive(&" << n.bar << "[" << E(n.index) << "]);\n";
+            } else if constexpr (std::is_same_v<T, gpu::SMbarWait>) {
+              o << pad << "tl_mbar_wait(&" << n.bar << "[" << E(n.index) << "], (unsigned)(" << E(n.parity) << "));\n";
             } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
               const int64_t bytes = n.lanes * std::max(1, ir::BitWidth(BufType(n.dst)) / 8);
               const char* vt = bytes == 16 ? "tl_v16" : bytes == 8 ? "tl_v8" : "unsigned int";

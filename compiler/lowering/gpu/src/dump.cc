@@ -50,6 +50,17 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "cp.async.commit\n";
           } else if constexpr (std::is_same_v<T, SAsyncWait>) {
             o << pad << "cp.async.wait " << n.pending << "\n";
+          } else if constexpr (std::is_same_v<T, SMbarInit>) {
+            o << pad << "mbarrier.init " << n.bar << "[0:" << n.count << "]\n";
+          } else if constexpr (std::is_same_v<T, STmaLoad>) {
+            o << pad << "tma.load map" << n.map << " (";
+            for (size_t i = 0; i < n.coords.size(); ++i) o << (i ? ", " : "") << ir::Print(n.coords[i]);
+            o << ") -> " << n.dst << "[" << ir::Print(n.dst_index) << "] on " << n.bar << "[" << ir::Print(n.bar_index)
+              << "] " << n.bytes << " B\n";
+          } else if constexpr (std::is_same_v<T, SMbarArrive>) {
+            o << pad << "mbarrier.arrive " << n.bar << "[" << ir::Print(n.index) << "]\n";
+          } else if constexpr (std::is_same_v<T, SMbarWait>) {
+            o << pad << "mbarrier.wait " << n.bar << "[" << ir::Print(n.index) << "] parity " << ir::Print(n.parity) << "\n";
           } else if constexpr (std::is_same_v<T, SCopyVec>) {
             o << pad << n.dst << "[" << ir::Print(n.dst_index) << " +: " << n.lanes << "] = " << n.src << "["
               << ir::Print(n.src_index) << " +: " << n.lanes << "]\n";
@@ -105,6 +116,12 @@ std::string Dump(const SimtKernel& k) {
       << b.elements << "] " << ir::DTypeName(b.dtype);
     if (b.space == Space::kShared) o << " @" << b.shared_offset;
     o << "\n";
+  }
+  for (size_t i = 0; i < k.tensor_maps.size(); ++i) {
+    const TensorMapDesc& m = k.tensor_maps[i];
+    o << "  tensor_map " << i << ": " << k.params.at(static_cast<size_t>(m.param)).name << " box";
+    for (int64_t b : m.box) o << " " << b;
+    o << " swizzle " << SwizzleName(m.swizzle) << "\n";
   }
   DumpBlock(k.body, 1, o);
   return o.str();

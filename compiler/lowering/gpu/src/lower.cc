@@ -20,6 +20,7 @@
 
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/reuse_shared.h"
+#include "tilelang/lowering/gpu/tma.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::gpu {
@@ -93,6 +94,14 @@ class Lowerer {
     SBlock body;
     Status s = LowerBlock(k.body, &body);
     if (!s.ok()) return s;
+    // TMA pipelines: their phase bits and initialized mbarriers first.
+    SBlock head;
+    for (const auto& [id, p] : tma_pipes_) {
+      if (!p.used) continue;
+      head.push_back(S(SVar{p.phase, DType::kI32, I(0)}));
+      head.push_back(S(SMbarInit{p.bar, p.stages}));
+    }
+    body.insert(body.begin(), std::make_move_iterator(head.begin()), std::make_move_iterator(head.end()));
     out_->body = std::move(body);
     return Status::Ok();
   }
@@ -113,7 +122,8 @@ class Lowerer {
     if (shape.empty()) shape = {elements};
     const int64_t atom = SwizzleAtomBytes(swizzle);
     out_->shared_bytes = (out_->shared_bytes + atom - 1) / atom * atom;
-    out_->shared_bytes = (out_->shared_bytes + 15) / 16 * 16;
+    const int64_t align = options_.tma_copies ? 128 : 16;  // TMA destinations start 128-byte aligned
+    out_->shared_bytes = (out_->shared_bytes + align - 1) / align * align;
     out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes, std::move(shape), swizzle});
     out_->shared_bytes += bytes;
   }
@@ -424,6 +434,131 @@ class Lowerer {
     return Status::Ok();
   }
 
+  // ---- TMA (GpuLowerOptions::tma_copies; tma.h) --------------------------
+  // A pipeline's mbarriers (one per stage) and its phase bits: bit s is the
+  // parity of the phase of stage s that the next wait expects. Every thread
+  // waits for every issued stage exactly once (PipelineAsyncCopies), so the
+  // bits agree across threads, and they persist across re-runs of the
+  // pipeline (an enclosing loop).
+  struct TmaPipe {
+    std::string bar, phase;
+    int64_t stages = 0;
+    bool used = false;
+    std::optional<Expr> stage;  // the stage of the copies just issued
+  };
+
+  // The copy a -> b (after kAsyncCopyHint of pipeline tma_pipe_) as one TMA
+  // box issued by thread 0 on the stage's mbarrier; false (with a note) when
+  // the tensor map cannot describe it, and it stays cp.async.
+  bool TmaCopy(const Side& a, const Side& b) {
+    const Buf& sb = bufs_[a.info.buffer];
+    const Buf& db = bufs_[b.info.buffer];
+    auto note = [&](const std::string& n) {
+      if (tma_notes_.insert(n).second) out_->notes.push_back(n);
+    };
+    const std::string what = "copy " + a.info.buffer + " -> " + b.info.buffer;
+    const SimtBuffer* dsb = nullptr;
+    for (const SimtBuffer& x : out_->buffers) {
+      if (x.name == b.info.buffer) dsb = &x;
+    }
+    if (sb.dtype != db.dtype || !dsb) return false;
+    const SmemSwizzle swz = dsb->swizzle;
+    const int64_t esize = std::max(1, ir::BitWidth(sb.dtype) / 8);
+    TmaCopyQuery q;
+    q.dtype = sb.dtype;
+    q.swizzle = swz;
+    for (const Expr& d : sb.shape) q.tensor_shape.push_back(ir::FoldInt(d));
+    q.src_extents = a.info.extents;
+    // The destination: [stage, 0:d0, 0:d1, ...]: trailing dims whole (the
+    // last as wide as the tile's row, which the buffer may pad), then one
+    // stage dim of extent 1.
+    const size_t rank = b.info.starts.size();
+    size_t f = rank;
+    while (f > 0 && ir::FoldInt(b.info.starts[f - 1]) == std::optional<int64_t>(0) &&
+           (f == rank || ir::FoldInt(db.shape[f - 1]) == std::optional<int64_t>(b.info.extents[f - 1]))) {
+      --f;
+    }
+    const bool whole = f == 1 && b.info.extents[0] == 1;
+    for (size_t d = f; d < b.info.extents.size(); ++d) {
+      q.dst_extents.push_back(b.info.extents[d]);
+      q.dst_shape.push_back(ir::FoldInt(db.shape[d]).value_or(-1));
+    }
+    q.dst_region_whole = whole && !q.dst_extents.empty();
+    std::vector<Expr> zero(b.kept.size(), I(0));
+    const Expr dst_index = Linear(db.shape, SideIndex(b, zero));
+    int64_t tile = esize;
+    for (int64_t x : q.dst_shape) tile *= x;
+    q.dst_aligned = tile % 128 == 0 || MultipleOf(dst_index, 128 / esize);
+    // A swizzled tile [rows, cols] (a wgmma operand; swizzle.h) is stored as
+    // cols * esize / W panels of rows x W bytes: one box per panel, W bytes
+    // wide, the panel's columns of the same rows.
+    int64_t panels = 1, rows = 0, pw = 0;
+    if (swz != SmemSwizzle::kNone) {
+      const int64_t w = SwizzleRowBytes(swz);
+      pw = w / esize;
+      const size_t nd = q.dst_extents.size();
+      rows = nd >= 2 ? q.dst_extents[nd - 2] : 0;
+      const int64_t cols = nd >= 1 ? q.dst_extents[nd - 1] : 0;
+      if (nd != 2 || rows % 8 != 0 || (cols * esize) % w != 0 || q.src_extents.back() != cols ||
+          q.dst_shape.back() != cols) {
+        note("cp.async, not TMA, for " + what + ": a " + SwizzleName(swz) + "-swizzled tile of " + std::to_string(rows) +
+             "x" + std::to_string(cols) + " that is not whole " + std::to_string(w) + "-byte panels of 8-row atoms");
+        return false;
+      }
+      panels = cols / pw;
+      q.src_extents.back() = pw;
+      q.dst_extents.back() = pw;
+      q.dst_shape.back() = pw;
+      q.dst_aligned = (rows * cols * esize) % SwizzleAtomBytes(swz) == 0;  // stages start on atoms
+    }
+    const TmaCopyPlan plan = PlanTmaCopy(q);
+    if (!plan.ok) {
+      note("cp.async, not TMA, for " + what + ": " + plan.why_not);
+      return false;
+    }
+    int param = -1;
+    for (size_t i = 0; i < out_->params.size(); ++i) {
+      if (out_->params[i].name == a.info.buffer && out_->params[i].pointer) param = static_cast<int>(i);
+    }
+    if (param < 0) return false;
+    int map = -1;
+    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
+      const TensorMapDesc& m = out_->tensor_maps[i];
+      if (m.param == param && m.box == plan.box && m.swizzle == swz) map = static_cast<int>(i);
+    }
+    if (map < 0) {
+      map = static_cast<int>(out_->tensor_maps.size());
+      out_->tensor_maps.push_back(TensorMapDesc{param, sb.shape, plan.box, swz});
+    }
+    TmaPipe& tp = tma_pipes_[tma_pipe_];
+    if (!tp.used) {
+      tp.used = true;
+      tp.bar = Fresh("mbar");
+      tp.phase = Fresh("phase");
+      tp.stages = std::max<int64_t>(tma_stages_, 1);
+      AddShared(tp.bar, DType::kU64, tp.stages);
+    }
+    tp.stage = ToI32(b.info.starts[0]);
+    SBlock issue;
+    for (int64_t p = 0; p < panels; ++p) {
+      std::vector<Expr> coords;
+      for (const Expr& st : a.info.starts) coords.push_back(ToI32(st));
+      if (p > 0) coords.back() = ir::FoldConstants(Add(coords.back(), I(p * pw)));
+      const Expr at = p > 0 ? ir::FoldConstants(Add(dst_index, I(p * rows * pw))) : dst_index;
+      issue.push_back(S(STmaLoad{map, std::move(coords), b.info.buffer, at, tp.bar, *tp.stage, plan.bytes}));
+    }
+    cur_->push_back(IfS(Eq(Tid(), I(0)), std::move(issue)));
+    int64_t& al = out_->param_align[a.info.buffer];
+    al = std::max<int64_t>(al, 16);
+    std::string box;
+    for (int64_t x : plan.box) box += (box.empty() ? "" : "x") + std::to_string(x);
+    note("TMA: " + what + " as " + (panels > 1 ? std::to_string(panels) + " boxes " : std::string("box ")) + box + " (" +
+         std::to_string(plan.bytes) + " B" + (panels > 1 ? " each" : "") + ") on " + tp.bar +
+         (swz != SmemSwizzle::kNone ? std::string(", swizzle ") + SwizzleName(swz)
+                                    : q.dst_shape.back() != q.dst_extents.back() ? ", as wide as the padded row" : ""));
+    return true;
+  }
+
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
@@ -434,6 +569,7 @@ class Lowerer {
     // pipeline's barriers order just as well.
     const bool async = std::exchange(async_next_, false) && bufs_[a->info.buffer].where == Where::kGlobal &&
                        bufs_[b->info.buffer].where == Where::kShared;
+    if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b)) return Status::Ok();
     if (!atomic) {
       if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }
@@ -1121,7 +1257,27 @@ class Lowerer {
       return Status::Ok();
     }
     if (const auto* h = ir::As<ir::Hint>(s)) {
-      if (options_.async_copies && h->name == kAsyncCopyHint) async_next_ = true;
+      if (options_.async_copies && h->name == kAsyncCopyHint) {
+        async_next_ = true;
+        tma_pipe_ = h->args.size() >= 2 ? h->args[0].int_value : -1;
+        tma_stages_ = h->args.size() >= 2 ? h->args[1].int_value : 0;
+      }
+      if (options_.tma_copies && (h->name == kTmaArriveHint || h->name == kTmaWaitHint) && !h->args.empty()) {
+        auto it = tma_pipes_.find(h->args[0].int_value);
+        if (it != tma_pipes_.end() && it->second.used) {
+          const TmaPipe& p = it->second;
+          if (h->name == kTmaArriveHint && p.stage) {
+            cur_->push_back(IfS(Eq(Tid(), I(0)), {S(SMbarArrive{p.bar, *p.stage})}));
+          } else if (h->name == kTmaWaitHint && h->args.size() >= 2) {
+            // Wait for this stage's phase, then expect the next one.
+            const Expr stage = V(h->args[1].text), phase = V(p.phase);
+            const Expr parity = ir::MakeBinary(ir::BinaryOp::kBitAnd, ir::MakeBinary(ir::BinaryOp::kShr, phase, stage), I(1));
+            cur_->push_back(S(SMbarWait{p.bar, stage, parity}));
+            cur_->push_back(S(SAssign{p.phase, ir::MakeBinary(ir::BinaryOp::kBitXor, phase,
+                                                              ir::MakeBinary(ir::BinaryOp::kShl, I(1), stage))}));
+          }
+        }
+      }
       if (options_.async_copies && h->name == kAsyncCommitHint) cur_->push_back(S(SAsyncCommit{}));
       if (options_.async_copies && h->name == kAsyncWaitHint) {
         cur_->push_back(S(SAsyncWait{h->args.empty() ? 0 : h->args[0].int_value}));
@@ -1145,6 +1301,9 @@ class Lowerer {
   Expr slot_full_, slot_row_;
   std::optional<Expr> replicated_once_;
   bool async_next_ = false;  // the next copy follows kAsyncCopyHint
+  int64_t tma_pipe_ = -1, tma_stages_ = 0;  // that hint's pipeline and stages (tma_copies)
+  std::map<int64_t, TmaPipe> tma_pipes_;
+  std::set<std::string> tma_notes_;
 };
 
 }  // namespace
@@ -1166,7 +1325,9 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   passes::GuardTensorAccesses(f);  // element accesses past a tensor: dropped / read 0
   // cp.async pipelines first; pipelined loops they do not take run serially.
   std::vector<AsyncPipeline> async;
-  if (options.async_copies && options.vector_copies) async = PipelineAsyncCopies(f, options.max_async_stages);
+  if (options.async_copies && options.vector_copies) {
+    async = PipelineAsyncCopies(f, options.max_async_stages, options.tma_copies);
+  }
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
   std::vector<std::string> reuse_notes;
   if (options.reuse_dead_shared) {

@@ -23,6 +23,12 @@
 // synchronous, the result is the same program, so the rewrite is checkable
 // as Tile IR and every later pass works on it unchanged.
 //
+// With `tma` the pipeline also carries what an mbarrier-driven lowering needs
+// (lower.h: the pipeline index and stage count on each copy hint, an arrive
+// hint closing each issued iteration, and at the top of the loop body the
+// stage as a `let` and a wait hint naming it); a lowering that keeps cp.async
+// ignores them, and so does every other pass.
+//
 // A copy is hoisted only when that is exact: `copy SRC -> X` at the top level
 // of the body, SRC a tensor parameter whose region depends only on the loop
 // variable and names bound outside the loop, X a whole shared buffer that
@@ -122,8 +128,8 @@ Expr Subst(const Expr& e, const std::string& var, const Expr& by) {
 
 class Pipeliner {
  public:
-  Pipeliner(ir::Function& f, int64_t max_stages, std::vector<AsyncPipeline>* out)
-      : f_(f), max_stages_(max_stages), out_(out), syms_(ir::CollectSymbols(f)) {
+  Pipeliner(ir::Function& f, int64_t max_stages, bool tma, std::vector<AsyncPipeline>* out)
+      : f_(f), max_stages_(max_stages), tma_(tma), out_(out), syms_(ir::CollectSymbols(f)) {
     CountUses(f_.body, &all_uses_);
   }
 
@@ -206,6 +212,7 @@ class Pipeliner {
       return ir::FoldConstants(t == ir::DType::kI32 ? s : ir::MakeCast(ir::DType::kI32, s));
     };
     AsyncPipeline rec{loop.var, loop.stages, S, {}};
+    const int64_t id = static_cast<int64_t>(out_->size());
     std::map<std::string, std::vector<Expr>> old_shape;
     for (size_t p : prod) {
       const std::string& x = ir::As<ir::Copy>(loop.body[p])->dst.buffer;
@@ -224,9 +231,15 @@ class Pipeliner {
         ir::Region dst{c.dst.buffer, {{stage, ir::MakeInt(1)}}};
         for (const Expr& d : old_shape[c.dst.buffer]) dst.dims.push_back({ir::MakeInt(0), d});
         c.dst = std::move(dst);
-        copies.push_back(HintStmt(kAsyncCopyHint, std::nullopt, loop.body[p].loc));
+        ir::Stmt hint = HintStmt(kAsyncCopyHint, std::nullopt, loop.body[p].loc);
+        if (tma_) {
+          std::get<ir::Hint>(hint.node).args = {ir::HintArg{ir::HintArg::Kind::kInt, id, ""},
+                                                ir::HintArg{ir::HintArg::Kind::kInt, S, ""}};
+        }
+        copies.push_back(std::move(hint));
         copies.push_back(MakeStmt(std::move(c), loop.body[p].loc));
       }
+      if (tma_) copies.push_back(HintStmt(kTmaArriveHint, id, loc));
       ir::Stmt guarded = MakeStmt(ir::If{ir::FoldConstants(ir::MakeBinary(ir::BinaryOp::kLt, iter, loop.stop)),
                                          std::move(copies), {}},
                                   loc);
@@ -239,9 +252,16 @@ class Pipeliner {
     }
     // The loop: consumers read the current stage.
     ir::Block body;
+    const Expr k = ir::MakeVar(loop.var, t);
+    if (tma_) {  // the stage this iteration reads, for the mbarrier wait
+      const std::string stage = "tl_stage_" + std::to_string(id);
+      body.push_back(MakeStmt(ir::Let{stage, StageOf(k)}, loc));
+      ir::Stmt wait = HintStmt(kTmaWaitHint, id, loc);
+      std::get<ir::Hint>(wait.node).args.push_back(ir::HintArg{ir::HintArg::Kind::kName, 0, stage});
+      body.push_back(std::move(wait));
+    }
     body.push_back(HintStmt(kAsyncWaitHint, S - 2, loc));
     body.push_back(MakeStmt(ir::Sync{}, loc));
-    const Expr k = ir::MakeVar(loop.var, t);
     body.push_back(issue(Add(k, Int(S - 1)), StageOf(Add(k, Int(S - 1)))));
     body.push_back(HintStmt(kAsyncCommitHint, std::nullopt, loc));
     const Expr cur = StageOf(k);
@@ -288,6 +308,7 @@ class Pipeliner {
 
   ir::Function& f_;
   int64_t max_stages_;
+  bool tma_;
   std::vector<AsyncPipeline>* out_;
   ir::SymbolTable syms_;
   std::map<std::string, Uses> all_uses_;
@@ -295,9 +316,9 @@ class Pipeliner {
 
 }  // namespace
 
-std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages) {
+std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma) {
   std::vector<AsyncPipeline> out;
-  Pipeliner(f, max_stages, &out).Run();
+  Pipeliner(f, max_stages, tma, &out).Run();
   return out;
 }
 

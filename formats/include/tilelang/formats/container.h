@@ -50,7 +50,9 @@ struct HeaderFields {
 // any other token is rejected with kIncompatible, naming the token.
 // "launch.symbol_slots": Launch.param_slots may hold shape symbol values
 // (ParamSlot.symbol); the writer adds it when any slot does.
-inline constexpr const char* kKnownMustUnderstand[] = {"core.v1", "launch.symbol_slots"};
+// "launch.tensor_maps": Launch.param_slots may hold CUDA tensor maps the
+// runtime encodes at launch (ParamSlot.tensor_map, Launch.tensor_maps).
+inline constexpr const char* kKnownMustUnderstand[] = {"core.v1", "launch.symbol_slots", "launch.tensor_maps"};
 
 // Flatbuffers file identifier of the manifest (bundle.fbs file_identifier).
 inline constexpr char kManifestIdentifier[] = "TLBM";

@@ -22,6 +22,9 @@ struct CudaBuildOptions {
   bool ptx = true;                                                 // + compute_80 PTX
   std::string emit_source_dir;                                     // writes <dir>/<kernel>.cu
   bool tf32 = false;  // f32 x f32 gemms on tensor cores as tf32 (lossy; else SIMT FMA)
+  // sm_90a: pipelined global -> shared copies as TMA (tensor maps the runtime
+  // encodes at launch, mbarriers); the other archs and the PTX keep cp.async.
+  bool tma = true;
   std::function<void(const std::string&)> log;
 };
 

@@ -19,11 +19,14 @@ namespace tl::codegen::cuda {
 
 // One kernel parameter's place in the launch parameter buffer (matches what
 // cuFuncGetParamInfo reports for the printed signature).
-// `param` -1 with `symbol` >= 0: the slot holds that shape symbol's value.
+// `param` -1 with `symbol` >= 0: the slot holds that shape symbol's value;
+// with `tensor_map` >= 0: SimtKernel::tensor_maps[tensor_map], a 128-byte
+// CUtensorMap the runtime encodes at launch.
 struct ParamSlot {
   int param = 0;
   uint32_t offset = 0, size = 0, align = 0;
   int symbol = -1;
+  int tensor_map = -1;
 };
 
 struct CudaSource {

@@ -93,12 +93,24 @@ FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, co
 inline constexpr const char* kAsyncCopyHint = "tl_async_copy";
 inline constexpr const char* kAsyncCommitHint = "tl_async_commit";
 inline constexpr const char* kAsyncWaitHint = "tl_async_wait";
+// With `tma` (GpuLowerOptions::tma_copies), PipelineAsyncCopies also marks
+// what an mbarrier-driven (TMA) lowering needs; pipeline P (its index in the
+// returned vector) with S stages gets:
+//   hint tl_async_copy P, S      before each hoisted copy (its destination's
+//                                first index is the stage = mbarrier index)
+//   hint tl_tma_arrive P         after the last copy of an issued iteration,
+//                                inside its `if iteration < stop`
+//   let tl_stage_P = (k - start) % S; hint tl_tma_wait P, tl_stage_P
+//                                at the top of the loop body, before the sync
+// A lowering that does not use TMA for any copy of P ignores these.
+inline constexpr const char* kTmaArriveHint = "tl_tma_arrive";
+inline constexpr const char* kTmaWaitHint = "tl_tma_wait";
 struct AsyncPipeline {
   std::string loop_var;
   int64_t requested_stages = 0, stages = 0;
   std::vector<std::string> buffers;  // the S-deep shared buffers
 };
-std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages);
+std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma = false);
 
 // ---------------------------------------------------------------------------
 // InsertBarriers
@@ -137,6 +149,15 @@ struct GpuLowerOptions {
   // (ReuseDeadSharedBuffers, reuse_shared.h). LowerToSimt turns it on by
   // itself when a kernel does not fit shared_budget_bytes without it.
   bool reuse_dead_shared = false;
+  // (sm_90) global -> shared copies of those pipelines as TMA
+  // (cp.async.bulk.tensor) boxes completing on mbarriers, the loop driven by
+  // mbarrier phases (tma.cc): where the tensor map can describe the copy
+  // (tensor rank <= 5, last dim static with rows a multiple of 16 bytes, box
+  // <= 256 per dim, destination a dense or row-padded whole stage aligned to
+  // 128 bytes); other copies stay cp.async. The kernel then takes
+  // SimtKernel::tensor_maps, and the tensors' bases must be 16-byte aligned
+  // (param_align). Needs async_copies.
+  bool tma_copies = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.

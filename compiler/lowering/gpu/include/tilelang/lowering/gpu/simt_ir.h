@@ -188,10 +188,58 @@ struct SCopyAsync {
 struct SAsyncCommit {};
 struct SAsyncWait { int64_t pending = 0; };
 
+// TMA (sm_90: cp.async.bulk.tensor with mbarrier completion; emitted only
+// with GpuLowerOptions::tma_copies, printers that do not know them must
+// reject them). Tensor maps are SimtKernel::tensor_maps; mbarriers are u64
+// elements of a shared buffer.
+//
+// SMbarInit: thread 0 initializes bar[0, count) with an arrival count of 1
+// and fences the initialization; every thread then passes a block barrier
+// (the node includes it), so all threads may use the barriers after it.
+struct SMbarInit { std::string bar; int64_t count = 1; };
+// STmaLoad (run by ONE thread; the lowering guards it with tl_tid == 0):
+// bar[bar_index] expects `bytes` more transaction bytes, then the box of
+// tensor map `map` whose first element has the tensor coordinates `coords`
+// (one per tensor dim, outermost first; coordinates may be negative or past
+// the tensor's end: such elements are written as zeros) is copied to
+// dst[dst_index ...] in shared memory: box elements in row-major box order,
+// `TensorMapDesc::swizzle` applied to the byte offsets (swizzle.h), the
+// buffer 128-byte aligned (SwizzleAtomBytes for swizzles). The bytes
+// complete on bar[bar_index]; the data is visible to a thread once it has
+// seen that phase complete (SMbarWait).
+struct STmaLoad {
+  int map = 0;
+  std::vector<ir::Expr> coords;
+  std::string dst;
+  ir::Expr dst_index;
+  std::string bar;
+  ir::Expr bar_index;
+  int64_t bytes = 0;
+};
+// SMbarArrive (ONE thread): arrives on bar[index] (count 1: completes the
+// phase's arrivals; the phase completes when the expected bytes have landed).
+struct SMbarArrive { std::string bar; ir::Expr index; };
+// SMbarWait (every thread): blocks until the phase of bar[index] with the
+// given parity (0 or 1: phase number & 1) has completed.
+struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
+
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
-               SCopyAsync, SAsyncCommit, SAsyncWait>
+               SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait>
       node;
+};
+
+// A tensor map (CUtensorMap) a TMA kernel takes as a __grid_constant__
+// parameter after all SimtKernel::params; the runtime encodes it at launch
+// from argument `param` (an index into params, a pointer param): the whole
+// tensor (dims `shape`, dense row-major), boxes of `box` elements per dim
+// (outermost first; 1 for dims a copy does not span), `swizzle` in shared
+// memory, zeros for elements outside the tensor.
+struct TensorMapDesc {
+  int param = 0;
+  std::vector<ir::Expr> shape;  // IntImm, or a shape-symbol VarRef
+  std::vector<int64_t> box;
+  SmemSwizzle swizzle = SmemSwizzle::kNone;
 };
 
 struct SimtKernel {
@@ -209,6 +257,8 @@ struct SimtKernel {
   // Bytes a global param's base address must be a multiple of (SCopyVec
   // accesses); the bundle turns them into PTR_ALIGNED launch guards.
   std::map<std::string, int64_t> param_align;
+  // TMA tensor maps (GpuLowerOptions::tma_copies), passed after `params`.
+  std::vector<TensorMapDesc> tensor_maps;
 };
 
 // Human-readable dump (tests, --emit-source debugging).
