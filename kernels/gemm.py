@@ -28,8 +28,18 @@ def activation(x, act):
     return x
 
 
+def _raster(pid, n_m, n_n, panel):
+    """Block rasterization: a 1-D block id -> (column block, row block), walking panels of `panel`
+    row blocks column by column, so the blocks running at once share A rows and B columns in the L2
+    (the GROUP_M order of Triton's matmul tutorial)."""
+    per = panel * n_n
+    first_m = (pid // per) * panel
+    size_m = T.min(n_m - first_m, panel)
+    return (pid % per) // size_m, first_m + (pid % per) % size_m
+
+
 def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=False, bias=False,
-           act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128):
+           act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128, raster=0):
     """GEMM with an optional fused epilogue.
 
     Parameters:
@@ -41,6 +51,8 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
       act         none | relu | gelu (tanh form) | silu, applied on the float32 accumulator.
       batch       None, or the batch size (int or symbol name): A, B and C get a leading batch dim.
       block_*     the tile: block_M x block_N outputs per block, K stepped by block_K.
+      raster      0: a 2-D grid in row-major block order; P > 0: a 1-D grid walked in panels of P
+                  row blocks (better L2 reuse at large M and N; static M and N, no batch).
     Signature: (A, B, [Bias,] C); C is written.
     """
     if dtype not in ACCUM:
@@ -51,6 +63,10 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
     out_dtype = out_dtype or accum
     if dtype == "int8" and (act != "none" or out_dtype != "int32"):
         raise ValueError("matmul: int8 GEMM writes int32 and takes no activation")
+    if raster and (batch is not None or not isinstance(M, int) or not isinstance(N, int)):
+        raise ValueError(f"matmul: raster={raster} needs static M and N and no batch, got M={M!r}, N={N!r}, "
+                         f"batch={batch!r}")
+    n_m, n_n = (-(-M // block_M), -(-N // block_N)) if raster else (0, 0)
     M, N, K, B_ = _dim(M), _dim(N), _dim(K), _dim(batch)
     lead = () if batch is None else (B_,)
     A_shape = lead + ((K, M) if trans_A else (M, K))
@@ -58,6 +74,14 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
     A_tile = (block_K, block_M) if trans_A else (block_M, block_K)
     B_tile = (block_N, block_K) if trans_B else (block_K, block_N)
     grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M)) + (() if batch is None else (B_,))
+    if raster:
+        grid = (n_m * n_n,)
+
+    def block_ids(ids):
+        if raster:
+            bx, by = _raster(ids, n_m, n_n, raster)
+            return bx, by, 0
+        return ids[0], ids[1], (ids[2] if batch is not None else 0)
 
     @T.macro
     def body(A, B, Bias, C, bx, by, bz):
@@ -104,13 +128,13 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
         def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), Bias: T.Tensor((N,), out_dtype),
                  C: T.Tensor(C_shape, out_dtype)):
             with T.Kernel(*grid, threads=threads) as ids:
-                body(A, B, Bias, C, ids[0], ids[1], ids[2] if batch is not None else 0)
+                body(A, B, Bias, C, *block_ids(ids))
         return main
 
     @T.prim_func
     def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
         with T.Kernel(*grid, threads=threads) as ids:
-            body(A, B, None, C, ids[0], ids[1], ids[2] if batch is not None else 0)
+            body(A, B, None, C, *block_ids(ids))
 
     return main
 

@@ -9,39 +9,58 @@ import tilelang.language as T
 from kernels.gemm import _dim
 
 
-def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fragment"):
+def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fragment", rows_per_block=8,
+             num_stages=2):
     """Y = X / sqrt(mean(X^2, axis=1) + eps) * W. Signature: (X [M, N], W [N], Y [M, N]).
     stage "fragment": rows load straight into registers (one element per load on CUDA);
     "shared": rows and W go through shared memory, so the GPU lowering moves them with 16-byte
     global loads and stores (what a bandwidth-bound kernel needs at large N; block_M * N * size +
-    N * size bytes of shared memory)."""
+    N * size bytes of shared memory); "pipelined": as "shared", but each block walks
+    rows_per_block groups of block_M rows in a T.Pipelined loop (cp.async prefetch of the next
+    rows while the current ones are reduced and stored; W loaded once per block)."""
     _check_stage(stage)
     M = _dim(M)
+    rows = block_M * (rows_per_block if stage == "pipelined" else 1)
+
+    @T.macro
+    def normalize(x, sq, ss):
+        for i, j in T.Parallel(block_M, N):
+            sq[i, j] = x[i, j] * x[i, j]
+        T.reduce_sum(sq, ss, dim=1)
+        for i in T.Parallel(block_M):
+            ss[i] = T.rsqrt(ss[i] / N + eps)
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+        with T.Kernel(T.ceildiv(M, rows), threads=threads) as bx:
             x = T.alloc_fragment((block_M, N), "float32")
             sq = T.alloc_fragment((block_M, N), "float32")
             ss = T.alloc_fragment((block_M,), "float32")
-            if stage == "shared":
+            if stage == "pipelined":
+                xs = T.alloc_shared((block_M, N), dtype)
+                ys = T.alloc_shared((block_M, N), dtype)
+                ws = T.alloc_shared((N,), dtype)
+                T.copy(W[0], ws)
+                for r in T.Pipelined(rows_per_block, num_stages=num_stages):
+                    T.copy(X[(bx * rows_per_block + r) * block_M, 0], xs)
+                    T.copy(xs, x)
+                    normalize(x, sq, ss)
+                    for i, j in T.Parallel(block_M, N):
+                        ys[i, j] = x[i, j] * ss[i] * ws[j]
+                    T.copy(ys, Y[(bx * rows_per_block + r) * block_M, 0])
+            elif stage == "shared":
                 xs = T.alloc_shared((block_M, N), dtype)
                 ws = T.alloc_shared((N,), dtype)
                 T.copy(X[bx * block_M, 0], xs)
                 T.copy(W[0], ws)
                 T.copy(xs, x)
-            else:
-                T.copy(X[bx * block_M, 0], x)
-            for i, j in T.Parallel(block_M, N):
-                sq[i, j] = x[i, j] * x[i, j]
-            T.reduce_sum(sq, ss, dim=1)
-            for i in T.Parallel(block_M):
-                ss[i] = T.rsqrt(ss[i] / N + eps)
-            if stage == "shared":
+                normalize(x, sq, ss)
                 for i, j in T.Parallel(block_M, N):
                     xs[i, j] = x[i, j] * ss[i] * ws[j]
                 T.copy(xs, Y[bx * block_M, 0])
             else:
+                T.copy(X[bx * block_M, 0], x)
+                normalize(x, sq, ss)
                 for i, j in T.Parallel(block_M, N):
                     x[i, j] = x[i, j] * ss[i] * W[j]
                 T.copy(x, Y[bx * block_M, 0])
@@ -50,8 +69,8 @@ def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fra
 
 
 def _check_stage(stage):
-    if stage not in ("fragment", "shared"):
-        raise ValueError(f"stage must be 'fragment' or 'shared', got {stage!r}")
+    if stage not in ("fragment", "shared", "pipelined"):
+        raise ValueError(f"stage must be 'fragment', 'shared' or 'pipelined', got {stage!r}")
 
 
 def layer_norm(M, N, eps=1e-5, dtype="float32", save_stats=False, block_M=4):
@@ -169,34 +188,49 @@ def layer_norm_bwd_dweight(M, N, dtype="float32", block_M=32, block_N=64):
     return main
 
 
-def softmax(M, N, dtype="float32", block_M=4, threads=128, stage="fragment"):
+def softmax(M, N, dtype="float32", block_M=4, threads=128, stage="fragment", rows_per_block=8, num_stages=2):
     """Y[i, :] = softmax(X[i, :]). Signature: (X [M, N], Y [M, N]).
-    stage: as for rms_norm ("shared": 16-byte global loads and stores through shared memory)."""
+    stage, rows_per_block, num_stages: as for rms_norm ("shared": 16-byte global loads and stores
+    through shared memory; "pipelined": also a cp.async pipeline over rows_per_block row groups)."""
     _check_stage(stage)
     M = _dim(M)
     scale = 1.44269504  # log2(e): exp(x) == exp2(x * log2(e))
+    rows = block_M * (rows_per_block if stage == "pipelined" else 1)
+
+    @T.macro
+    def exp_and_sum(x, row_max, row_sum):
+        T.reduce_max(x, row_max, dim=1)
+        for i, j in T.Parallel(block_M, N):
+            x[i, j] = T.exp2((x[i, j] - row_max[i]) * scale)
+        T.reduce_sum(x, row_sum, dim=1)
 
     @T.prim_func
     def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+        with T.Kernel(T.ceildiv(M, rows), threads=threads) as bx:
             x = T.alloc_fragment((block_M, N), "float32")
             row_max = T.alloc_fragment((block_M,), "float32")
             row_sum = T.alloc_fragment((block_M,), "float32")
-            if stage == "shared":
+            if stage == "pipelined":
+                xs = T.alloc_shared((block_M, N), dtype)
+                ys = T.alloc_shared((block_M, N), dtype)
+                for r in T.Pipelined(rows_per_block, num_stages=num_stages):
+                    T.copy(X[(bx * rows_per_block + r) * block_M, 0], xs)
+                    T.copy(xs, x)
+                    exp_and_sum(x, row_max, row_sum)
+                    for i, j in T.Parallel(block_M, N):
+                        ys[i, j] = x[i, j] / row_sum[i]
+                    T.copy(ys, Y[(bx * rows_per_block + r) * block_M, 0])
+            elif stage == "shared":
                 xs = T.alloc_shared((block_M, N), dtype)
                 T.copy(X[bx * block_M, 0], xs)
                 T.copy(xs, x)
-            else:
-                T.copy(X[bx * block_M, 0], x)
-            T.reduce_max(x, row_max, dim=1)
-            for i, j in T.Parallel(block_M, N):
-                x[i, j] = T.exp2((x[i, j] - row_max[i]) * scale)
-            T.reduce_sum(x, row_sum, dim=1)
-            if stage == "shared":
+                exp_and_sum(x, row_max, row_sum)
                 for i, j in T.Parallel(block_M, N):
                     xs[i, j] = x[i, j] / row_sum[i]
                 T.copy(xs, Y[bx * block_M, 0])
             else:
+                T.copy(X[bx * block_M, 0], x)
+                exp_and_sum(x, row_max, row_sum)
                 for i, j in T.Parallel(block_M, N):
                     x[i, j] = x[i, j] / row_sum[i]
                 T.copy(x, Y[bx * block_M, 0])

@@ -82,7 +82,7 @@ def test_checks_reject_wrong_argument_order(env):
     out = be.nan(*case.out_spec)
     k(x["B"], x["A"], out)
     assert case.check(be, x, out) > 0.5
-    norm = hb.norm_case("rmsnorm", 4, 256, [(1, 128, "shared")])
+    norm = hb.norm_case("rmsnorm", 4, 256, [(1, 128, "shared", 1)])
     k, _ = hb.compile_case(norm, norm.configs[0], "cpu")
     x = norm.make(be, rng)
     out = be.nan(*norm.out_spec)
@@ -118,3 +118,40 @@ def test_floor_is_the_larger_of_bytes_and_flops():
     assert rows[0]["of_floor"]["ours"] == pytest.approx(0.5)
     assert rows[1]["floor_ms"] == pytest.approx(1.0) and rows[1]["floor_bound"] == "memory"
     assert rows[1]["rate"]["ours"] == pytest.approx(2.0) and rows[1]["of_floor"]["torch"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("M,N,K,panel", [(320, 192, 64, 2), (256, 256, 128, 3)])
+def test_rasterized_gemm_matches_numpy(env, M, N, K, panel):
+    """matmul(raster=P): every output block is computed once, by the block the panel order maps
+    to it (row blocks not a multiple of the panel included)."""
+    import numpy as np
+    import tilelang
+    from kernels import gemm
+    rng = np.random.default_rng(panel)
+    k = tilelang.compile(gemm.matmul(M, N, K, dtype="float16", out_dtype="float16", block_M=64, block_N=64,
+                                     raster=panel), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    k(a, b, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+    with pytest.raises(ValueError, match="raster=2 needs static M and N"):
+        gemm.matmul("M", N, K, raster=2)
+
+
+def test_lut_w4a16_matches_numpy_at_edges(env):
+    """w4_lut_matmul with M and N not multiples of the tile (zero-scale columns past N stay finite)."""
+    import numpy as np
+    import tilelang
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(5)
+    M, N, K = 13, 96, 384
+    k = tilelang.compile(qg.w4_lut_matmul(M, N, K, block_N=64, num_stages=2), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    packed, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, 128)
+    s16 = scales.astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    k(a, packed, s16, c)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s16.astype(np.float64), 128)
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3

@@ -44,9 +44,10 @@ sys.path.insert(0, REPO)
 
 GROUPS = ("gemm", "attention", "w4a16", "norm")
 
-# GEMM tile configs (block_M, block_N, block_K, threads, num_stages), by M. The best one is reported.
+# GEMM tile configs (block_M, block_N, block_K, threads, num_stages[, raster]), by M; raster P > 0: blocks
+# walked in panels of P row blocks (kernels.gemm.matmul raster=). The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 128, 32, 256, 2), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
-                      (128, 128, 32, 128, 3))
+                      (128, 128, 32, 128, 3), (128, 128, 32, 256, 2, 8), (128, 256, 32, 256, 3, 8))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4))
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
@@ -65,9 +66,12 @@ W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True),
 W4_MS = (1, 16, 128)
 W4_NK = 8192
 W4_GROUP = 128
-# RMSNorm / softmax (block_M, threads, stage) on NORM_SHAPE; stage "shared": rows staged through
-# shared memory with 16-byte global loads and stores, "fragment": straight into registers.
-NORM_CONFIGS = ((1, 256, "shared"), (2, 256, "shared"), (1, 512, "shared"), (1, 128, "fragment"), (4, 128, "fragment"))
+# RMSNorm / softmax (block_M, threads, stage, rows_per_block) on NORM_SHAPE; stage "shared": rows staged
+# through shared memory with 16-byte global loads and stores, "pipelined": the same with a 2-stage cp.async
+# pipeline over rows_per_block row groups per block, "fragment": straight into registers (the library's
+# default). rows_per_block matters only for "pipelined".
+NORM_CONFIGS = ((1, 256, "shared", 1), (2, 256, "shared", 1), (1, 512, "shared", 1), (1, 256, "pipelined", 8),
+                (1, 512, "pipelined", 16), (2, 256, "pipelined", 8), (1, 128, "fragment", 1), (4, 128, "fragment", 1))
 NORM_SHAPE = (16384, 8192)
 
 # --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
@@ -140,9 +144,9 @@ def gemm_case(M, N, K, dtype, configs):
     from kernels import gemm
 
     def program(cfg):
-        bm, bn, bk, threads, stages = cfg
+        bm, bn, bk, threads, stages = cfg[:5]
         return gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
-                           num_stages=stages, threads=threads)
+                           num_stages=stages, threads=threads, raster=cfg[5] if len(cfg) > 5 else 0)
 
     def make(be, rng):
         return {"A": be.randn((M, K), dtype, rng), "B": be.randn((K, N), dtype, rng)}
@@ -297,10 +301,11 @@ def norm_case(kind, M, N, configs, dtype="bfloat16", eps=1e-6):
     from kernels import norm
 
     def program(cfg):
-        bm, threads, stage = cfg
+        bm, threads, stage, rows = cfg
         if kind == "rmsnorm":
-            return norm.rms_norm(M, N, eps=eps, dtype=dtype, block_M=bm, threads=threads, stage=stage)
-        return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage)
+            return norm.rms_norm(M, N, eps=eps, dtype=dtype, block_M=bm, threads=threads, stage=stage,
+                                 rows_per_block=rows)
+        return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage, rows_per_block=rows)
 
     def make(be, rng):
         x = {"X": be.randn((M, N), dtype, rng, scale=2.0)}
@@ -811,13 +816,13 @@ def run_all(cases, be, target, json_path, log=print, budget_s=None):
 
 
 def self_test_configs(case):
-    """The first fitting config, plus for W4A16 and the norms the first of each kernel variant (the
-    last element of their configs: stage_scales, stage), so every factory path runs."""
+    """The first fitting config, plus for W4A16 and the norms the first of each kernel variant (their
+    kind: stage_scales or "lut"; stage), so every factory path runs."""
     picked, kinds = [], set()
     for cfg in case.configs:
         if not fits(case, cfg):
             continue
-        kind = cfg[-1] if case.group in ("w4a16", "norm") else None
+        kind = cfg[5] if case.group == "w4a16" else cfg[2] if case.group == "norm" else None
         if not picked or kind not in kinds:
             picked.append(cfg)
             kinds.add(kind)
