@@ -166,6 +166,8 @@ Tensor Random(std::vector<int64_t> shape, bool f16, std::mt19937& rng, bool zero
 class Exec : public ::testing::Test {
  protected:
   virtual bool Interp() const { return false; }
+  // Interpret the sm_90a lowering (GemmStrategy::kWgmma) instead of sm_80's.
+  virtual bool Wgmma() const { return false; }
   void SetUp() override {
     if (Interp()) return;
     tl_runtime_options_t o;
@@ -192,7 +194,9 @@ class Exec : public ::testing::Test {
                 const std::map<std::string, double>& symbols = {}) {
     const tl::ir::Function f = Parse(k.text);
     if (Interp()) {
-      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, CudaOptions(f.name, 227 * 1024));
+      tl::gpu::GpuLowerOptions lo = CudaOptions(f.name, 227 * 1024);
+      if (Wgmma()) lo.gemm = tl::gpu::GemmStrategy::kWgmma;
+      tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, lo);
       EXPECT_TRUE(simt.ok()) << simt.status().ToString();
       if (!simt.ok()) return 0;
       std::map<std::string, std::vector<double>> tensors;
@@ -282,12 +286,17 @@ class Exec : public ::testing::Test {
   tl_device_t* dev_ = nullptr;
 };
 
-class Run : public Exec, public ::testing::WithParamInterface<bool> {
+// 0: on the GPU (the bundle's best variant: sm_90a's wgmma lowering on an
+// H200), 1: the sm_80 lowering (mma.sync) in the interpreter, 2: the sm_90a
+// lowering (wgmma) in the interpreter.
+class Run : public Exec, public ::testing::WithParamInterface<int> {
  protected:
-  bool Interp() const override { return GetParam(); }
+  bool Interp() const override { return GetParam() != 0; }
+  bool Wgmma() const override { return GetParam() == 2; }
 };
-INSTANTIATE_TEST_SUITE_P(Exec, Run, ::testing::Values(false, true),
-                         [](const auto& tp) { return std::string(tp.param ? "Interp" : "Gpu"); });
+INSTANTIATE_TEST_SUITE_P(Exec, Run, ::testing::Values(0, 1, 2), [](const auto& tp) {
+  return std::string(tp.param == 0 ? "Gpu" : tp.param == 1 ? "Interp" : "InterpWgmma");
+});
 
 class Timing : public Exec {};
 

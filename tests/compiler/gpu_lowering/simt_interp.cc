@@ -2,6 +2,8 @@
 #include "simt_interp.h"
 
 #include "amd_matrix_model.h"
+#include "tilelang/lowering/gpu/wgmma.h"
+#include "wgmma_model.h"
 
 #include <cmath>
 #include <cstring>
@@ -537,6 +539,95 @@ struct Machine {
     }
   }
 
+  // SWgmma: per warpgroup, the descriptors (wgmma.h's encoder, then
+  // decoded by wgmma_model.h) give every operand element's shared byte,
+  // which is mapped back to (buffer, element) through the buffers' shared
+  // offsets; D is gathered from and scattered to the lanes' registers by
+  // the PTX ISA's D fragment (row 16 wi + 8 ((i / 2) % 2) + l / 4, column
+  // 8 (i / 4) + 2 (l % 4) + i % 2 of register i).
+  void Wgmma(const SWgmma& n, const std::vector<uint8_t>& mask) {
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (!mask[t]) {
+        error = "wgmma under divergence (thread " + std::to_string(t) + " inactive)";
+        return;
+      }
+    }
+    if (static_cast<int64_t>(mask.size()) != 128 * n.warpgroups || n.n % 8 != 0 || n.n > 256) {
+      error = "wgmma: " + std::to_string(mask.size()) + " threads for " + std::to_string(n.warpgroups) +
+              " warpgroups, n = " + std::to_string(n.n);
+      return;
+    }
+    // Shared byte -> operand value, only inside the operand's own buffer.
+    auto read = [&](const SWgmmaOperand& op, uint32_t byte) -> double {
+      const SimtBuffer* b = nullptr;
+      for (const SimtBuffer& x : k.buffers) {
+        if (x.name == op.buffer) b = &x;
+      }
+      const int64_t e = std::max(1, ir::BitWidth(b ? b->dtype : DType::kF16) / 8);
+      const int64_t rel = static_cast<int64_t>(byte) - (b ? b->shared_offset : 0);
+      if (!b || b->space != Space::kShared || rel < 0 || rel % e != 0 || rel / e >= b->elements) {
+        error = "wgmma: descriptor of " + op.buffer + " reaches shared byte " + std::to_string(byte) + " outside it";
+        return 0;
+      }
+      return shared[op.buffer][static_cast<size_t>(rel / e)];
+    };
+    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
+      error = "wgmma: operand starts do not match k_steps";
+      return;
+    }
+    for (int64_t ks = 0; ks < n.k_steps && error.empty(); ++ks)
+    for (int64_t wg = 0; wg < n.warpgroups && error.empty(); ++wg) {
+      const size_t t0 = static_cast<size_t>(wg * 128);
+      const Expr& sa = n.a.starts[static_cast<size_t>(ks)];
+      const Expr& sb = n.b.starts[static_cast<size_t>(ks)];
+      const int64_t a_start = static_cast<int64_t>(Eval(sa, t0)), b_start = static_cast<int64_t>(Eval(sb, t0));
+      for (size_t t = t0; t < t0 + 128; ++t) {  // warpgroup-uniform operands
+        if (Eval(sa, t) != a_start || Eval(sb, t) != b_start) {
+          error = "wgmma: descriptor starts differ between lanes of a warpgroup";
+          return;
+        }
+      }
+      for (int64_t j = 0; j < n.m_tiles && error.empty(); ++j) {
+        const int64_t qa = j * n.warpgroups + wg;
+        const WgmmaDescFields da = DecodeWgmmaDesc(
+            WgmmaDescriptor(static_cast<uint32_t>(a_start + qa * n.a.tile_bytes), n.a.lbo, n.a.sbo, n.a.swizzle));
+        for (int64_t q = 0; q < n.n_tiles && error.empty(); ++q) {
+          const WgmmaDescFields db = DecodeWgmmaDesc(
+              WgmmaDescriptor(static_cast<uint32_t>(b_start + q * n.b.tile_bytes), n.b.lbo, n.b.sbo, n.b.swizzle));
+          if (da.base_offset != 0 || db.base_offset != 0) {
+            error = "wgmma: nonzero descriptor base offset";
+            return;
+          }
+          std::vector<double> A(64 * 16), B(16 * static_cast<size_t>(n.n));
+          for (uint32_t x = 0; x < 64; ++x) {
+            for (uint32_t kk = 0; kk < 16; ++kk) A[x * 16 + kk] = read(n.a, WgmmaElementByte(da, n.a.mn_major, 2, x, kk));
+          }
+          for (uint32_t kk = 0; kk < 16; ++kk) {
+            for (uint32_t x = 0; x < static_cast<uint32_t>(n.n); ++x) {
+              B[kk * n.n + x] = read(n.b, WgmmaElementByte(db, n.b.mn_major, 2, x, kk));
+            }
+          }
+          if (!error.empty()) return;
+          for (int64_t tw = 0; tw < 128; ++tw) {
+            const int64_t wi = tw / 32, l = tw % 32;
+            std::vector<double>& C = Buf(n.c, t0 + static_cast<size_t>(tw));
+            for (int64_t i = 0; i < n.n / 2; ++i) {
+              const int64_t row = 16 * wi + 8 * ((i / 2) % 2) + l / 4, col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+              const size_t slot = static_cast<size_t>((2 * j + (i / 2) % 2) * n.c_col_slots + 2 * (q * n.n / 8 + i / 4) + i % 2);
+              if (slot >= C.size()) {
+                error = "wgmma: accumulator slot " + std::to_string(slot) + " out of range";
+                return;
+              }
+              double sum = 0;
+              for (int64_t kk = 0; kk < 16; ++kk) sum += A[static_cast<size_t>(row * 16 + kk)] * B[static_cast<size_t>(kk * n.n + col)];
+              C[slot] = Round(C[slot] + sum, DType::kF32);
+            }
+          }
+        }
+      }
+    }
+  }
+
   void Exec(const SBlock& block, const std::vector<uint8_t>& mask) {
     for (const SStmt& s : block) {
       if (!error.empty()) return;
@@ -635,6 +726,7 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
+            if constexpr (std::is_same_v<T, SWgmma>) Wgmma(n, mask);
             if constexpr (std::is_same_v<T, SMbarInit>) {
               std::vector<Mbar>& v = mbars[n.bar];
               v.assign(static_cast<size_t>(n.count), Mbar{});

@@ -9,6 +9,7 @@
 
 #include "tilelang/driver/cpu_bundle.h"
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/lowering/gpu/wgmma.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::codegen::cuda {
@@ -87,30 +88,33 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
     std::filesystem::create_directories(options.emit_source_dir);
     std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src_all->source;
   }
-  // sm_90a: pipelined global -> shared copies as TMA on mbarriers, where the
-  // lowering finds any (else the kernel above).
-  std::optional<gpu::SimtKernel> k_tma;
-  std::optional<CudaSource> src_tma;
-  if (lo.async_copies && options.tma && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
-    gpu::GpuLowerOptions lt = lo;
-    lt.tma_copies = true;
-    StatusOr<gpu::SimtKernel> kt = gpu::LowerToSimt(f, lt);
+  // sm_90a gets its own lowering: T.gemm on wgmma (GemmStrategy::kWgmma,
+  // where a gemm fits; else mma.sync as above) and pipelined global ->
+  // shared copies as TMA on mbarriers, where the lowering finds any; when it
+  // uses neither, sm_90a takes the kernel above.
+  std::optional<gpu::SimtKernel> k_90;
+  std::optional<CudaSource> src_90;
+  gpu::GpuLowerOptions l90 = lo;
+  if (lo.async_copies && (options.tma || options.wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
+    l90.tma_copies = options.tma;
+    if (options.wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;
+    StatusOr<gpu::SimtKernel> kt = gpu::LowerToSimt(f, l90);
     if (!kt.ok()) return kt.status();
-    if (!kt->tensor_maps.empty()) {
+    if (!kt->tensor_maps.empty() || gpu::HasWgmma(kt->body)) {
       StatusOr<CudaSource> st = PrintCuda(*kt);
       if (!st.ok()) return st.status();
       if (!options.emit_source_dir.empty()) {
         std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".sm_90a.cu")) << st->source;
       }
-      k_tma = std::move(*kt);
-      src_tma = std::move(*st);
+      k_90 = std::move(*kt);
+      src_90 = std::move(*st);
     }
   }
   std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
   for (const std::string& arch : archs) {
-    const bool tma = arch == "sm_90a" && k_tma;
-    const gpu::SimtKernel* k = tma ? &*k_tma : &*k_all;
-    const CudaSource* src = tma ? &*src_tma : &*src_all;
+    const bool own90 = arch == "sm_90a" && k_90;
+    const gpu::SimtKernel* k = own90 ? &*k_90 : &*k_all;
+    const CudaSource* src = own90 ? &*src_90 : &*src_all;
     StatusOr<CompiledCode> code = tc.Compile(src->source, f.name, arch);
     if (!code.ok()) {
       return Status(code.status().code(), passes::Where(f, f.loc, ("CUDA " + arch + ": " + code.status().message()).c_str()));
@@ -176,6 +180,9 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       }
     }
     v->build_attrs.push_back(KV("cuda.compiler", code->tool));
+    // The lowering this variant was compiled from (which gemm instruction
+    // each gemm got, and why, is in the gpu.note.* attributes).
+    v->build_attrs.push_back(KV("gpu.gemm_strategy", gpu::GemmStrategyName(own90 ? l90.gemm : lo.gemm)));
     if (code->registers >= 0) {
       v->build_attrs.push_back(KV("ptxas.registers", std::to_string(code->registers)));
       v->build_attrs.push_back(KV("ptxas.shared_bytes", std::to_string(code->shared_bytes)));

@@ -8,6 +8,7 @@
 #include <typeinfo>
 
 #include "tilelang/codegen/cuda/cuda_codegen.h"
+#include "tilelang/lowering/gpu/wgmma.h"
 
 namespace tl::codegen::cuda {
 namespace {
@@ -69,6 +70,12 @@ __device__ __forceinline__ void tl_tma_load_4d(void* d, const tl_tensor_map* m, 
 __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3, int c4) { asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory"); }
 )";
 
+// wgmma (sm_90a), printed only into kernels with SWgmma: the descriptor of
+// an operand at shared address `addr` (wgmma.h: bits 0-13 are addr >> 4, the
+// rest constant per operand).
+constexpr const char* kWgmmaPrelude = R"(__device__ __forceinline__ unsigned long long tl_wgmma_desc(unsigned addr, unsigned long long bits) { return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4); }
+)";
+
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 // Whether integer `e` is a multiple of `v` whatever its variables are:
@@ -118,7 +125,9 @@ class Printer {
     CudaSource out;
     out.name = k_.name;
     std::ostringstream o;
+    wgmma_ = gpu::HasWgmma(k_.body);
     o << kPrelude;
+    if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
     o << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads << ") " << k_.name << "(";
@@ -160,7 +169,14 @@ class Printer {
     }
     out.param_buffer_bytes = offset;
     o << ") {\n";
-    o << "  extern __shared__ __align__(16) unsigned char tl_smem[];\n";
+    // Swizzled wgmma operands need 1024-byte-aligned atoms: the dynamic
+    // shared memory's base is aligned (and checked: a misaligned base would
+    // silently permute the operands).
+    o << "  extern __shared__ __align__(" << (wgmma_ ? 1024 : 16) << ") unsigned char tl_smem[];\n";
+    if (wgmma_) {
+      o << "  const unsigned tl_smem_base = tl_smem_addr(tl_smem);\n";
+      o << "  if (tl_smem_base & 1023u) __trap();\n";
+    }
     o << "  const int tl_tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));\n";
     static const char* kBlock[3] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     for (size_t i = 0; i < k_.block_vars.size() && i < 3; ++i) {
@@ -360,6 +376,10 @@ class Printer {
               }
               o << pad << "}\n";
             } else if constexpr (std::is_same_v<T, gpu::SBarrier>) {
+              // wgmma reads shared memory through the async proxy: every
+              // thread's generic writes before the barrier are made visible
+              // to it first (PTX ISA: proxy fences).
+              if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
               o << pad << "__syncthreads();\n";
             } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
               const bool flt = ir::IsFloat(n.dtype);
@@ -380,6 +400,8 @@ class Printer {
                 << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SComment>) {
               o << pad << "// " << n.text << "\n";
+            } else if constexpr (std::is_same_v<T, gpu::SWgmma>) {
+              Wgmma(n, pad, o);
             } else if constexpr (std::is_same_v<T, gpu::SMma>) {
               Mma(n, pad, o);
             } else if constexpr (std::is_same_v<T, gpu::SCopyAsync>) {
@@ -543,7 +565,64 @@ class Printer {
     o << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
   }
 
+  // SWgmma (simt_ir.h): wgmma.fence, per warpgroup m_tiles x n_tiles
+  // wgmma.mma_async with descriptors built from the operands' shared
+  // addresses (wgmma.h: the constant bits are encoded here, the start
+  // address added at run time), commit, wait 0. The instructions are
+  // unrolled here so every accumulator register is a constant index.
+  void Wgmma(const gpu::SWgmma& n, const std::string& pad, std::ostringstream& o) {
+    if ((n.kind != gpu::MmaKind::kF16 && n.kind != gpu::MmaKind::kBF16) || n.n % 8 != 0 || n.n < 8 || n.n > 256) {
+      err_ = "wgmma of kind " + std::string(gpu::MmaKindName(n.kind)) + " n " + std::to_string(n.n);
+      return;
+    }
+    const std::string ty = n.kind == gpu::MmaKind::kF16 ? "f16" : "bf16";
+    const std::string p1 = pad + "  ";
+    char hex[64];
+    o << pad << "{  // wgmma.m64n" << n.n << "k16." << ty << " k-step: " << n.c << " += " << n.a.buffer << " * " << n.b.buffer << "\n";
+    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
+      err_ = "wgmma with " + std::to_string(n.a.starts.size()) + " operand starts for " + std::to_string(n.k_steps) + " k-steps";
+      return;
+    }
+    o << p1 << "const unsigned tl_wg = (unsigned)tl_tid >> 7;\n";
+    o << p1 << "(void)tl_wg;\n";
+    o << p1 << "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n";
+    const uint64_t da = gpu::WgmmaDescriptor(0, n.a.lbo, n.a.sbo, n.a.swizzle);
+    const uint64_t db = gpu::WgmmaDescriptor(0, n.b.lbo, n.b.sbo, n.b.swizzle);
+    const int regs = static_cast<int>(n.n / 2);
+    for (int64_t ks = 0; ks < n.k_steps; ++ks) {
+    o << p1 << "{  // k-step " << ks << "\n";
+    o << p1 << "const unsigned tl_sa = tl_smem_base + (unsigned)(" << E(n.a.starts[static_cast<size_t>(ks)])
+      << "), tl_sb = tl_smem_base + (unsigned)(" << E(n.b.starts[static_cast<size_t>(ks)]) << ");\n";
+    for (int64_t j = 0; j < n.m_tiles; ++j) {
+      std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(da));
+      o << p1 << "{\n" << p1 << "  const unsigned long long tl_da = tl_wgmma_desc(tl_sa + (" << j * n.warpgroups << "u + tl_wg) * "
+        << n.a.tile_bytes << "u, " << hex << ");\n";
+      for (int64_t q = 0; q < n.n_tiles; ++q) {
+        std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(db));
+        o << p1 << "  {\n" << p1 << "    const unsigned long long tl_db = tl_wgmma_desc(tl_sb + " << q * n.b.tile_bytes << "u, " << hex
+          << ");\n";
+        o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << regs + 2 << ", 0;\\n wgmma.mma_async.sync.aligned.m64n"
+          << n.n << "k16.f32." << ty << "." << ty << " {";
+        for (int i = 0; i < regs; ++i) o << (i ? ", " : "") << "%" << i;
+        o << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (n.a.mn_major ? 1 : 0) << ", " << (n.b.mn_major ? 1 : 0)
+          << ";\\n}\"\n" << p1 << "        : ";
+        for (int i = 0; i < regs; ++i) {
+          const int64_t slot = (2 * j + (i / 2) % 2) * n.c_col_slots + 2 * (q * n.n / 8 + i / 4) + i % 2;
+          o << (i ? ", " : "") << "\"+f\"(" << n.c << "[" << slot << "])";
+        }
+        o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");\n" << p1 << "  }\n";
+      }
+      o << p1 << "}\n";
+    }
+    o << p1 << "}\n";
+    }
+    o << p1 << "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n";
+    o << p1 << "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n";
+    o << pad << "}\n";
+  }
+
   const gpu::SimtKernel& k_;
+  bool wgmma_ = false;  // the kernel has SWgmma: sm_90a only (wgmma prelude, 1024-byte aligned shared memory)
   std::map<std::string, const gpu::SimtBuffer*> bufs_;
   std::map<std::string, DType> globals_;
   std::map<std::string, DType> vars_;

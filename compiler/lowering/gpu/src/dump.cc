@@ -75,6 +75,18 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
               << ir::Print(n.a_base) << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "["
               << ir::Print(n.b_base) << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0)
               << " tiles=" << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << "\n";
+          } else if constexpr (std::is_same_v<T, SWgmma>) {
+            auto op = [&](const SWgmmaOperand& x) {
+              o << x.buffer << "@[";
+              for (size_t i = 0; i < x.starts.size(); ++i) o << (i ? ", " : "") << ir::Print(x.starts[i]);
+              o << " +" << x.tile_bytes << "/tile lbo=" << x.lbo << " sbo=" << x.sbo
+                << " " << SwizzleName(x.swizzle) << (x.mn_major ? " mn-major" : " k-major") << "]";
+            };
+            o << pad << "wgmma.m64n" << n.n << "k16." << MmaKindName(n.kind) << " " << n.c << " += ";
+            op(n.a);
+            o << " * ";
+            op(n.b);
+            o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << "\n";
           }
         },
         s.node);
@@ -115,6 +127,7 @@ std::string Dump(const SimtKernel& k) {
     o << "  buffer " << b.name << ": " << (b.space == Space::kShared ? "shared" : "registers") << "["
       << b.elements << "] " << ir::DTypeName(b.dtype);
     if (b.space == Space::kShared) o << " @" << b.shared_offset;
+    if (b.swizzle != SmemSwizzle::kNone) o << " swizzle " << SwizzleName(b.swizzle);
     o << "\n";
   }
   for (size_t i = 0; i < k.tensor_maps.size(); ++i) {

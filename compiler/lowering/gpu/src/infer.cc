@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/lowering/gpu/wgmma.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::gpu {
@@ -182,6 +183,77 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
   return kind;
 }
 
+// Whether gemm `g` fits wgmma (kWgmma; see lower.h), with the swizzles of
+// its two operand buffers; else nullopt with the reason in *why.
+struct WgmmaFit {
+  MmaKind kind;
+  SmemSwizzle a, b;
+};
+std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, std::string* why) {
+  const ir::SymbolInfo& a = syms.at(g.a.buffer);
+  const ir::SymbolInfo& b = syms.at(g.b.buffer);
+  const ir::SymbolInfo& c = syms.at(g.c.buffer);
+  auto smem = [](const ir::SymbolInfo& x) {
+    return x.kind == ir::SymbolInfo::Kind::kAlloc && (x.scope == ir::MemScope::kShared || x.scope == ir::MemScope::kFragment);
+  };
+  if (!smem(a) || !smem(b)) {
+    *why = "operands are not shared memory or fragments";
+    return std::nullopt;
+  }
+  const bool acc_ok = c.dtype == ir::DType::kF32 || c.dtype == a.dtype;
+  std::optional<MmaKind> kind;
+  if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && acc_ok) kind = MmaKind::kF16;
+  if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && acc_ok) kind = MmaKind::kBF16;
+  if (!kind) {
+    *why = std::string("no wgmma for ") + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " + ir::DTypeName(c.dtype);
+    return std::nullopt;
+  }
+  const std::vector<int64_t> cs = ConstShape(c.shape), as = ConstShape(a.shape), bs = ConstShape(b.shape);
+  StatusOr<passes::RegionInfo> ra = passes::ResolveRegion(g.a, syms), rb = passes::ResolveRegion(g.b, syms);
+  if (cs.size() != 2 || !ra.ok() || !rb.ok() || as.size() < 2 || bs.size() < 2 || ra->extents.size() != as.size() ||
+      rb->extents.size() != bs.size()) {
+    *why = "accumulator or operand is not 2-D";
+    return std::nullopt;
+  }
+  for (const std::vector<int64_t>* sh : {&as, &bs}) {
+    for (int64_t d : *sh) {
+      if (d <= 0) {
+        *why = "operand shape is not static";
+        return std::nullopt;
+      }
+    }
+  }
+  for (const passes::RegionInfo* r : {&*ra, &*rb}) {
+    for (size_t d = 0; d + 2 < r->extents.size(); ++d) {
+      if (r->extents[d] != 1) {
+        *why = "operand region " + r->buffer + " is not a 2-D slice";
+        return std::nullopt;
+      }
+    }
+  }
+  const size_t na = as.size(), nb = bs.size();
+  const int64_t m = g.trans_a ? ra->extents[na - 1] : ra->extents[na - 2];
+  const int64_t k = g.trans_a ? ra->extents[na - 2] : ra->extents[na - 1];
+  const int64_t kb = g.trans_b ? rb->extents[nb - 1] : rb->extents[nb - 2];
+  const int64_t n = g.trans_b ? rb->extents[nb - 2] : rb->extents[nb - 1];
+  const int64_t instr_n = WgmmaInstrN(n);
+  if (m != cs[0] || n != cs[1] || k != kb || k % 16 != 0 || !WgmmaAccumulatorFits(m, n, threads) || instr_n == 0) {
+    *why = "shape " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " over " +
+           std::to_string(threads) + " threads does not fit wgmma (threads a multiple of 128, M of 64 per warpgroup, N of 8, K of 16)";
+    return std::nullopt;
+  }
+  const int64_t e = 2;
+  const std::string pa = WgmmaOperandProblem(as[na - 2], as[na - 1], e, ir::FoldInt(ra->starts[na - 2]),
+                                             ir::FoldInt(ra->starts[na - 1]), !g.trans_a, 64, m / 64);
+  const std::string pb = WgmmaOperandProblem(bs[nb - 2], bs[nb - 1], e, ir::FoldInt(rb->starts[nb - 2]),
+                                             ir::FoldInt(rb->starts[nb - 1]), g.trans_b, instr_n, n / instr_n);
+  if (!pa.empty() || !pb.empty()) {
+    *why = !pa.empty() ? "A " + g.a.buffer + ": " + pa : "B " + g.b.buffer + ": " + pb;
+    return std::nullopt;
+  }
+  return WgmmaFit{*kind, *WgmmaOperandSwizzle(as[na - 2], as[na - 1], e), *WgmmaOperandSwizzle(bs[nb - 2], bs[nb - 1], e)};
+}
+
 StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32) {
   GpuLayoutPlan plan;
   plan.threads = threads;
@@ -252,6 +324,46 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
   };
   scan(body);
 
+  // 2a. wgmma (kWgmma): the gemms that fit, as long as every gemm reading
+  // their operand buffers fits too (a swizzled buffer cannot feed mma.sync).
+  std::map<const ir::Gemm*, WgmmaFit> wgmma;
+  std::map<const ir::Gemm*, std::string> wgmma_why;
+  if (strategy == GemmStrategy::kWgmma) {
+    std::vector<const ir::Gemm*> gemms;
+    ir::ForEachStmt(body, [&](const ir::Stmt& s) {
+      if (const auto* g = ir::As<ir::Gemm>(s)) gemms.push_back(g);
+    });
+    for (const ir::Gemm* g : gemms) {
+      std::string why;
+      if (!frag(g->c.buffer) || plan.demoted.count(g->c.buffer)) continue;
+      if (std::optional<WgmmaFit> w = WgmmaFor(*g, syms, threads, &why)) {
+        wgmma[g] = *w;
+      } else {
+        wgmma_why[g] = why;
+      }
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::set<std::string> banned;
+      for (const ir::Gemm* g : gemms) {
+        if (!wgmma.count(g)) banned.insert({g->a.buffer, g->b.buffer});
+      }
+      for (auto it = wgmma.begin(); it != wgmma.end();) {
+        if (banned.count(it->first->a.buffer) || banned.count(it->first->b.buffer)) {
+          wgmma_why[it->first] = "an operand buffer is also read by a gemm that is not wgmma";
+          it = wgmma.erase(it);
+          changed = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const auto& [g, w] : wgmma) {
+      plan.swizzle[g->a.buffer] = w.a;
+      plan.swizzle[g->b.buffer] = w.b;
+    }
+  }
+
   // 2. Forced layouts: gemm accumulators.
   ir::ForEachStmt(body, [&](const ir::Stmt& s) {
     const auto* g = ir::As<ir::Gemm>(s);
@@ -261,23 +373,36 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
     std::optional<MmaKind> mma;
     std::string why;
     const bool amd = strategy == GemmStrategy::kMfma || strategy == GemmStrategy::kWmma;
-    if (strategy != GemmStrategy::kSimtFma) mma = MmaFor(*g, syms, threads, tf32, strategy, &why);
+    const auto wg = wgmma.find(g);
+    if (wg != wgmma.end()) {
+      mma = wg->second.kind;
+    } else if (strategy != GemmStrategy::kSimtFma) {
+      mma = MmaFor(*g, syms, threads, tf32, strategy == GemmStrategy::kWgmma ? GemmStrategy::kMmaSync : strategy, &why);
+    }
     const FragmentLayout l = !mma ? GemmAccumulatorLayout(sh[0], sh[1], threads)
+                             : wg != wgmma.end() ? WgmmaAccumulatorLayout(sh[0], sh[1], threads)
                              : amd ? AmdMatrixAccumulatorLayout(sh[0], sh[1], threads)
                                    : MmaAccumulatorLayout(sh[0], sh[1], threads);
-    const std::string inst = strategy == GemmStrategy::kMfma ? "mfma" : strategy == GemmStrategy::kWmma ? "wmma" : "mma.sync";
+    std::string inst = strategy == GemmStrategy::kMfma ? "mfma" : strategy == GemmStrategy::kWmma ? "wmma" : "mma.sync";
+    if (wg != wgmma.end()) inst = "wgmma";
+    if (wg == wgmma.end() && wgmma_why.count(g)) inst = "mma.sync, not wgmma: " + wgmma_why.at(g) + ";";
     auto it = plan.layouts.find(g->c.buffer);
     auto mt = plan.mma.find(g->c.buffer);
     if ((it != plan.layouts.end() && !(it->second == l)) || (mt != plan.mma.end() && (!mma || mt->second != *mma))) {
       demote(g->c.buffer, "two gemms force different accumulator layouts");
       plan.mma.erase(g->c.buffer);
+      plan.wgmma.erase(g->c.buffer);
       return;
     }
     plan.layouts[g->c.buffer] = l;
     if (mma) {
       plan.mma[g->c.buffer] = *mma;
-      plan.mma_operands.insert(g->a.buffer);
-      plan.mma_operands.insert(g->b.buffer);
+      if (wg != wgmma.end()) {
+        plan.wgmma.insert(g->c.buffer);
+      } else {
+        plan.mma_operands.insert(g->a.buffer);
+        plan.mma_operands.insert(g->b.buffer);
+      }
     }
     plan.notes.push_back("fragment " + g->c.buffer + ": gemm accumulator layout " + l.ToString() +
                          (mma ? " (" + inst + " " + MmaKindName(*mma) + ")"
@@ -291,7 +416,7 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
   // scores and output) gets its warps stacked along M instead (a row in one
   // quad of lanes: shuffles only, as FlashAttention-2 splits its warps), or,
   // where that does not fit, the SIMT layout.
-  if (strategy == GemmStrategy::kMmaSync) {
+  if (strategy == GemmStrategy::kMmaSync || strategy == GemmStrategy::kWgmma) {
     std::set<std::string> row_coupled;
     ir::ForEachStmt(body, [&](const ir::Stmt& s) {
       if (const auto* r = ir::As<ir::Reduce>(s)) row_coupled.insert(r->src.buffer);

@@ -21,6 +21,7 @@
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/reuse_shared.h"
 #include "tilelang/lowering/gpu/tma.h"
+#include "tilelang/lowering/gpu/wgmma.h"
 #include "tilelang/passes/passes.h"
 
 namespace tl::gpu {
@@ -821,8 +822,102 @@ class Lowerer {
     return Status::Ok();
   }
 
+  // wgmma (plan_.wgmma, GemmStrategy::kWgmma): one SWgmma per k-step of 16;
+  // C keeps WgmmaAccumulatorLayout, A and B are swizzled shared buffers
+  // addressed through descriptors (wgmma.h: the geometry InferGpuLayouts
+  // checked with WgmmaOperandProblem).
+  Status LowerGemmWgmma(const ir::Stmt& st, const ir::Gemm& g, MmaKind kind) {
+    const Buf& cb = bufs_[g.c.buffer];
+    const FragmentLayout& L = *cb.layout;
+    const std::string k = Fresh("k");
+    // Operand region r: x (M or N) and k extents, and the descriptor's start
+    // for the k-step at k (bytes from the shared memory's start, unswizzled:
+    // the hardware swizzles the addresses it forms from it).
+    // k-steps per SWgmma: all of the gemm's (up to 16), else the largest divisor of them <= 16.
+    int64_t per = 1;
+    auto operand = [&](const ir::Region& r, bool k_major, int64_t* ext_x, int64_t* ext_k, SWgmmaOperand* o,
+                       int64_t tile) -> Status {
+      StatusOr<Side> side = Resolve(r);
+      if (!side.ok()) return side.status();
+      const Buf& b = bufs_[r.buffer];
+      const size_t n = side->info.extents.size();
+      const std::optional<int64_t> rows = ir::FoldInt(b.shape[n - 2]), cols = ir::FoldInt(b.shape[n - 1]);
+      const std::optional<int64_t> r0 = ir::FoldInt(side->info.starts[n - 2]), c0 = ir::FoldInt(side->info.starts[n - 1]);
+      const SimtBuffer* sb = nullptr;
+      for (const SimtBuffer& x : out_->buffers) {
+        if (x.name == r.buffer) sb = &x;
+      }
+      if (b.where != Where::kShared || b.swizzle == SmemSwizzle::kNone || !rows || !cols || !r0 || !c0 || !sb) {
+        return Err(st, "internal: wgmma operand " + r.buffer + " is not a swizzled shared tile at a constant offset");
+      }
+      const int64_t e = std::max(1, ir::BitWidth(b.dtype) / 8), w = SwizzleRowBytes(b.swizzle), pw = w / e;
+      std::vector<Expr> lead_shape(b.shape.begin(), b.shape.end() - 2), lead;
+      for (size_t d = 0; d + 2 < n; ++d) lead.push_back(ToI32(side->info.starts[d]));
+      Expr base = Add(I(sb->shared_offset), Mul(lead.empty() ? I(0) : Linear(lead_shape, lead), I(*rows * *cols * e)));
+      o->buffer = r.buffer;
+      o->swizzle = b.swizzle;
+      o->mn_major = !k_major;
+      WgmmaStrides(*rows, e, b.swizzle, k_major, &o->lbo, &o->sbo);
+      *ext_x = side->info.extents[k_major ? n - 2 : n - 1];
+      *ext_k = side->info.extents[k_major ? n - 1 : n - 2];
+      const int64_t steps = *ext_k / 16;
+      per = 1;
+      for (int64_t c = 1; c <= 16; ++c) {
+        if (steps % c == 0) per = c;
+      }
+      // k-step s of this SWgmma starts at k = V(k) + 16 s (or 16 s when one SWgmma covers the gemm).
+      for (int64_t ks = 0; ks < per; ++ks) {
+        const Expr kx = per == steps ? I(16 * ks) : Add(V(k), I(16 * ks));
+        Expr start;
+        if (k_major) {
+          const Expr col = Add(I(*c0), kx);
+          start = Add(base, Add(Mul(Add(Mul(TDiv(col, pw), I(*rows)), I(*r0)), I(w)), Mul(TMod(col, pw), I(e))));
+        } else {
+          start = Add(base, Mul(Add(I((*c0 / pw) * *rows + *r0), kx), I(w)));
+        }
+        o->starts.push_back(ir::FoldConstants(start));
+      }
+      o->tile_bytes = k_major ? tile * w : tile % pw == 0 ? (tile / pw) * *rows * w : 0;
+      return Status::Ok();
+    };
+    SWgmma m;
+    m.kind = kind;
+    m.c = g.c.buffer;
+    m.warpgroups = T() / 128;
+    int64_t M = 0, K = 0, N = 0, KB = 0;
+    const int64_t n_cols = L.cols;
+    m.n = WgmmaInstrN(n_cols);
+    Status s = operand(g.a, !g.trans_a, &M, &K, &m.a, 64);
+    if (s.ok()) s = operand(g.b, g.trans_b, &N, &KB, &m.b, m.n);
+    if (!s.ok()) return s;
+    if (M != L.rows || N != L.cols || K != KB || K % 16 != 0 || m.n == 0 || L.H != 2 || L.g != 4 || L.v != 2 ||
+        M % (64 * m.warpgroups) != 0) {
+      return Err(st, "gemm: operand shapes " + std::to_string(M) + "x" + std::to_string(K) + " and " +
+                         std::to_string(KB) + "x" + std::to_string(N) + " do not match the wgmma accumulator " + L.ToString());
+    }
+    m.m_tiles = M / (64 * m.warpgroups);
+    m.n_tiles = N / m.n;
+    m.c_col_slots = L.col_slots();
+    if (g.clear_accum) {
+      const std::string z = Fresh("s");
+      cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
+    }
+    m.k_steps = per;
+    if (per == K / 16) {
+      cur_->push_back(S(std::move(m)));  // the whole gemm in one unit
+    } else {
+      cur_->push_back(For(k, 0, I(K), 16 * per, false, {S(std::move(m))}));
+    }
+    return Status::Ok();
+  }
+
   Status LowerGemm(const ir::Stmt& st, const ir::Gemm& g) {
     const Buf& cb = bufs_[g.c.buffer];
+    if (auto mk = plan_.mma.find(g.c.buffer);
+        mk != plan_.mma.end() && plan_.wgmma.count(g.c.buffer) && cb.where == Where::kRegisterFrag && cb.layout &&
+        bufs_[g.a.buffer].where == Where::kShared && bufs_[g.b.buffer].where == Where::kShared) {
+      return LowerGemmWgmma(st, g, mk->second);
+    }
     if (auto mk = plan_.mma.find(g.c.buffer);
         mk != plan_.mma.end() && cb.where == Where::kRegisterFrag && cb.layout && bufs_[g.a.buffer].where == Where::kShared &&
         bufs_[g.b.buffer].where == Where::kShared) {
@@ -1119,7 +1214,7 @@ class Lowerer {
         // Tensor-core operands: rows padded so that a row is an odd number
         // of 16-byte chunks (the 8 rows an ldmatrix reads hit distinct banks).
         const int64_t bytes = std::max(1, ir::BitWidth(a->dtype) / 8);
-        if (plan_.mma_operands.count(a->name) && a->shape.size() >= 2 && bytes == 2) {
+        if (plan_.mma_operands.count(a->name) && !plan_.swizzle.count(a->name) && a->shape.size() >= 2 && bytes == 2) {
           const int64_t last = ir::FoldInt(a->shape.back()).value_or(0);
           if (last > 0 && (last * bytes) % 16 == 0 && ((last * bytes) / 16) % 2 == 0) {
             b.shape.back() = I(last + 16 / bytes);
@@ -1127,7 +1222,15 @@ class Lowerer {
             padded_.insert(a->name);
           }
         }
-        AddShared(a->name, a->dtype, n);
+        std::vector<int64_t> dims;  // padded rows included
+        for (const Expr& d : b.shape) dims.push_back(ir::FoldInt(d).value_or(1));
+        if (auto sw = plan_.swizzle.find(a->name); sw != plan_.swizzle.end()) {
+          // A wgmma operand: panels of the swizzle's row bytes (swizzle.h), no padding.
+          b.swizzle = sw->second;
+          AddShared(a->name, a->dtype, n, dims, sw->second);
+        } else {
+          AddShared(a->name, a->dtype, n, dims);
+        }
       } else if (a->scope == ir::MemScope::kFragment) {
         b.where = Where::kRegisterFrag;
         b.layout = &plan_.layouts.at(a->name);
@@ -1340,7 +1443,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     return Status(StatusCode::kInvalidArgument,
                   "GPU lowering: warp size " + std::to_string(options.warp_size) + " (32 or 64)");
   }
-  if (options.gemm == GemmStrategy::kMmaSync && options.warp_size != 32) {
+  if ((options.gemm == GemmStrategy::kMmaSync || options.gemm == GemmStrategy::kWgmma) && options.warp_size != 32) {
     return Status(StatusCode::kInvalidArgument, "GPU lowering: mma.sync GEMMs need 32-lane warps, not " +
                                                     std::to_string(options.warp_size));
   }

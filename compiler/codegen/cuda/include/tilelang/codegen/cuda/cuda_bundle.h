@@ -25,6 +25,9 @@ struct CudaBuildOptions {
   // sm_90a: pipelined global -> shared copies as TMA (tensor maps the runtime
   // encodes at launch, mbarriers); the other archs and the PTX keep cp.async.
   bool tma = true;
+  // sm_90a: T.gemm on wgmma (warpgroup MMA from swizzled shared operands)
+  // where it fits; the other archs and the PTX keep mma.sync.
+  bool wgmma = true;
   std::function<void(const std::string&)> log;
 };
 

@@ -61,7 +61,18 @@ namespace tl::gpu {
 //              AmdMatrixAccumulatorFits, K a multiple of the k-step; else
 //              kSimtFma
 //   kWmma      the same on RDNA3 WMMA (gfx11; wavefront 32), k-step 16
-enum class GemmStrategy : uint8_t { kSimtFma, kMmaSync, kMfma, kWmma };
+//   kWgmma     SWgmma (CUDA wgmma.mma_async, sm_90a) where it fits:
+//              f16/bf16 operands, f32 or 16-bit accumulator (f32
+//              registers, as kMmaSync), T a multiple of 128 threads
+//              (warpgroups stacked along M: M a multiple of 64 T / 128),
+//              N a multiple of 8, K of 16, both operands in shared buffers
+//              that only wgmma gemms read (WgmmaOperandSwizzle gives them a
+//              swizzled layout, every other access goes through it) at
+//              offsets the descriptors can express (WgmmaOperandProblem);
+//              the accumulator gets WgmmaAccumulatorLayout. Every other
+//              gemm is lowered as under kMmaSync.
+enum class GemmStrategy : uint8_t { kSimtFma, kMmaSync, kMfma, kWmma, kWgmma };
+const char* GemmStrategyName(GemmStrategy s);  // "simt", "mma.sync", "mfma", "wmma", "wgmma"
 
 struct GpuLayoutPlan {
   int64_t threads = 1;
@@ -69,6 +80,8 @@ struct GpuLayoutPlan {
   std::set<std::string> demoted;                  // fragments kept in shared memory
   std::map<std::string, MmaKind> mma;             // accumulators of tensor-core gemms (kMmaSync, kMfma, kWmma)
   std::set<std::string> mma_operands;             // shared buffers those gemms read
+  std::set<std::string> wgmma;                    // accumulators (in `mma`) of wgmma gemms (kWgmma)
+  std::map<std::string, SmemSwizzle> swizzle;     // shared buffers only wgmma gemms read: their swizzle
   std::vector<std::string> notes;
 };
 StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads,

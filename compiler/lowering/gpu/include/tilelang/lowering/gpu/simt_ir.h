@@ -161,6 +161,48 @@ struct SAmdMma {
   int64_t m_tiles = 1, n_tiles = 1, R = 4, c_col_slots = 1;
 };
 
+// Hopper warpgroup MMA (PTX wgmma.mma_async, sm_90a; emitted only with
+// GemmStrategy::kWgmma, printers that do not know it must reject it):
+// k_steps consecutive k-steps (k = 16 each) of the block's gemm as one
+// complete synchronous unit -- wgmma.fence, per warpgroup and k-step
+// m_tiles x n_tiles wgmma.mma_async.m64{n}k16 with f32 accumulators (all in
+// flight together), commit_group, wait_group 0 -- so the accumulator
+// registers and the operand buffers are free again when it ends.
+// Block-collective: every thread executes it, never under divergence; the
+// block's threads are `warpgroups` warpgroups of 128 stacked along M.
+// The operands are read from swizzled shared buffers (SimtBuffer::swizzle)
+// through matrix descriptors (wgmma.h): tile q of an operand in k-step s
+// has the descriptor WgmmaDescriptor(smem base + starts[s] + q * tile_bytes,
+// lbo, sbo, swizzle) and its transpose bit is `mn_major` (A: M-major, B:
+// N-major).
+// A's tile q holds 64 rows of C: warpgroup wg's m-tile j is tile
+// j * warpgroups + wg; B's tile q holds n columns, q * n ... q * n + n - 1.
+// Per thread t (wg = t / 128, wi = t % 128 / 32, l = t % 32), for j <
+// m_tiles, q < n_tiles, i < n / 2 (the instruction's D register i), summed
+// over the k-steps:
+//   row = 64 (j warpgroups + wg) + 16 wi + 8 ((i / 2) % 2) + l / 4
+//   col = q n + 8 (i / 4) + 2 (l % 4) + i % 2
+//   c[(2 j + (i / 2) % 2) * c_col_slots + 2 (q n / 8 + i / 4) + i % 2]
+//       += sum over kk < 16 of A_s(row, kk) * B_s(kk, col)
+// i.e. C has WgmmaAccumulatorLayout (layout.h); A_s and B_s are k-step s's
+// 16 columns / rows of the operands as the descriptors address them.
+struct SWgmmaOperand {
+  std::string buffer;        // the swizzled shared buffer (the tiles lie inside it)
+  std::vector<ir::Expr> starts;  // per k-step: i32 bytes from the dynamic shared memory's start, tile 0
+  int64_t tile_bytes = 0;    // start of tile q = start + q * tile_bytes
+  int64_t lbo = 0, sbo = 0;  // descriptor strides (bytes)
+  SmemSwizzle swizzle = SmemSwizzle::k128B;
+  bool mn_major = false;     // the transpose bit
+};
+struct SWgmma {
+  MmaKind kind = MmaKind::kF16;  // kF16, kBF16
+  SWgmmaOperand a, b;
+  std::string c;
+  int64_t n = 8;  // N of one instruction (a multiple of 8, <= 256)
+  int64_t m_tiles = 1, n_tiles = 1, warpgroups = 1, c_col_slots = 2;
+  int64_t k_steps = 1;  // == a.starts.size() == b.starts.size()
+};
+
 // `lanes` consecutive elements src[src_index + i] -> dst[dst_index + i] as
 // one access of lanes * element bytes (4, 8 or 16), both buffers of one
 // dtype, both indices multiples of `lanes`, global bases aligned
@@ -225,7 +267,7 @@ struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
 
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
-               SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait>
+               SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma>
       node;
 };
 

@@ -1,0 +1,332 @@
+// compiler.gpu Wgmma.*: T.gemm on Hopper wgmma (GemmStrategy::kWgmma, the
+// sm_90a variant). Without an H200 the evidence is: the operand storage
+// (swizzle.h panels) read back through an independent model of the PTX
+// ISA's descriptors and canonical layouts (wgmma_model.h); the SIMT
+// interpreter running wgmma GEMMs of every operand major-ness, 1 and 2
+// warpgroups, N up to 256, 32/64/128-byte swizzles, partial tiles, pipelines
+// and epilogues against float64; and the sm_90a cubin (ptxas: no spills;
+// cuobjdump, where one is installed: HGMMA in the SASS).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "kernels.h"
+#include "simt_interp.h"
+#include "tilelang/codegen/cuda/cuda_codegen.h"
+#include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/lowering/gpu/wgmma.h"
+#include "tilelang/toolchain/host_compiler.h"
+#include "wgmma_model.h"
+
+namespace {
+
+namespace cu = tl::codegen::cuda;
+using tl::gpu::GemmStrategy;
+using tl::gpu::SmemSwizzle;
+
+tl::ir::Function Parse(const std::string& text) {
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
+  if (!m.ok()) ADD_FAILURE() << m.status().ToString() << "\n" << text;
+  return m->functions.at(0);
+}
+
+// The sm_90a lowering as cuda_bundle.cc makes it (without TMA).
+tl::gpu::GpuLowerOptions Sm90(GemmStrategy g = GemmStrategy::kWgmma) {
+  tl::gpu::GpuLowerOptions o;
+  o.shared_budget_bytes = 227 * 1024;
+  o.symbol_params = true;
+  o.gemm = g;
+  o.vector_copies = true;
+  o.async_copies = true;
+  return o;
+}
+
+std::string Notes(const tl::gpu::SimtKernel& k) {
+  std::string n;
+  for (const std::string& x : k.notes) n += x + "\n";
+  return n;
+}
+
+// Every element of a wgmma operand tile, stored by the lowering's panels
+// (SwizzledElementByte) and read through a descriptor (WgmmaDescriptor, then
+// the model's decoding and canonical layout): the same byte. For K-major and
+// MN-major tiles, all three swizzles, k-steps that cross panels, and tiles
+// that start later in the buffer (m-tiles / n-tiles).
+TEST(Wgmma, DescriptorsReadThePanelStorage) {
+  struct Case {
+    int64_t rows, cols;
+    bool k_major;
+    int64_t tile;  // x extent of one instruction
+  };
+  for (const Case& c : std::vector<Case>{{128, 64, true, 64},  {64, 128, true, 64},   {128, 32, true, 64},
+                                         {64, 16, true, 64},   {256, 128, true, 256}, {32, 64, false, 64},
+                                         {64, 256, false, 256}, {16, 32, false, 32},  {32, 16, false, 16},
+                                         {64, 192, false, 192}, {64, 128, false, 64}}) {
+    const int64_t e = 2;
+    const std::optional<SmemSwizzle> s = tl::gpu::WgmmaOperandSwizzle(c.rows, c.cols, e);
+    ASSERT_TRUE(s) << c.rows << "x" << c.cols;
+    const int64_t w = tl::gpu::SwizzleRowBytes(*s), pw = w / e;
+    int64_t lbo = 0, sbo = 0;
+    tl::gpu::WgmmaStrides(c.rows, e, *s, c.k_major, &lbo, &sbo);
+    const int64_t x_ext = c.k_major ? c.rows : c.cols, k_ext = c.k_major ? c.cols : c.rows;
+    const int64_t base = 3 * 1024;  // an atom-aligned buffer offset, not 0
+    const int64_t m = 1;            // the second tile of a [2, rows, cols] buffer
+    const int64_t mat = m * c.rows * c.cols * e;
+    for (int64_t x0 = 0; x0 + c.tile <= x_ext; x0 += c.tile) {
+      for (int64_t k0 = 0; k0 + 16 <= k_ext; k0 += 16) {
+        // The lowering's start (lower.cc LowerGemmWgmma): the unswizzled byte of the tile's first element.
+        int64_t start = 0;
+        if (c.k_major) {
+          start = base + mat + ((k0 / pw) * c.rows + x0) * w + (k0 % pw) * e;
+        } else {
+          start = base + mat + ((x0 / pw) * c.rows + k0) * w;
+        }
+        const tl::gpu::test::WgmmaDescFields d =
+            tl::gpu::test::DecodeWgmmaDesc(tl::gpu::WgmmaDescriptor(static_cast<uint32_t>(start), lbo, sbo, *s));
+        ASSERT_EQ(d.base_offset, 0);
+        ASSERT_EQ(d.start, static_cast<uint32_t>(start));
+        for (int64_t x = 0; x < c.tile; ++x) {
+          for (int64_t k = 0; k < 16; ++k) {
+            const uint32_t got = tl::gpu::test::WgmmaElementByte(d, !c.k_major, 2, static_cast<uint32_t>(x), static_cast<uint32_t>(k));
+            const int64_t r = c.k_major ? x0 + x : k0 + k, col = c.k_major ? k0 + k : x0 + x;
+            const int64_t want = base + tl::gpu::SwizzledElementByte(*s, c.rows, c.cols, e, m, r, col);
+            ASSERT_EQ(got, want) << c.rows << "x" << c.cols << (c.k_major ? " K-major" : " MN-major") << " "
+                                 << tl::gpu::SwizzleName(*s) << " tile at " << x0 << " k0 " << k0 << ": x " << x << " k " << k;
+          }
+        }
+      }
+    }
+  }
+  // Encoding (PTX ISA matrix descriptor): 128B swizzle = mode 1 in bits 62-63, SBO 1024 -> 64 in bits 32-45.
+  EXPECT_EQ(tl::gpu::WgmmaDescriptor(0x400, 16, 1024, SmemSwizzle::k128B),
+            (uint64_t{1} << 62) | (uint64_t{64} << 32) | (uint64_t{1} << 16) | 0x40);
+  EXPECT_EQ(tl::gpu::WgmmaSwizzleMode(SmemSwizzle::k64B), 2);
+  EXPECT_EQ(tl::gpu::WgmmaSwizzleMode(SmemSwizzle::k32B), 3);
+  EXPECT_FALSE(tl::gpu::WgmmaOperandSwizzle(20, 64, 2));  // rows not whole atoms
+  EXPECT_FALSE(tl::gpu::WgmmaOperandSwizzle(64, 8, 2));   // 16-byte rows
+  EXPECT_EQ(tl::gpu::WgmmaInstrN(384), 192);
+  EXPECT_EQ(tl::gpu::WgmmaInstrN(60), 0);
+}
+
+// A tiled GEMM C = op(A) op(B) (+ an epilogue that doubles C and adds its
+// row's sum of squares... kept simple: C * 2 + 1) in Tile IR.
+struct GemmCase {
+  std::string name;
+  int64_t M, N, K, bm, bn, bk, threads;
+  bool ta, tb;
+  std::string dt = "f16";
+  std::string acc = "f32";
+  int stages = 2;
+  bool epilogue = false;
+};
+
+std::string GemmText(const GemmCase& c) {
+  const std::string dims = [&] {
+    char b[256];
+    std::snprintf(b, sizeof b, "A: tensor[%lld, %lld] %s, B: tensor[%lld, %lld] %s, C: tensor[%lld, %lld] %s",
+                  (long long)(c.ta ? c.K : c.M), (long long)(c.ta ? c.M : c.K), c.dt.c_str(), (long long)(c.tb ? c.N : c.K),
+                  (long long)(c.tb ? c.K : c.N), c.dt.c_str(), (long long)c.M, (long long)c.N, c.acc.c_str());
+    return std::string(b);
+  }();
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string t = "tileir 1\n\nfunc @" + c.name + "(" + dims + ") {\n";
+  t += "  kernel grid(ceildiv(" + n(c.N) + ", " + n(c.bn) + "), ceildiv(" + n(c.M) + ", " + n(c.bm) + ")) threads(" +
+       n(c.threads) + ") -> (bx, by) {\n";
+  t += "    alloc A_s: shared[" + (c.ta ? n(c.bk) + ", " + n(c.bm) : n(c.bm) + ", " + n(c.bk)) + "] " + c.dt + "\n";
+  t += "    alloc B_s: shared[" + (c.tb ? n(c.bn) + ", " + n(c.bk) : n(c.bk) + ", " + n(c.bn)) + "] " + c.dt + "\n";
+  t += "    alloc C_f: fragment[" + n(c.bm) + ", " + n(c.bn) + "] " + c.acc + "\n";
+  t += "    fill C_f, 0.0:" + c.acc + "\n";
+  t += "    for k in pipelined(0, ceildiv(" + n(c.K) + ", " + n(c.bk) + "), stages=" + std::to_string(c.stages) + ") {\n";
+  t += "      copy A[" + (c.ta ? "k * " + n(c.bk) + ":" + n(c.bk) + ", by * " + n(c.bm) + ":" + n(c.bm)
+                       : "by * " + n(c.bm) + ":" + n(c.bm) + ", k * " + n(c.bk) + ":" + n(c.bk)) + "] -> A_s\n";
+  t += "      copy B[" + (c.tb ? "bx * " + n(c.bn) + ":" + n(c.bn) + ", k * " + n(c.bk) + ":" + n(c.bk)
+                       : "k * " + n(c.bk) + ":" + n(c.bk) + ", bx * " + n(c.bn) + ":" + n(c.bn)) + "] -> B_s\n";
+  t += "      gemm A_s, B_s -> C_f" + std::string(c.ta ? " trans_a" : "") + (c.tb ? " trans_b" : "") + "\n    }\n";
+  if (c.epilogue) {
+    t += "    parallel (i, j) in (" + n(c.bm) + ", " + n(c.bn) + ") {\n      C_f[i, j] = C_f[i, j] * 2.0:" + c.acc +
+         " + 1.0:" + c.acc + "\n    }\n";
+  }
+  t += "    copy C_f -> C[by * " + n(c.bm) + ":" + n(c.bm) + ", bx * " + n(c.bn) + ":" + n(c.bn) + "]\n  }\n}\n";
+  return t;
+}
+
+double RoundTo(double v, const std::string& dt) {
+  if (dt == "f16") return static_cast<double>(static_cast<_Float16>(static_cast<float>(v)));
+  if (dt == "bf16") {
+    float f = static_cast<float>(v);
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+  return v;
+}
+
+// Runs a case through the interpreter under `g`; returns the worst relative
+// error against float64 and the kernel's dump (for the strategy checks).
+double RunCase(const GemmCase& c, GemmStrategy g, std::string* dump) {
+  const tl::ir::Function f = Parse(GemmText(c));
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90(g));
+  EXPECT_TRUE(k.ok()) << k.status().ToString();
+  if (!k.ok()) return 1e9;
+  *dump = Notes(*k) + tl::gpu::Dump(*k);
+  std::mt19937 rng(static_cast<uint32_t>(c.M * 7 + c.N * 3 + c.K));
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::map<std::string, std::vector<double>> t;
+  t["A"].resize(static_cast<size_t>(c.M * c.K));
+  t["B"].resize(static_cast<size_t>(c.K * c.N));
+  for (double& v : t["A"]) v = RoundTo(d(rng), c.dt);
+  for (double& v : t["B"]) v = RoundTo(d(rng), c.dt);
+  t["C"].assign(static_cast<size_t>(c.M * c.N), -7);
+  const std::vector<double> a = t["A"], b = t["B"];
+  const tl::Status st = tl::gpu::test::Interpret(*k, &t);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  double worst = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < c.K; ++p) {
+        s += a[static_cast<size_t>(c.ta ? p * c.M + i : i * c.K + p)] * b[static_cast<size_t>(c.tb ? j * c.K + p : p * c.N + j)];
+      }
+      if (c.epilogue) s = s * 2 + 1;
+      worst = std::max(worst, std::fabs(t["C"][static_cast<size_t>(i * c.N + j)] - s) / (1 + std::fabs(s)));
+    }
+  }
+  return worst;
+}
+
+std::vector<GemmCase> Cases() {
+  return {
+      // 128B panels, A K-major (one panel), B N-major (two panels: LBO), two m-tiles per warpgroup.
+      {"wg_nn_128x128x64_t128", 200, 260, 200, 128, 128, 64, 128, false, false},
+      // Two warpgroups, B K-major, epilogue on the accumulator.
+      {"wg_nt_128x128x64_t256", 200, 130, 150, 128, 128, 64, 256, false, true, "f16", "f32", 3, true},
+      // A M-major, B N-major with n = 256 in one instruction.
+      {"wg_tn_64x256x32_t128", 100, 300, 70, 64, 256, 32, 128, true, false},
+      // bf16, both transposed, two warpgroups.
+      {"wg_tt_bf16_128x64x64_t256", 130, 100, 90, 128, 64, 64, 256, true, true, "bf16"},
+      // 32-byte and 64-byte swizzles: A rows of 16 elements, B rows of 32.
+      {"wg_nn_64x32x16_t128", 70, 40, 50, 64, 32, 16, 128, false, false},
+      // k-steps crossing 128B panels of A (K = 128 per tile), n = 192, 3 panels of B, 3 stages.
+      {"wg_nn_128x192x128_t256", 140, 200, 300, 128, 192, 128, 256, false, false, "f16", "f32", 3},
+      // 18 k-steps per gemm: two SWgmma units of 9 in a loop; 64B panels of A crossed mid-unit.
+      {"wg_nn_k288_loop", 80, 64, 300, 64, 64, 288, 128, false, false, "f16", "f32", 1},
+      // A 16-bit accumulator (f32 registers, rounded where stored), epilogue.
+      {"wg_nn_f16acc_64x64x32_t128", 100, 90, 80, 64, 64, 32, 128, false, false, "f16", "f16", 2, true},
+  };
+}
+
+TEST(Wgmma, GemmsInTheInterpreterMatchFloat64) {
+  for (const GemmCase& c : Cases()) {
+    std::string dump;
+    const double err = RunCase(c, GemmStrategy::kWgmma, &dump);
+    const double tol = c.acc == "f16" ? 2e-3 : 1e-5;
+    EXPECT_LE(err, tol) << c.name << "\n" << dump;
+    EXPECT_NE(dump.find("wgmma.m64n" + std::to_string(tl::gpu::WgmmaInstrN(c.bn)) + "k16"), std::string::npos)
+        << c.name << " did not lower to wgmma\n" << dump;
+    std::printf("[ wgmma %s ] worst relative error %.3g\n", c.name.c_str(), err);
+  }
+}
+
+// Which gemms get wgmma, and why the others do not (notes), on the
+// compiler.gpu test kernels and a few misfits.
+TEST(Wgmma, StrategyChoice) {
+  for (const char* name : {"gemm_f16_nn", "gemm_f16_nt", "gemm_f16_tn", "gemm_f16_tt", "gemm_bf16_tn", "gemm_f16acc",
+                           "gemm_big", "flash_attn", "flash_attn_rowvec"}) {
+    const TestKernel* tk = nullptr;
+    static const std::vector<TestKernel> all = TestKernels();
+    for (const auto& x : all) {
+      if (x.name == name) tk = &x;
+    }
+    ASSERT_TRUE(tk) << name;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(tk->text), Sm90());
+    ASSERT_TRUE(k.ok()) << name << ": " << k.status().ToString();
+    const std::string d = tl::gpu::Dump(*k);
+    EXPECT_NE(d.find("wgmma.m64n"), std::string::npos) << name << "\n" << Notes(*k) << d;
+    EXPECT_EQ(d.find(" mma.f16"), std::string::npos) << name << "\n" << Notes(*k);
+    for (const tl::gpu::SimtBuffer& b : k->buffers) {
+      if (b.swizzle != SmemSwizzle::kNone) {
+        EXPECT_EQ(b.shared_offset % tl::gpu::SwizzleAtomBytes(b.swizzle), 0) << b.name;
+      }
+    }
+  }
+  // Misfits fall back to mma.sync (or SIMT) and the notes say why.
+  struct Misfit {
+    GemmCase c;
+    const char* note;
+  };
+  for (const Misfit& m : std::vector<Misfit>{
+           {{"mf_t64", 64, 64, 64, 32, 32, 32, 64, false, false}, "not wgmma: shape 32x32x32 over 64 threads"},
+           {{"mf_m64_t256", 64, 64, 64, 64, 64, 32, 256, false, false}, "not wgmma: shape 64x64x32 over 256 threads"},
+           {{"mf_f32", 64, 64, 64, 64, 64, 32, 128, false, false, "f32"}, "SIMT FMA"},
+       }) {
+    const tl::ir::Function f = Parse(GemmText(m.c));
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90());
+    ASSERT_TRUE(k.ok()) << m.c.name << ": " << k.status().ToString();
+    EXPECT_NE(Notes(*k).find(m.note), std::string::npos) << m.c.name << "\n" << Notes(*k);
+    EXPECT_EQ(tl::gpu::Dump(*k).find("wgmma."), std::string::npos) << m.c.name;
+  }
+}
+
+// cuobjdump from the CUDA toolkit, or empty.
+std::string FindCuobjdump() {
+  std::vector<std::string> where;
+  if (const char* e = std::getenv("TL_CUOBJDUMP")) where.push_back(e);
+  for (const char* d : {"/usr/local/cuda/bin/cuobjdump", "/usr/local/cuda-13.0/bin/cuobjdump", "/usr/bin/cuobjdump"}) where.push_back(d);
+  for (const std::string& w : where) {
+    if (std::filesystem::exists(w)) return w;
+  }
+  return "";
+}
+
+// The sm_90a cubins: wgmma in the source, ptxas without spills for the
+// 128x128x64 f16 GEMM over 128 and 256 threads, and -- where cuobjdump is
+// installed -- HGMMA in the SASS.
+TEST(Wgmma, Sm90aCubins) {
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  const std::string cuobjdump = FindCuobjdump();
+  std::vector<GemmCase> cases = Cases();
+  cases.push_back({"wg_spill_128x128x64_t128", 4096, 4096, 4096, 128, 128, 64, 128, false, false, "f16", "f32", 3});
+  cases.push_back({"wg_spill_128x128x64_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, false, "f16", "f32", 3});
+  cases.push_back({"wg_spill_128x128x64_nt_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, true, "f16", "f32", 3});
+  for (const GemmCase& c : cases) {
+    const tl::ir::Function f = Parse(GemmText(c));
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    EXPECT_NE(src->source.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, f.name, "sm_90a");
+    ASSERT_TRUE(code.ok()) << c.name << ": " << code.status().ToString() << "\n" << src->source;
+    std::printf("[ %s sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", c.name.c_str(), code->registers,
+                code->spill_stores, static_cast<long long>(k->shared_bytes));
+    if (c.name.rfind("wg_spill", 0) == 0) {
+      EXPECT_EQ(code->spill_stores, 0) << code->log;
+      EXPECT_EQ(code->spill_loads, 0) << code->log;
+    }
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << c.name << ": " << code->log;
+    if (cuobjdump.empty()) continue;
+    const std::filesystem::path p = std::filesystem::temp_directory_path() / ("tl_wgmma_" + c.name + ".cubin");
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(code->bytes.data()),
+                                             static_cast<std::streamsize>(code->bytes.size()));
+    tl::toolchain::ProcessResult r = tl::toolchain::RunProcess({cuobjdump, "-sass", p.string()});
+    std::filesystem::remove(p);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("HGMMA"), std::string::npos) << c.name << ": no HGMMA in the SASS";
+  }
+  if (cuobjdump.empty()) {
+    GTEST_SKIP() << "no cuobjdump (TL_CUOBJDUMP, /usr/local/cuda/bin): the SASS was not checked for HGMMA "
+                    "(the cubins compiled, ptxas found no spills)";
+  }
+}
+
+}  // namespace
