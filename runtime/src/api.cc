@@ -194,9 +194,15 @@ struct tl_prepared_s {
   struct Candidate {
     size_t variant = 0;
     bool jit = false;
-    std::shared_ptr<Executable> exec;
+    std::shared_ptr<Executable> exec;  // candidates[0]: loaded by prepare; the others: null until a launch needs them
   };
-  std::vector<Candidate> candidates;  // ranked, loaded up to the first without guards
+  // Ranked, up to the first without argument guards. Only the first is loaded
+  // at prepare: a fallback (e.g. the PTX variant behind a cubin whose guards
+  // a launch's arguments fail) is loaded -- for PTX, JIT-compiled -- by the
+  // first launch that needs it, under load_mu (which also guards reading
+  // candidates[i].exec for i > 0).
+  std::vector<Candidate> candidates;
+  std::mutex load_mu;
 };
 
 struct tl_buffer_s {
@@ -824,18 +830,11 @@ void DestroyPrepared(tl_prepared_s* p) {
   tl_device_release(d);
 }
 
-StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
-  tl_runtime_s* rt = dev->runtime;
-  const DeviceDesc& desc = dev->impl->desc();
-  auto p = std::make_unique<tl_prepared_s>();
-  p->selection = SelectVariants(desc, k->variants, rt->policy);
-  p->explain = ExplainSelection(k->sig.name, desc, k->variants, p->selection);
-  if (p->selection.ranked.empty()) return SelectionFailure(k->sig.name, desc, k->variants, p->selection);
-  // Load every candidate launch might take: in rank order up to the first
-  // one without argument guards (which always applies).
-  for (const RankedVariant& r : p->selection.ranked) {
-    const VariantDesc& v = k->variants[r.index];
-    const VariantLaunch& l = k->launches[r.index];
+// Reads, checks and loads variant `index` of `k` on `dev` (a JIT compile for PTX).
+StatusOr<std::shared_ptr<Executable>> LoadVariant(const tl_kernel_s* k, tl_device_s* dev, size_t index) {
+  {
+    const VariantDesc& v = k->variants[index];
+    const VariantLaunch& l = k->launches[index];
     auto code = k->bundle->view.ReadPayload(l.payload);
     if (!code.ok()) {
       return code.status().Annotate("kernel '" + k->sig.name + "' variant '" + v.id + "' payload " +
@@ -844,7 +843,7 @@ StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
     LoadRequest req;
     req.kernel_name = k->sig.name;
     req.variant_id = v.id;
-    req.entry_point = k->entry_points[r.index];
+    req.entry_point = k->entry_points[index];
     req.arch = v.arch;
     req.code_kind = v.code_kind;
     req.code = std::move(code.value());
@@ -868,10 +867,32 @@ StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
     req.vk_bindings = l.vk_bindings;
     req.vk_push = l.vk_push;
     req.vk_push_bytes = l.vk_push_bytes;
-    auto exec = dev->impl->Load(req);
-    if (!exec.ok()) return exec.status();
-    if (std::string note = (*exec)->LoadNote(); !note.empty()) p->explain += "  loaded " + v.id + ": " + note + "\n";
-    p->candidates.push_back({r.index, r.jit, *exec});
+    return dev->impl->Load(req);
+  }
+}
+
+StatusOr<tl_prepared_s*> BuildPrepared(tl_kernel_s* k, tl_device_s* dev) {
+  tl_runtime_s* rt = dev->runtime;
+  const DeviceDesc& desc = dev->impl->desc();
+  auto p = std::make_unique<tl_prepared_s>();
+  p->selection = SelectVariants(desc, k->variants, rt->policy);
+  p->explain = ExplainSelection(k->sig.name, desc, k->variants, p->selection);
+  if (p->selection.ranked.empty()) return SelectionFailure(k->sig.name, desc, k->variants, p->selection);
+  // The candidates a launch might take: in rank order up to the first one
+  // without argument guards (which always applies). Only the first is loaded
+  // now; the others when a launch's arguments fail the guards before them.
+  for (const RankedVariant& r : p->selection.ranked) {
+    const VariantDesc& v = k->variants[r.index];
+    if (p->candidates.empty()) {
+      auto exec = LoadVariant(k, dev, r.index);
+      if (!exec.ok()) return exec.status();
+      if (std::string note = (*exec)->LoadNote(); !note.empty()) p->explain += "  loaded " + v.id + ": " + note + "\n";
+      p->candidates.push_back({r.index, r.jit, *exec});
+    } else {
+      p->explain += "  fallback " + v.id + (r.jit ? " (PTX, JIT)" : "") +
+                    ": loaded by the first launch whose arguments fail the guards of the variants above\n";
+      p->candidates.push_back({r.index, r.jit, nullptr});
+    }
     if (!v.has_guards) break;
   }
   const auto& best = p->candidates.front();
@@ -1132,9 +1153,9 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   if (Status s = ValidateArgs(k->sig, std::span<const tl_arg_t>(args, arg_count), &bound); !s.ok()) return ToC(s);
 
   // The first ranked variant whose guards hold.
-  const tl_prepared_s::Candidate* chosen = nullptr;
+  tl_prepared_s::Candidate* chosen = nullptr;
   std::string guard_failures;
-  for (const auto& c : prepared->candidates) {
+  for (auto& c : prepared->candidates) {
     std::string why = CheckGuards(k->sig, k->launches[c.variant].guards, bound);
     if (why.empty()) {
       chosen = &c;
@@ -1148,6 +1169,24 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   }
   const VariantDesc& v = k->variants[chosen->variant];
   const VariantLaunch& l = k->launches[chosen->variant];
+  std::shared_ptr<Executable> exec;
+  if (chosen == &prepared->candidates.front()) {
+    exec = chosen->exec;  // loaded by prepare, never written again
+  } else {
+    std::lock_guard<std::mutex> lock(prepared->load_mu);
+    if (!chosen->exec) {
+      auto loaded = LoadVariant(k, dev, chosen->variant);
+      if (!loaded.ok()) {
+        return ToC(loaded.status().Annotate("kernel '" + k->sig.name + "': loading fallback variant '" + v.id +
+                                            "' (the arguments fail the guards of:" + guard_failures + ")"));
+      }
+      chosen->exec = *loaded;
+      dev->runtime->logger.Log(TL_LOG_INFO, "kernel '%s': loaded fallback variant '%s'%s (arguments fail:%s)",
+                               k->sig.name.c_str(), v.id.c_str(), chosen->jit ? " (PTX, driver JIT)" : "",
+                               guard_failures.c_str());
+    }
+    exec = chosen->exec;
+  }
 
   uint64_t grid[3] = {1, 1, 1};
   const bool explicit_grid = o.grid[0] || o.grid[1] || o.grid[2];
@@ -1206,7 +1245,7 @@ TL_API tl_status_t tl_launch(tl_prepared_t* prepared, tl_stream_t* stream, size_
   req.symbols = bound.symbols;
   dev->runtime->logger.Log(TL_LOG_DEBUG, "launch kernel '%s' variant '%s' grid (%u, %u, %u)%s", k->sig.name.c_str(),
                            v.id.c_str(), req.grid[0], req.grid[1], req.grid[2], stream ? " on a stream" : "");
-  return ToC(dev->impl->Launch(chosen->exec, stream ? stream->impl.get() : nullptr, std::move(req)));
+  return ToC(dev->impl->Launch(exec, stream ? stream->impl.get() : nullptr, std::move(req)));
   TL_CATCH_STATUS
 }
 

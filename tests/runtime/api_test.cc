@@ -641,6 +641,13 @@ TEST(ApiGuards, LaunchTakesTheFirstVariantWhoseGuardsHold) {
   std::string explain = tl_prepared_explain(p);
   EXPECT_NE(explain.find("chosen: cpu.x86-64-v2.aligned64"), std::string::npos) << explain;
   EXPECT_NE(explain.find("2. cpu.x86-64-v2: "), std::string::npos) << explain;
+  // The fallback is loaded lazily: by the first launch that needs it, once
+  // (for a CUDA cubin with guards, its PTX fallback is not JIT-compiled at
+  // prepare).
+  EXPECT_NE(explain.find("  fallback cpu.x86-64-v2: loaded by the first launch whose arguments fail the guards"),
+            std::string::npos)
+      << explain;
+  EXPECT_EQ(log.Count("loaded fallback variant"), 0);
   std::vector<float> storage(1024 + 64);
   float* aligned = storage.data();
   while (reinterpret_cast<uintptr_t>(aligned) % 64) ++aligned;
@@ -652,6 +659,12 @@ TEST(ApiGuards, LaunchTakesTheFirstVariantWhoseGuardsHold) {
   args[0].tensor.data = aligned + 1;  // 4-byte aligned only: the guard fails, the generic variant runs
   ASSERT_OK(tl_launch(p, nullptr, 3, args, nullptr));
   EXPECT_EQ(log.Count("launch kernel 'vadd' variant 'cpu.x86-64-v2' "), 1);
+  EXPECT_EQ(log.Count("kernel 'vadd': loaded fallback variant 'cpu.x86-64-v2' (arguments fail: [cpu.x86-64-v2.aligned64: "
+                      "argument 0 'A' (pointer "),
+            1);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(tl_launch(p, nullptr, 3, args, nullptr));
+  EXPECT_EQ(log.Count("launch kernel 'vadd' variant 'cpu.x86-64-v2' "), 4);
+  EXPECT_EQ(log.Count("loaded fallback variant"), 1);  // once
   tl_prepared_release(p);
   tl_kernel_release(k);
   tl_bundle_release(b);
