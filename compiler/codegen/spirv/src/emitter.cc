@@ -1087,6 +1087,26 @@ class Emitter {
         return;
       }
     }
+    if (words == 4 && eb == 2 && di.space == gpu::Space::kShared) {
+      // 16 bytes into shared memory as 8 16-bit stores: word w goes first in
+      // lanes whose vector starts in 128-byte line 4q + w (rotation
+      // (dst >> 6) & 3 in halves), which halves the bank conflicts of each
+      // store instruction for the GEMM tiles' padded rows (32 -> 16 store
+      // wavefronts per warp and copy).
+      const uint32_t rot = I32Op(spv::Op::OpBitwiseAnd, I32Op(spv::Op::OpShiftRightArithmetic, dst.id, CI32(6)), CI32(3));
+      for (uint32_t w = 0; w < 4; ++w) {
+        const uint32_t ww = I32Op(spv::Op::OpBitwiseAnd, I32Op(spv::Op::OpIAdd, rot, CI32(static_cast<int32_t>(w))), CI32(3));
+        const uint32_t word = b_.OpR(spv::Op::OpVectorExtractDynamic, u32, {loaded, ww});
+        const uint32_t pair = b_.OpR(spv::Op::OpBitcast, b_.TypeVector(si.elem, 2), {word});
+        for (uint32_t h = 0; h < 2; ++h) {
+          const uint32_t m = ToMemory(FromMemory(b_.OpR(spv::Op::OpCompositeExtract, si.elem, {pair, h}), si), di);
+          const uint32_t at = I32Op(spv::Op::OpIAdd, dst.id,
+                                    I32Op(spv::Op::OpIAdd, I32Op(spv::Op::OpIMul, ww, CI32(2)), CI32(static_cast<int32_t>(h))));
+          b_.Op(spv::Op::OpStore, {Chain(di, at), m});
+        }
+      }
+      return;
+    }
     for (uint32_t w = 0; w < words; ++w) {
       const uint32_t word = words == 1 ? loaded : b_.OpR(spv::Op::OpCompositeExtract, u32, {loaded, w});
       if (eb == 4) {
