@@ -3,6 +3,7 @@
 // inspect opens the bundle (header, manifest and every index are checked) but
 // does not decompress payloads: use `verify` for that. A bundle whose payloads
 // are corrupt can still be inspected, which helps diagnose it.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -129,6 +130,29 @@ std::string VulkanLine(const tl::bundle::Variant* v) {
   return buf;
 }
 
+// The gemm lowering of a CUDA variant (build_attrs gpu.gemm_strategy and the
+// gemm accumulator notes): "wgmma (C_f: wgmma f16)", "mma.sync (C_f: mma.sync
+// f16)"; empty for variants without the attribute.
+std::string GemmLine(const tl::bundle::Variant* v) {
+  if (v->backend() != tl::bundle::Backend::CUDA || !v->build_attrs()) return "";
+  std::string strategy, per;
+  for (const auto* kv : *v->build_attrs()) {
+    const std::string key = Str(kv->key()), val = Str(kv->value());
+    if (key == "gpu.gemm_strategy") strategy = val;
+    const size_t at = val.find(": gemm accumulator layout ");
+    if (key.rfind("gpu.note.", 0) == 0 && val.rfind("fragment ", 0) == 0 && at != std::string::npos) {
+      // The instruction in parentheses after the layout (whose own text has some).
+      size_t open = std::string::npos;
+      for (const char* inst : {" (wgmma", " (mma.sync", " (SIMT FMA", " (mfma", " (wmma"}) open = std::min(open, val.find(inst, at));
+      const size_t close = val.rfind(')');
+      const std::string how = open != std::string::npos && close > open ? val.substr(open + 2, close - open - 2) : "SIMT FMA";
+      per += (per.empty() ? "" : ", ") + val.substr(9, at - 9) + ": " + how;
+    }
+  }
+  if (strategy.empty()) return "";
+  return strategy + (per.empty() ? std::string() : " (" + per + ")");
+}
+
 // CUDA TMA tensor maps the runtime encodes at launch (Launch.tensor_maps),
 // one line each: "tensor map 0: A box 64x40 swizzle none, param slot @64 (128 B)".
 std::vector<std::string> TensorMapLines(const tl::bundle::Kernel* k, const tl::bundle::Variant* v) {
@@ -191,6 +215,7 @@ void PrintTable(const LoadedBundle& b) {
                   block.c_str(), features.empty() ? "" : " ", features.c_str());
     if (const std::string hsaco = HsacoLine(v); !hsaco.empty()) std::printf("      hsaco: %s\n", hsaco.c_str());
     if (const std::string vk = VulkanLine(v); !vk.empty()) std::printf("      vulkan: %s\n", vk.c_str());
+    if (const std::string gl = GemmLine(v); !gl.empty()) std::printf("      gemm: %s\n", gl.c_str());
     for (const std::string& tm : TensorMapLines(k, v)) std::printf("      %s\n", tm.c_str());
     }
   }
@@ -305,6 +330,7 @@ void PrintJson(const LoadedBundle& b) {
         }
         o += "]";
       }
+      if (const std::string gl = GemmLine(v); !gl.empty()) o += ",\"gemm\":" + JsonEscape(gl);
       if (const auto facts = HsacoFacts(v); !facts.empty()) {
         o += ",\"hsaco\":{";
         for (size_t f = 0; f < facts.size(); ++f) {

@@ -1,0 +1,30 @@
+#!/bin/sh
+# compiler.gpu.tl_pack_wgmma: `tl-pack compile --target cuda` of a 128x128x64 f16 GEMM over 256 threads:
+# the sm_90a cubin is the wgmma lowering (inspect's `gemm:` line, from the variant's build attributes),
+# sm_80/sm_89/compute_80 keep mma.sync. Usage: tl_pack_wgmma.sh TL_PACK INPUT.tir OUTDIR.
+# Exit 77 (ctest skip) without a CUDA compiler (NVRTC or nvcc in /usr/local/cuda*).
+set -eu
+tlp=$1 in=$2 out=$3
+if ! ls /usr/local/cuda/lib64/libnvrtc.so* /usr/local/cuda-13.0/targets/x86_64-linux/lib/libnvrtc.so* \
+     /usr/local/cuda/bin/nvcc /usr/local/cuda-13.0/bin/nvcc >/dev/null 2>&1; then
+  echo "no CUDA toolkit (NVRTC or nvcc): skipped"
+  exit 77
+fi
+mkdir -p "$out"
+"$tlp" compile "$in" -o "$out/wgmma.tlb" --target cuda -q
+"$tlp" inspect "$out/wgmma.tlb" >"$out/wgmma.txt"
+# The line after each variant's row.
+gemm_of() { awk -v v="$1" '$1 == v { getline; while ($1 != "gemm:" && $1 !~ /^cuda\./ && NF) getline; print; exit }' "$out/wgmma.txt"; }
+check() {
+  line=$(gemm_of "$1")
+  case "$line" in
+    *"gemm: $2 (C_f: $3"*) ;;
+    *) cat "$out/wgmma.txt"; echo "$1: expected 'gemm: $2 (C_f: $3 ...', got '$line'"; exit 1 ;;
+  esac
+}
+check cuda.sm_90a wgmma wgmma
+check cuda.sm_80 mma.sync mma.sync
+check cuda.sm_89 mma.sync mma.sync
+check cuda.compute_80 mma.sync mma.sync
+"$tlp" inspect --json "$out/wgmma.tlb" | grep -q '"gemm":"wgmma (C_f: wgmma f16)"' || { echo "no gemm in --json"; exit 1; }
+echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync: ok"
