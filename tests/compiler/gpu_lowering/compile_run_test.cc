@@ -229,6 +229,11 @@ class Exec : public ::testing::Test {
     tl_prepared_t* p = nullptr;
     (void)force;
     EXPECT_EQ(S(tl_kernel_prepare(kern, dev_, 0, &p)), "");
+    if (p) {  // which variant runs (on an H200: cuda.sm_90a, the wgmma/TMA lowering)
+      tl_variant_info_t vi{};
+      vi.struct_size = sizeof vi;
+      if (S(tl_prepared_variant_info(p, &vi)).empty()) std::printf("[ variant %s: %s ]\n", f.name.c_str(), vi.id);
+    }
     std::vector<tl_buffer_t*> bufs;
     std::vector<tl_arg_t> targs;
     for (Tensor* t : args) {

@@ -598,13 +598,16 @@ struct Machine {
             error = "wgmma: nonzero descriptor base offset";
             return;
           }
-          std::vector<double> A(64 * 16), B(16 * static_cast<size_t>(n.n));
+          // The instruction's k: 16 16-bit elements, or 32 s8 (always 32 bytes of a K-major row).
+          const bool i8 = n.kind == MmaKind::kI8;
+          const uint32_t KK = i8 ? 32 : 16, eb = i8 ? 1 : 2;
+          std::vector<double> A(64 * KK), B(KK * static_cast<size_t>(n.n));
           for (uint32_t x = 0; x < 64; ++x) {
-            for (uint32_t kk = 0; kk < 16; ++kk) A[x * 16 + kk] = read(n.a, WgmmaElementByte(da, n.a.mn_major, 2, x, kk));
+            for (uint32_t kk = 0; kk < KK; ++kk) A[x * KK + kk] = read(n.a, WgmmaElementByte(da, n.a.mn_major, eb, x, kk));
           }
-          for (uint32_t kk = 0; kk < 16; ++kk) {
+          for (uint32_t kk = 0; kk < KK; ++kk) {
             for (uint32_t x = 0; x < static_cast<uint32_t>(n.n); ++x) {
-              B[kk * n.n + x] = read(n.b, WgmmaElementByte(db, n.b.mn_major, 2, x, kk));
+              B[kk * n.n + x] = read(n.b, WgmmaElementByte(db, n.b.mn_major, eb, x, kk));
             }
           }
           if (!error.empty()) return;
@@ -619,8 +622,8 @@ struct Machine {
                 return;
               }
               double sum = 0;
-              for (int64_t kk = 0; kk < 16; ++kk) sum += A[static_cast<size_t>(row * 16 + kk)] * B[static_cast<size_t>(kk * n.n + col)];
-              C[slot] = Round(C[slot] + sum, DType::kF32);
+              for (int64_t kk = 0; kk < KK; ++kk) sum += A[static_cast<size_t>(row * KK + kk)] * B[static_cast<size_t>(kk * n.n + col)];
+              C[slot] = i8 ? C[slot] + sum : Round(C[slot] + sum, DType::kF32);
             }
           }
         }

@@ -142,7 +142,7 @@ std::string GemmText(const GemmCase& c) {
   t += "    alloc A_s: shared[" + (c.ta ? n(c.bk) + ", " + n(c.bm) : n(c.bm) + ", " + n(c.bk)) + "] " + c.dt + "\n";
   t += "    alloc B_s: shared[" + (c.tb ? n(c.bn) + ", " + n(c.bk) : n(c.bk) + ", " + n(c.bn)) + "] " + c.dt + "\n";
   t += "    alloc C_f: fragment[" + n(c.bm) + ", " + n(c.bn) + "] " + c.acc + "\n";
-  t += "    fill C_f, 0.0:" + c.acc + "\n";
+  t += "    fill C_f, " + std::string(c.acc == "i32" ? "0" : "0.0") + ":" + c.acc + "\n";
   t += "    for k in pipelined(0, ceildiv(" + n(c.K) + ", " + n(c.bk) + "), stages=" + std::to_string(c.stages) + ") {\n";
   t += "      copy A[" + (c.ta ? "k * " + n(c.bk) + ":" + n(c.bk) + ", by * " + n(c.bm) + ":" + n(c.bm)
                        : "by * " + n(c.bm) + ":" + n(c.bm) + ", k * " + n(c.bk) + ":" + n(c.bk)) + "] -> A_s\n";
@@ -158,6 +158,7 @@ std::string GemmText(const GemmCase& c) {
 }
 
 double RoundTo(double v, const std::string& dt) {
+  if (dt == "i8") return std::round(v * 127);
   if (dt == "f16") return static_cast<double>(static_cast<_Float16>(static_cast<float>(v)));
   if (dt == "bf16") {
     float f = static_cast<float>(v);
@@ -219,6 +220,9 @@ std::vector<GemmCase> Cases() {
       {"wg_nn_128x192x128_t256", 140, 200, 300, 128, 192, 128, 256, false, false, "f16", "f32", 3},
       // 18 k-steps per gemm: two SWgmma units of 9 in a loop; 64B panels of A crossed mid-unit.
       {"wg_nn_k288_loop", 80, 64, 300, 64, 64, 288, 128, false, false, "f16", "f32", 1},
+      // s8 x s8 -> s32 (m64nNk32; K-major A and B only), exact; 128B and 64B panels of bytes.
+      {"wg_i8_nt_128x128x128_t256", 200, 130, 300, 128, 128, 128, 256, false, true, "i8", "i32"},
+      {"wg_i8_nt_64x64x64_t128", 70, 90, 100, 64, 64, 64, 128, false, true, "i8", "i32"},
       // A 16-bit accumulator (f32 registers, rounded where stored), epilogue.
       {"wg_nn_f16acc_64x64x32_t128", 100, 90, 80, 64, 64, 32, 128, false, false, "f16", "f16", 2, true},
   };
@@ -228,9 +232,10 @@ TEST(Wgmma, GemmsInTheInterpreterMatchFloat64) {
   for (const GemmCase& c : Cases()) {
     std::string dump;
     const double err = RunCase(c, GemmStrategy::kWgmma, &dump);
-    const double tol = c.acc == "f16" ? 2e-3 : 1e-5;
+    const double tol = c.acc == "f16" ? 2e-3 : c.acc == "i32" ? 0 : 1e-5;
     EXPECT_LE(err, tol) << c.name << "\n" << dump;
-    EXPECT_NE(dump.find("wgmma.m64n" + std::to_string(tl::gpu::WgmmaInstrN(c.bn)) + "k16"), std::string::npos)
+    EXPECT_NE(dump.find("wgmma.m64n" + std::to_string(tl::gpu::WgmmaInstrN(c.bn)) + (c.dt == "i8" ? "k32" : "k16")),
+              std::string::npos)
         << c.name << " did not lower to wgmma\n" << dump;
     std::printf("[ wgmma %s ] worst relative error %.3g\n", c.name.c_str(), err);
   }
@@ -267,6 +272,7 @@ TEST(Wgmma, StrategyChoice) {
            {{"mf_t64", 64, 64, 64, 32, 32, 32, 64, false, false}, "not wgmma: shape 32x32x32 over 64 threads"},
            {{"mf_m64_t256", 64, 64, 64, 64, 64, 32, 256, false, false}, "not wgmma: shape 64x64x32 over 256 threads"},
            {{"mf_f32", 64, 64, 64, 64, 64, 32, 128, false, false, "f32"}, "SIMT FMA"},
+           {{"mf_i8_nn", 64, 64, 64, 64, 64, 64, 128, false, false, "i8", "i32"}, "not wgmma: i8 wgmma needs K-major operands"},
        }) {
     const tl::ir::Function f = Parse(GemmText(m.c));
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90());

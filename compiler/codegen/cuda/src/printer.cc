@@ -571,11 +571,15 @@ class Printer {
   // address added at run time), commit, wait 0. The instructions are
   // unrolled here so every accumulator register is a constant index.
   void Wgmma(const gpu::SWgmma& n, const std::string& pad, std::ostringstream& o) {
-    if ((n.kind != gpu::MmaKind::kF16 && n.kind != gpu::MmaKind::kBF16) || n.n % 8 != 0 || n.n < 8 || n.n > 256) {
+    const bool i8 = n.kind == gpu::MmaKind::kI8;
+    if ((n.kind != gpu::MmaKind::kF16 && n.kind != gpu::MmaKind::kBF16 && !i8) || n.n % 8 != 0 || n.n < 8 || n.n > 256 ||
+        (i8 && (n.a.mn_major || n.b.mn_major))) {
       err_ = "wgmma of kind " + std::string(gpu::MmaKindName(n.kind)) + " n " + std::to_string(n.n);
       return;
     }
-    const std::string ty = n.kind == gpu::MmaKind::kF16 ? "f16" : "bf16";
+    const std::string ty = n.kind == gpu::MmaKind::kF16 ? "f16" : n.kind == gpu::MmaKind::kBF16 ? "bf16" : "s8";
+    // f16/bf16: m64nNk16.f32 with scale and transpose immediates; s8: m64nNk32.s32, K-major only.
+    const std::string shape = "m64n" + std::to_string(n.n) + (i8 ? "k32.s32." : "k16.f32.") + ty + "." + ty;
     const std::string p1 = pad + "  ";
     char hex[64];
     o << pad << "{  // wgmma.m64n" << n.n << "k16." << ty << " k-step: " << n.c << " += " << n.a.buffer << " * " << n.b.buffer << "\n";
@@ -601,14 +605,15 @@ class Printer {
         std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(db));
         o << p1 << "  {\n" << p1 << "    const unsigned long long tl_db = tl_wgmma_desc(tl_sb + " << q * n.b.tile_bytes << "u, " << hex
           << ");\n";
-        o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << regs + 2 << ", 0;\\n wgmma.mma_async.sync.aligned.m64n"
-          << n.n << "k16.f32." << ty << "." << ty << " {";
+        o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << regs + 2 << ", 0;\\n wgmma.mma_async.sync.aligned."
+          << shape << " {";
         for (int i = 0; i < regs; ++i) o << (i ? ", " : "") << "%" << i;
-        o << "}, %" << regs << ", %" << regs + 1 << ", p, 1, 1, " << (n.a.mn_major ? 1 : 0) << ", " << (n.b.mn_major ? 1 : 0)
-          << ";\\n}\"\n" << p1 << "        : ";
+        o << "}, %" << regs << ", %" << regs + 1 << ", p";
+        if (!i8) o << ", 1, 1, " << (n.a.mn_major ? 1 : 0) << ", " << (n.b.mn_major ? 1 : 0);
+        o << ";\\n}\"\n" << p1 << "        : ";
         for (int i = 0; i < regs; ++i) {
           const int64_t slot = (2 * j + (i / 2) % 2) * n.c_col_slots + 2 * (q * n.n / 8 + i / 4) + i % 2;
-          o << (i ? ", " : "") << "\"+f\"(" << n.c << "[" << slot << "])";
+          o << (i ? ", " : "") << (i8 ? "\"+r\"(" : "\"+f\"(") << n.c << "[" << slot << "])";
         }
         o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");\n" << p1 << "  }\n";
       }

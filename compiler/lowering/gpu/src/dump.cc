@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "tilelang/lowering/gpu/simt_ir.h"
+#include "tilelang/lowering/gpu/wgmma.h"
 
 namespace tl::gpu {
 namespace {
@@ -82,7 +83,7 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
               o << " +" << x.tile_bytes << "/tile lbo=" << x.lbo << " sbo=" << x.sbo
                 << " " << SwizzleName(x.swizzle) << (x.mn_major ? " mn-major" : " k-major") << "]";
             };
-            o << pad << "wgmma.m64n" << n.n << "k16." << MmaKindName(n.kind) << " " << n.c << " += ";
+            o << pad << "wgmma.m64n" << n.n << "k" << WgmmaK(n.kind) << "." << MmaKindName(n.kind) << " " << n.c << " += ";
             op(n.a);
             o << " * ";
             op(n.b);

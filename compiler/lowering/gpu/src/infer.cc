@@ -204,6 +204,14 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
   std::optional<MmaKind> kind;
   if (a.dtype == ir::DType::kF16 && b.dtype == ir::DType::kF16 && acc_ok) kind = MmaKind::kF16;
   if (a.dtype == ir::DType::kBF16 && b.dtype == ir::DType::kBF16 && acc_ok) kind = MmaKind::kBF16;
+  if (a.dtype == ir::DType::kI8 && b.dtype == ir::DType::kI8 && c.dtype == ir::DType::kI32) {
+    // s8 wgmma (m64nNk32) has no transpose: both operands K-major.
+    if (g.trans_a || !g.trans_b) {
+      *why = "i8 wgmma needs K-major operands (A[M, K], B[N, K] with trans_b)";
+      return std::nullopt;
+    }
+    kind = MmaKind::kI8;
+  }
   if (!kind) {
     *why = std::string("no wgmma for ") + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " + ir::DTypeName(c.dtype);
     return std::nullopt;
@@ -237,12 +245,13 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
   const int64_t kb = g.trans_b ? rb->extents[nb - 1] : rb->extents[nb - 2];
   const int64_t n = g.trans_b ? rb->extents[nb - 2] : rb->extents[nb - 1];
   const int64_t instr_n = WgmmaInstrN(n);
-  if (m != cs[0] || n != cs[1] || k != kb || k % 16 != 0 || !WgmmaAccumulatorFits(m, n, threads) || instr_n == 0) {
+  const int64_t e = *kind == MmaKind::kI8 ? 1 : 2, kstep = WgmmaK(*kind);
+  if (m != cs[0] || n != cs[1] || k != kb || k % kstep != 0 || !WgmmaAccumulatorFits(m, n, threads) || instr_n == 0) {
     *why = "shape " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " over " +
-           std::to_string(threads) + " threads does not fit wgmma (threads a multiple of 128, M of 64 per warpgroup, N of 8, K of 16)";
+           std::to_string(threads) + " threads does not fit wgmma (threads a multiple of 128, M of 64 per warpgroup, N of 8, K of " +
+           std::to_string(kstep) + ")";
     return std::nullopt;
   }
-  const int64_t e = 2;
   const std::string pa = WgmmaOperandProblem(as[na - 2], as[na - 1], e, ir::FoldInt(ra->starts[na - 2]),
                                              ir::FoldInt(ra->starts[na - 1]), !g.trans_a, 64, m / 64);
   const std::string pb = WgmmaOperandProblem(bs[nb - 2], bs[nb - 1], e, ir::FoldInt(rb->starts[nb - 2]),

@@ -860,14 +860,14 @@ class Lowerer {
       WgmmaStrides(*rows, e, b.swizzle, k_major, &o->lbo, &o->sbo);
       *ext_x = side->info.extents[k_major ? n - 2 : n - 1];
       *ext_k = side->info.extents[k_major ? n - 1 : n - 2];
-      const int64_t steps = *ext_k / 16;
+      const int64_t kstep = WgmmaK(kind), steps = *ext_k / kstep;
       per = 1;
       for (int64_t c = 1; c <= 16; ++c) {
         if (steps % c == 0) per = c;
       }
       // k-step s of this SWgmma starts at k = V(k) + 16 s (or 16 s when one SWgmma covers the gemm).
       for (int64_t ks = 0; ks < per; ++ks) {
-        const Expr kx = per == steps ? I(16 * ks) : Add(V(k), I(16 * ks));
+        const Expr kx = per == steps ? I(kstep * ks) : Add(V(k), I(kstep * ks));
         Expr start;
         if (k_major) {
           const Expr col = Add(I(*c0), kx);
@@ -890,7 +890,7 @@ class Lowerer {
     Status s = operand(g.a, !g.trans_a, &M, &K, &m.a, 64);
     if (s.ok()) s = operand(g.b, g.trans_b, &N, &KB, &m.b, m.n);
     if (!s.ok()) return s;
-    if (M != L.rows || N != L.cols || K != KB || K % 16 != 0 || m.n == 0 || L.H != 2 || L.g != 4 || L.v != 2 ||
+    if (M != L.rows || N != L.cols || K != KB || K % WgmmaK(kind) != 0 || m.n == 0 || L.H != 2 || L.g != 4 || L.v != 2 ||
         M % (64 * m.warpgroups) != 0) {
       return Err(st, "gemm: operand shapes " + std::to_string(M) + "x" + std::to_string(K) + " and " +
                          std::to_string(KB) + "x" + std::to_string(N) + " do not match the wgmma accumulator " + L.ToString());
@@ -903,10 +903,10 @@ class Lowerer {
       cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
     }
     m.k_steps = per;
-    if (per == K / 16) {
+    if (per == K / WgmmaK(kind)) {
       cur_->push_back(S(std::move(m)));  // the whole gemm in one unit
     } else {
-      cur_->push_back(For(k, 0, I(K), 16 * per, false, {S(std::move(m))}));
+      cur_->push_back(For(k, 0, I(K), WgmmaK(kind) * per, false, {S(std::move(m))}));
     }
     return Status::Ok();
   }

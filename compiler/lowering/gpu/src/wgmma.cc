@@ -5,6 +5,8 @@
 
 namespace tl::gpu {
 
+int64_t WgmmaK(MmaKind k) { return k == MmaKind::kI8 ? 32 : 16; }
+
 int WgmmaSwizzleMode(SmemSwizzle s) {
   switch (s) {
     case SmemSwizzle::kNone: return 0;
@@ -50,10 +52,10 @@ std::string WgmmaOperandProblem(int64_t rows, int64_t cols, int64_t elem_bytes, 
   }
   if (!r0 || !c0) return "operand region starts are not constant";
   const int64_t per_row = SwizzleRowBytes(*s) / elem_bytes;
-  if (k_major) {  // rows: M/N (8-row atoms), columns: k (16-element steps inside a panel)
-    if (*r0 % 8 != 0 || *c0 % 16 != 0) {
+  if (k_major) {  // rows: M/N (8-row atoms), columns: k (32-byte steps inside a panel)
+    if (*r0 % 8 != 0 || (*c0 * elem_bytes) % 32 != 0) {
       return "K-major operand starts at (" + std::to_string(*r0) + ", " + std::to_string(*c0) +
-             "), not at a multiple of 8 rows and 16 columns";
+             "), not at a multiple of 8 rows and 32 bytes";
     }
     return "";
   }

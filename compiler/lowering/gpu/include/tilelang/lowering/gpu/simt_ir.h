@@ -163,9 +163,10 @@ struct SAmdMma {
 
 // Hopper warpgroup MMA (PTX wgmma.mma_async, sm_90a; emitted only with
 // GemmStrategy::kWgmma, printers that do not know it must reject it):
-// k_steps consecutive k-steps (k = 16 each) of the block's gemm as one
-// complete synchronous unit -- wgmma.fence, per warpgroup and k-step
-// m_tiles x n_tiles wgmma.mma_async.m64{n}k16 with f32 accumulators (all in
+// k_steps consecutive k-steps (WgmmaK: 16 for f16/bf16, 32 for s8) of the
+// block's gemm as one complete synchronous unit -- wgmma.fence, per warpgroup
+// and k-step m_tiles x n_tiles wgmma.mma_async.m64{n}k16.f32 (m64{n}k32.s32
+// for s8, K-major operands only) (all in
 // flight together), commit_group, wait_group 0 -- so the accumulator
 // registers and the operand buffers are free again when it ends.
 // Block-collective: every thread executes it, never under divergence; the
@@ -183,9 +184,9 @@ struct SAmdMma {
 //   row = 64 (j warpgroups + wg) + 16 wi + 8 ((i / 2) % 2) + l / 4
 //   col = q n + 8 (i / 4) + 2 (l % 4) + i % 2
 //   c[(2 j + (i / 2) % 2) * c_col_slots + 2 (q n / 8 + i / 4) + i % 2]
-//       += sum over kk < 16 of A_s(row, kk) * B_s(kk, col)
+//       += sum over kk < WgmmaK(kind) of A_s(row, kk) * B_s(kk, col)
 // i.e. C has WgmmaAccumulatorLayout (layout.h); A_s and B_s are k-step s's
-// 16 columns / rows of the operands as the descriptors address them.
+// columns / rows of the operands as the descriptors address them.
 struct SWgmmaOperand {
   std::string buffer;        // the swizzled shared buffer (the tiles lie inside it)
   std::vector<ir::Expr> starts;  // per k-step: i32 bytes from the dynamic shared memory's start, tile 0
@@ -195,7 +196,7 @@ struct SWgmmaOperand {
   bool mn_major = false;     // the transpose bit
 };
 struct SWgmma {
-  MmaKind kind = MmaKind::kF16;  // kF16, kBF16
+  MmaKind kind = MmaKind::kF16;  // kF16, kBF16 (f32 accumulators), kI8 (s32)
   SWgmmaOperand a, b;
   std::string c;
   int64_t n = 8;  // N of one instruction (a multiple of 8, <= 256)

@@ -33,6 +33,10 @@
 
 namespace tl::gpu {
 
+// Elements of k per instruction: 16 (f16, bf16), 32 (i8: m64nNk32, s32
+// accumulators, K-major operands only); always 32 bytes of a K-major row.
+int64_t WgmmaK(MmaKind k);
+
 // The descriptor's 2-bit swizzle field for `s` (0 for kNone).
 int WgmmaSwizzleMode(SmemSwizzle s);
 
