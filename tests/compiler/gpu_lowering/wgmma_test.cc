@@ -293,13 +293,11 @@ std::string FindCuobjdump() {
   return "";
 }
 
-// The sm_90a cubins: wgmma in the source, ptxas without spills for the
-// 128x128x64 f16 GEMM over 128 and 256 threads, and -- where cuobjdump is
-// installed -- HGMMA in the SASS.
-TEST(Wgmma, Sm90aCubins) {
-  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
-  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
-  const std::string cuobjdump = FindCuobjdump();
+// The sm_90a cubins: wgmma in the source, ptxas without spills or stack
+// (accumulators in registers) for the 128x128x64 f16 GEMM over 128 and 256
+// threads; with `sass`, HGMMA in cuobjdump's SASS of every cubin.
+void CheckCubins(const cu::CudaToolchain& toolchain, const std::string& cuobjdump, bool sass) {
+  const cu::CudaToolchain* tc = &toolchain;
   std::vector<GemmCase> cases = Cases();
   cases.push_back({"wg_spill_128x128x64_t128", 4096, 4096, 4096, 128, 128, 64, 128, false, false, "f16", "f32", 3});
   cases.push_back({"wg_spill_128x128x64_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, false, "f16", "f32", 3});
@@ -313,14 +311,15 @@ TEST(Wgmma, Sm90aCubins) {
     EXPECT_NE(src->source.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, f.name, "sm_90a");
     ASSERT_TRUE(code.ok()) << c.name << ": " << code.status().ToString() << "\n" << src->source;
-    std::printf("[ %s sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", c.name.c_str(), code->registers,
-                code->spill_stores, static_cast<long long>(k->shared_bytes));
+    std::printf("[ %s sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", c.name.c_str(),
+                code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
     if (c.name.rfind("wg_spill", 0) == 0) {
       EXPECT_EQ(code->spill_stores, 0) << code->log;
       EXPECT_EQ(code->spill_loads, 0) << code->log;
+      EXPECT_EQ(code->stack_bytes, 0) << "accumulators in local memory: " << code->log;
     }
     EXPECT_EQ(code->log.find("serialized"), std::string::npos) << c.name << ": " << code->log;
-    if (cuobjdump.empty()) continue;
+    if (!sass) continue;
     const std::filesystem::path p = std::filesystem::temp_directory_path() / ("tl_wgmma_" + c.name + ".cubin");
     std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(code->bytes.data()),
                                              static_cast<std::streamsize>(code->bytes.size()));
@@ -329,10 +328,23 @@ TEST(Wgmma, Sm90aCubins) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("HGMMA"), std::string::npos) << c.name << ": no HGMMA in the SASS";
   }
+}
+
+TEST(Wgmma, Sm90aCubins) {
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  CheckCubins(*tc, "", false);
+}
+
+TEST(Wgmma, SassHasHgmma) {
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  const std::string cuobjdump = FindCuobjdump();
   if (cuobjdump.empty()) {
-    GTEST_SKIP() << "no cuobjdump (TL_CUOBJDUMP, /usr/local/cuda/bin): the SASS was not checked for HGMMA "
-                    "(the cubins compiled, ptxas found no spills)";
+    GTEST_SKIP() << "no cuobjdump (TL_CUOBJDUMP, /usr/local/cuda/bin, /usr/local/cuda-13.0/bin): the sm_90a SASS "
+                    "was not checked for HGMMA";
   }
+  CheckCubins(*tc, cuobjdump, true);
 }
 
 }  // namespace
