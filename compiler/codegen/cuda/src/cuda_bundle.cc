@@ -2,6 +2,7 @@
 #include "tilelang/codegen/cuda/cuda_bundle.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -95,9 +96,13 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   std::optional<gpu::SimtKernel> k_90;
   std::optional<CudaSource> src_90;
   gpu::GpuLowerOptions l90 = lo;
-  if (lo.async_copies && (options.tma || options.wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
+  // TL_CUDA_WGMMA=0 at build time: sm_90a without wgmma (mma.sync as the
+  // other archs), to bisect a device problem without changing the program.
+  const char* wgmma_env = std::getenv("TL_CUDA_WGMMA");
+  const bool wgmma = options.wgmma && !(wgmma_env && std::string(wgmma_env) == "0");
+  if (lo.async_copies && (options.tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
     l90.tma_copies = options.tma;
-    if (options.wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;
+    if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;
     StatusOr<gpu::SimtKernel> kt = gpu::LowerToSimt(f, l90);
     if (!kt.ok()) return kt.status();
     if (!kt->tensor_maps.empty() || gpu::HasWgmma(kt->body)) {

@@ -27,4 +27,7 @@ check cuda.sm_80 mma.sync mma.sync
 check cuda.sm_89 mma.sync mma.sync
 check cuda.compute_80 mma.sync mma.sync
 "$tlp" inspect --json "$out/wgmma.tlb" | grep -q '"gemm":"wgmma (C_f: wgmma f16)"' || { echo "no gemm in --json"; exit 1; }
-echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync: ok"
+# TL_CUDA_WGMMA=0 (a build-time switch for bisecting on a device): sm_90a keeps mma.sync too.
+TL_CUDA_WGMMA=0 "$tlp" compile "$in" -o "$out/nowgmma.tlb" --target sm_90a -q
+"$tlp" inspect "$out/nowgmma.tlb" | grep -q "gemm: mma.sync (C_f: mma.sync f16)" || { echo "TL_CUDA_WGMMA=0 ignored"; exit 1; }
+echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync; TL_CUDA_WGMMA=0: ok"
