@@ -195,7 +195,10 @@ class Exec : public ::testing::Test {
     const tl::ir::Function f = Parse(k.text);
     if (Interp()) {
       tl::gpu::GpuLowerOptions lo = CudaOptions(f.name, 227 * 1024);
-      if (Wgmma()) lo.gemm = tl::gpu::GemmStrategy::kWgmma;
+      if (Wgmma()) {  // exactly the sm_90a variant's lowering: wgmma and TMA
+        lo.gemm = tl::gpu::GemmStrategy::kWgmma;
+        lo.tma_copies = true;
+      }
       tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, lo);
       EXPECT_TRUE(simt.ok()) << simt.status().ToString();
       if (!simt.ok()) return 0;
