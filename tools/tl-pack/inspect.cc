@@ -135,10 +135,11 @@ std::string VulkanLine(const tl::bundle::Variant* v) {
 // f16)"; empty for variants without the attribute.
 std::string GemmLine(const tl::bundle::Variant* v) {
   if (v->backend() != tl::bundle::Backend::CUDA || !v->build_attrs()) return "";
-  std::string strategy, per;
+  std::string strategy, per, why;
   for (const auto* kv : *v->build_attrs()) {
     const std::string key = Str(kv->key()), val = Str(kv->value());
     if (key == "gpu.gemm_strategy") strategy = val;
+    if (key.rfind("gpu.wgmma_note.", 0) == 0) why += (why.empty() ? "" : "; ") + val;
     const size_t at = val.find(": gemm accumulator layout ");
     if (key.rfind("gpu.note.", 0) == 0 && val.rfind("fragment ", 0) == 0 && at != std::string::npos) {
       // The instruction in parentheses after the layout (whose own text has some).
@@ -150,7 +151,8 @@ std::string GemmLine(const tl::bundle::Variant* v) {
     }
   }
   if (strategy.empty()) return "";
-  return strategy + (per.empty() ? std::string() : " (" + per + ")");
+  return strategy + (per.empty() ? std::string() : " (" + per + ")") +
+         (why.empty() ? std::string() : " [the wgmma lowering was not used: " + why + "]");
 }
 
 // CUDA TMA tensor maps the runtime encodes at launch (Launch.tensor_maps),

@@ -95,6 +95,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // uses neither, sm_90a takes the kernel above.
   std::optional<gpu::SimtKernel> k_90;
   std::optional<CudaSource> src_90;
+  std::vector<std::string> why_not_90;  // the sm_90a lowering's gemm notes when sm_90a takes the kernel above
   gpu::GpuLowerOptions l90 = lo;
   // TL_CUDA_WGMMA=0 at build time: sm_90a without wgmma (mma.sync as the
   // other archs), to bisect a device problem without changing the program.
@@ -113,6 +114,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       }
       k_90 = std::move(*kt);
       src_90 = std::move(*st);
+    } else {
+      for (const std::string& n : kt->notes) {
+        if (n.find("not wgmma") != std::string::npos) why_not_90.push_back(n);
+      }
     }
   }
   std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
@@ -197,6 +202,9 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
     }
     v->build_attrs.push_back(KV("gpu.dynamic_shared_bytes", std::to_string(k->shared_bytes)));
     for (size_t i = 0; i < k->notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), k->notes[i]));
+    if (arch == "sm_90a" && !own90) {  // why the wgmma lowering was not used
+      for (size_t i = 0; i < why_not_90.size(); ++i) v->build_attrs.push_back(KV("gpu.wgmma_note." + std::to_string(i), why_not_90[i]));
+    }
     std::sort(v->build_attrs.begin(), v->build_attrs.end(), [](const auto& a, const auto& b) { return a->key < b->key; });
     out.push_back(std::move(v));
   }
