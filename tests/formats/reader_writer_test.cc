@@ -238,9 +238,9 @@ TEST(BundleWriter, TensorMapSlotsAddTheirToken) {
     auto slot = std::make_unique<tl::bundle::ParamSlotT>();
     slot->param = bad == 2 ? 0 : -1;
     slot->tensor_map = bad == 1 ? 1 : 0;
-    slot->offset = bad == 3 ? 32 : 64;
+    slot->offset = bad == 3 ? 40 : 64;
     slot->size = 128;
-    slot->align = bad == 3 ? 32 : 64;
+    slot->align = bad == 3 ? 8 : 64;
     l.param_slots.push_back(std::move(slot));
     l.param_buffer_bytes = 192;
     auto map = std::make_unique<tl::bundle::TensorMapT>();
@@ -266,7 +266,7 @@ TEST(BundleWriter, TensorMapSlotsAddTheirToken) {
     EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
     const std::string want[] = {"", "tensor_map index 1 out of range (launch has 1 tensor maps)",
                                 "names tensor_map 0 and param 0 / symbol -1 (only one)",
-                                "tensor map slot at offset 32 of 128 bytes, expected 128 bytes at a multiple of 64",
+                                "tensor map slot at offset 40 of 128 bytes, expected 128 bytes at a multiple of 16",
                                 "tensor_maps[0]: box dim 0 is 300 (1 to 256)",
                                 "tensor_maps[0]: box has " + std::to_string(rank + 1) + " dims; parameter"};
     EXPECT_NE(out.status().message().find(want[bad]), std::string::npos) << out.status().message();

@@ -1,5 +1,6 @@
 // CUDA bundle variants; see cuda_bundle.h.
 #include "tilelang/codegen/cuda/cuda_bundle.h"
+#include "tilelang/codegen/cuda/cubin_params.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -101,8 +102,12 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // other archs), to bisect a device problem without changing the program.
   const char* wgmma_env = std::getenv("TL_CUDA_WGMMA");
   const bool wgmma = options.wgmma && !(wgmma_env && std::string(wgmma_env) == "0");
-  if (lo.async_copies && (options.tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
-    l90.tma_copies = options.tma;
+  // TL_CUDA_TMA=0 at build time keeps sm_90a's pipelined copies on cp.async
+  // (bisecting, like TL_CUDA_WGMMA=0).
+  const char* tma_env = std::getenv("TL_CUDA_TMA");
+  const bool tma = options.tma && !(tma_env && std::string(tma_env) == "0");
+  if (lo.async_copies && (tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
+    l90.tma_copies = tma;
     if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;
     StatusOr<gpu::SimtKernel> kt = gpu::LowerToSimt(f, l90);
     if (!kt.ok()) return kt.status();
@@ -160,7 +165,32 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
     }
     v->launch->dynamic_shared_bytes = static_cast<uint32_t>(k->shared_bytes);
     v->launch->warp_size = 32;
-    for (const ParamSlot& s : src->slots) {
+    // A cubin's parameter offsets are the ones ptxas chose (see
+    // cubin_params.h: a tensor map's offset depends on the arch's constant
+    // bank base); the PTX keeps the printed layout (scalars and pointers
+    // only, which every base aligns alike).
+    std::vector<ParamSlot> slots = src->slots;
+    uint32_t param_buffer_bytes = src->param_buffer_bytes;
+    if (!ptx) {
+      StatusOr<CubinParamLayout> real = ReadCubinParamLayout(code->bytes, f.name);
+      if (!real.ok()) return Status(StatusCode::kInternal, passes::Where(f, f.loc, ("CUDA " + arch + ": " + real.status().message()).c_str()));
+      if (real->params.size() != slots.size()) {
+        return Status(StatusCode::kInternal,
+                      passes::Where(f, f.loc, ("CUDA " + arch + ": the cubin has " + std::to_string(real->params.size()) +
+                                               " parameters, the printed signature " + std::to_string(slots.size())).c_str()));
+      }
+      for (size_t i = 0; i < slots.size(); ++i) {
+        if (real->params[i].size != slots[i].size) {
+          return Status(StatusCode::kInternal,
+                        passes::Where(f, f.loc, ("CUDA " + arch + ": cubin parameter " + std::to_string(i) + " has " +
+                                                 std::to_string(real->params[i].size) + " bytes, the printed signature " +
+                                                 std::to_string(slots[i].size)).c_str()));
+        }
+        slots[i].offset = real->params[i].offset;
+      }
+      param_buffer_bytes = real->buffer_bytes;
+    }
+    for (const ParamSlot& s : slots) {
       auto ps = std::make_unique<tl::bundle::ParamSlotT>();
       ps->param = static_cast<int16_t>(s.param);
       ps->offset = s.offset;
@@ -177,7 +207,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       tm->swizzle = static_cast<uint8_t>(m.swizzle);
       v->launch->tensor_maps.push_back(std::move(tm));
     }
-    v->launch->param_buffer_bytes = src->param_buffer_bytes;
+    v->launch->param_buffer_bytes = param_buffer_bytes;
     // Vectorized copies need aligned tensor bases: checked at launch.
     for (const auto& [name, align] : k->param_align) {
       for (size_t p = 0; p < f.params.size(); ++p) {

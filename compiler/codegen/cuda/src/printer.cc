@@ -161,8 +161,11 @@ class Printer {
     for (size_t i = 0; i < k_.tensor_maps.size(); ++i) {
       if (!k_.params.empty() || i) o << ", ";
       o << "const __grid_constant__ tl_tensor_map tl_tmap" << i;
+      // The printed layout's offset (64-aligned from 0) is a placeholder the
+      // bundle replaces with ptxas's (cubin_params.h: 64-aligned relative to
+      // the constant-bank base, so only 16-aligned within the buffer).
       offset = (offset + 63) / 64 * 64;
-      ParamSlot slot{-1, offset, 128, 64, -1};
+      ParamSlot slot{-1, offset, 128, 16, -1};
       slot.tensor_map = static_cast<int>(i);
       out.slots.push_back(slot);
       offset += 128;
