@@ -795,6 +795,10 @@ Status FillTensorMap(const Context& context, CudaExecutable& exec, const LaunchR
 Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream* stream, LaunchRequest request) {
   auto* exec = static_cast<CudaExecutable*>(executable.get());
   const std::string where = "kernel '" + request.kernel_name + "' variant '" + request.variant_id + "'";
+  // The context is current from here on: cuTensorMapEncodeTiled (FillTensorMap)
+  // needs one (on the H200 it answered CUDA_ERROR_INVALID_CONTEXT without).
+  ScopedContext scope(*context_);
+  TL_RETURN_IF_ERROR(scope.Enter(("launching " + where).c_str()));
   // The parameter buffer, laid out from the checked slots. 16-byte aligned
   // storage: the driver copies it, but keep vector-typed slots aligned.
   struct alignas(16) Chunk {
@@ -859,8 +863,6 @@ Status CudaDevice::Launch(const std::shared_ptr<Executable>& executable, Stream*
   size_t buffer_size = exec->param_buffer_bytes;
   void* extra[5] = {kLaunchParamBufferPointer, buffer, kLaunchParamBufferSize, &buffer_size, kLaunchParamEnd};
 
-  ScopedContext scope(*context_);
-  TL_RETURN_IF_ERROR(scope.Enter(("launching " + where).c_str()));
   TL_RETURN_IF_ERROR(CheckTensorPointers(*context_, *exec, request, where));
   const Symbols& s = context_->sym();
   void* cu_stream = stream ? static_cast<CudaStream*>(stream)->handle() : nullptr;
