@@ -71,7 +71,10 @@ W4_GROUP = 128
 # pipeline over rows_per_block row groups per block, "fragment": straight into registers (the library's
 # default). rows_per_block matters only for "pipelined".
 NORM_CONFIGS = ((1, 256, "shared", 1), (2, 256, "shared", 1), (1, 512, "shared", 1), (1, 256, "pipelined", 8),
-                (1, 512, "pipelined", 16), (2, 256, "pipelined", 8), (1, 128, "fragment", 1), (4, 128, "fragment", 1))
+                (1, 512, "pipelined", 16), (2, 256, "pipelined", 8), (1, 128, "fragment", 1), (4, 128, "fragment", 1),
+                # (..., num_stages): deeper row pipelines (more bytes in flight per SM, fewer blocks per SM)
+                (1, 256, "pipelined", 16, 3), (1, 256, "pipelined", 32, 4), (1, 128, "pipelined", 16, 3),
+                (1, 512, "pipelined", 16, 3))
 NORM_SHAPE = (16384, 8192)
 
 # --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
@@ -301,11 +304,13 @@ def norm_case(kind, M, N, configs, dtype="bfloat16", eps=1e-6):
     from kernels import norm
 
     def program(cfg):
-        bm, threads, stage, rows = cfg
+        bm, threads, stage, rows = cfg[:4]
+        stages = cfg[4] if len(cfg) > 4 else 2
         if kind == "rmsnorm":
             return norm.rms_norm(M, N, eps=eps, dtype=dtype, block_M=bm, threads=threads, stage=stage,
-                                 rows_per_block=rows)
-        return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage, rows_per_block=rows)
+                                 rows_per_block=rows, num_stages=stages)
+        return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage, rows_per_block=rows,
+                            num_stages=stages)
 
     def make(be, rng):
         x = {"X": be.randn((M, N), dtype, rng, scale=2.0)}
