@@ -21,6 +21,12 @@
 #   is printed last. A kernel missing from the cache is compiled there when the machine has NVRTC
 #   (its line then shows a load time of seconds, not milliseconds: "load_s" in the JSON).
 #   Exit status: that of the script (0 unless it crashed; rows whose configs all failed are listed).
+#
+# ncu profiles (issue #11 asks what limits a missed target), after build, in a device call:
+#     run(command="bash tools/device/hopper_bench.sh profile", carry=[".gpu"], timeout_s=600)
+#   ncu on one launch each of the GEMM bf16 4096^3 and 8192x8192x1024 (128x128x64, 256 threads, 3
+#   stages) and FlashAttention bf16 D=128 (64x64, 128 threads, 2 stages) kernels through
+#   tools/bench/profile_kernel.py; $OUT/ncu_*.txt, the key lines printed.
 set -u -o pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -83,8 +89,10 @@ build() {
   return "$rc"
 }
 
-run() {
-  local out=${OUT:-/tmp/hopper-bench-out} d py=
+# The device side's environment: $out, $py (a python3 with torch), LD_LIBRARY_PATH; 1 without torch.
+device_env() {
+  out=${OUT:-/tmp/hopper-bench-out} py=
+  local d
   mkdir -p "$out"
   export LD_LIBRARY_PATH=$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1
@@ -102,6 +110,11 @@ run() {
     echo "the binding does not load with the device's libraries ($(head -c 300 "$out/ldd_probe.txt")); adding lib-fallback"
     export LD_LIBRARY_PATH=$stage/lib:$stage/lib-fallback:$LD_LIBRARY_PATH
   fi
+}
+
+run() {
+  local out py
+  device_env || return 1
   echo "=== hopper benchmarks (tools/bench/hopper_bench.py, $py) ==="
   (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout 540 "$py" tools/bench/hopper_bench.py \
     --json "$out/hopper_bench.json") 2>&1 | tee "$out/hopper_bench.log"
@@ -111,12 +124,46 @@ run() {
   return "$rc"
 }
 
+# ncu (Nsight Compute) on one launch of the best GEMM and FlashAttention configs of the last run
+# (tools/bench/profile_kernel.py; the kernels are in the precompiled cache): speed of light, warp
+# state (stall reasons), occupancy, launch stats. $OUT/ncu_<name>.txt; skipped with a note when the
+# machine has no ncu.
+profile() {
+  local out py ncu=
+  device_env || return 1
+  for d in "$(command -v ncu 2>/dev/null)" /usr/local/cuda/bin/ncu /usr/local/cuda-13*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    if [ -n "$d" ] && [ -x "$d" ]; then ncu=$d; break; fi
+  done
+  if [ -z "$ncu" ]; then
+    echo "profile: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
+  fi
+  echo "=== ncu: $ncu ==="
+  local name
+  while read -r name args; do
+    [ -n "$name" ] || continue
+    echo "=== ncu $name: profile_kernel.py $args ==="
+    (cd "$repo" && bench_env && timeout 150 "$ncu" --target-processes all -k regex:main --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      "$py" tools/bench/profile_kernel.py $args) >"$out/ncu_$name.txt" 2>&1
+    echo "rc=$?" >>"$out/ncu_$name.txt"
+    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issued Warp|rc=|ERR|Error" \
+      "$out/ncu_$name.txt" | head -40
+  done <<'LIST'
+gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 128 64 256 3
+gemm_bf16_8192x1024 gemm 8192 8192 1024 bfloat16 128 128 64 256 3
+fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
+LIST
+}
+
 case "${1:-}" in
   build) build ;;
+  profile) profile ;;
   run) run ;;
   *)
     echo "usage: $0 build   (here: stage .gpu/ and precompile the benchmark kernels)" >&2
     echo "       $0 run     (on the device machine, with .gpu carried)" >&2
+    echo "       $0 profile (on the device machine: ncu on the best GEMM / FlashAttention configs)" >&2
     exit 2
     ;;
 esac

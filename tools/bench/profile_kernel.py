@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""One of our benchmark kernels, launched a few times on the GPU, for a profiler (ncu) to look at.
+
+  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER]
+  python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
+
+The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
+"cuda"), so a config the bench precompiled is a cache hit), the inputs are random torch tensors on
+cuda:0, and the kernel runs `--reps` times (default 3). tools/device/hopper_bench.sh profile runs
+it under `ncu --launch-skip 1 --launch-count 1` (the second launch: the first one loads the module).
+"""
+import argparse
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, REPO)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("kind", choices=("gemm", "attention"))
+    ap.add_argument("args", nargs="+")
+    ap.add_argument("--reps", type=int, default=3)
+    a = ap.parse_args()
+    import torch
+    import tilelang
+    dev = torch.device("cuda", 0)
+    if a.kind == "gemm":
+        from kernels import gemm
+        M, N, K = (int(v) for v in a.args[:3])
+        dtype = a.args[3]
+        bm, bn, bk, threads, stages = (int(v) for v in a.args[4:9])
+        raster = int(a.args[9]) if len(a.args) > 9 else 0
+        prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
+                           num_stages=stages, threads=threads, raster=raster)
+        t = getattr(torch, dtype)
+        args = [torch.randn((M, K), device=dev, dtype=t), torch.randn((K, N), device=dev, dtype=t),
+                torch.empty((M, N), device=dev, dtype=t)]
+    else:
+        from kernels import attention
+        B, H, S, D = (int(v) for v in a.args[:4])
+        causal = a.args[4].lower() in ("1", "true", "causal")
+        bm, bn, threads, stages = (int(v) for v in a.args[5:9])
+        prog = attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
+                                         num_stages=stages, dtype="bfloat16")
+        args = [torch.randn((B, H, S, D), device=dev, dtype=torch.bfloat16) for _ in range(3)]
+        args.append(torch.empty((B, H, S, D), device=dev, dtype=torch.bfloat16))
+    k = tilelang.compile(prog, target="cuda")
+    for _ in range(a.reps):
+        k(*args)
+    torch.cuda.synchronize()
+    print(f"profile_kernel: {a.kind} {' '.join(a.args)}: {a.reps} launches done")
+
+
+if __name__ == "__main__":
+    main()
