@@ -262,6 +262,7 @@ class Parser {
     scopes_.emplace_back();
     for (const Param& p : f.params) Define(p.name, NameInfo{p.dtype, p.kind == Param::Kind::kTensor});
     for (const Symbol& s : f.symbols) Define(s.name, NameInfo{s.dtype, false});
+    sources_ = &f.sources;  // `import_source "..."` lines at the function's top level
     f.body = ParseBlock(f.loc, {});
     scopes_.clear();
     return f;
@@ -300,11 +301,21 @@ class Parser {
     scopes_.emplace_back();
     for (const auto& [name, info] : names) Define(name, info);
     loc_stack_.push_back(loc);
+    std::vector<std::string>* sources = sources_;  // only the function's own block takes them
+    sources_ = nullptr;
     Block block;
     while (true) {
       while (Peek().kind == TokKind::kNewline || Peek().IsPunct(";")) Next();
       if (AcceptPunct("}")) break;
       if (Peek().kind == TokKind::kEof) Expected("'}'");
+      if (Peek().IsIdent("import_source") && !Peek(1).IsPunct("=") && !Peek(1).IsPunct("[")) {
+        if (!sources) Fail(Peek(), "expected import_source only at the top level of a function, found it nested");
+        Next();
+        if (Peek().kind != TokKind::kString) Expected("the imported source as a string after 'import_source'");
+        sources->push_back(Next().text);
+        ExpectStmtEnd("end of line after the imported source");
+        continue;
+      }
       block.push_back(ParseStmt());
     }
     loc_stack_.pop_back();
@@ -398,13 +409,41 @@ class Parser {
       s.node = Sync{};
     } else if (t.text == "hint") {
       s.node = ParseHint();
+    } else if (t.text == "call_extern") {
+      s.node = ParseCallExtern();
     } else {
       Expected(
           "a statement (kernel, alloc, var, let, for, parallel, if, copy, fill, gemm, reduce, cumsum, "
-          "atomic_add, sync, hint, NAME = ..., NAME[...] = ...)");
+          "atomic_add, sync, hint, call_extern, NAME = ..., NAME[...] = ...)");
     }
     s.loc = ParseOptLoc();
     return s;
+  }
+
+  // `call_extern DTYPE NAME(ARG, ...)`, each ARG an expression or `&BUF[i, ...]`.
+  CallExtern ParseCallExtern() {
+    Next();
+    CallExtern c;
+    c.dtype = ExpectDType();
+    c.name = ExpectIdent("the extern function's name");
+    ExpectPunct("(");
+    if (!AcceptPunct(")")) {
+      do {
+        ExternArg a;
+        if (AcceptPunct("&")) {
+          a.address = true;
+          const auto [name, info] = ExpectBuffer();
+          ExpectPunct("[");
+          std::vector<Expr> indices = ParseExprList("]");
+          a.value = MakeLoad(name, std::move(indices), info.dtype);
+        } else {
+          a.value = ParseExpr();
+        }
+        c.args.push_back(std::move(a));
+      } while (AcceptPunct(","));
+      if (!AcceptPunct(")")) Expected("',' or ')'");
+    }
+    return c;
   }
 
   Assign ParseAssign() {
@@ -932,6 +971,7 @@ class Parser {
   }
 
   std::vector<Token> toks_;
+  std::vector<std::string>* sources_ = nullptr;  // the function being parsed (its top-level block only)
   std::string filename_;
   size_t pos_ = 0;
   size_t stmt_start_ = 0;  // first token of the statement being parsed

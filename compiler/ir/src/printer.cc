@@ -161,6 +161,11 @@ class Printer {
     }
     PrintLoc(f.loc);
     out_ += " {\n";
+    for (const std::string& src : f.sources) {
+      out_ += "  import_source ";
+      AppendQuoted(out_, src);
+      out_ += '\n';
+    }
     PrintBlock(f.body, 1);
     out_ += "}\n";
   }
@@ -378,6 +383,16 @@ class Printer {
         case HintArg::Kind::kString: AppendQuoted(out_, a.text); break;
       }
     }
+  }
+
+  void PrintStmtNode(const CallExtern& c, const std::optional<Loc>&, int) {
+    out_ += std::string("call_extern ") + DTypeName(c.dtype) + " " + c.name + "(";
+    for (size_t i = 0; i < c.args.size(); ++i) {
+      if (i) out_ += ", ";
+      if (c.args[i].address) out_ += '&';
+      PrintExpr(c.args[i].value);
+    }
+    out_ += ')';
   }
 
   // --- expressions ---

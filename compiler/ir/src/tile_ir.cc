@@ -145,6 +145,7 @@ const char* StmtKindName(StmtKind k) {
   static constexpr const char* kNames[] = {
       "kernel", "alloc", "var",    "let",    "store",  "assign",     "for",        "parallel", "if",
       "copy",   "fill",  "gemm",   "reduce", "cumsum", "atomic_add", "atomic_add", "sync",     "hint",
+      "call_extern",
   };
   return kNames[static_cast<int>(k)];
 }
@@ -439,6 +440,9 @@ void ForEachExprOfImpl(StmtT& s, Fn&& fn) {
           region(n.a);
           region(n.b);
           region(n.c);
+        } else if constexpr (std::is_same_v<N, CallExtern>) {
+          // An address argument is passed as its Load (the element named).
+          for (auto& a : n.args) fn(a.value);
         }
         // Sync, Hint: no expressions.
       },

@@ -6,6 +6,7 @@
 // errors rather than stopping at the first. Each error reads
 //   @FUNC: STMT_KIND at PY_FILE:PY_LINE: WHAT: expected X, found Y
 // where the location is the statement's own, else the nearest enclosing one.
+#include <cctype>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -620,7 +621,7 @@ class FunctionVerifier {
     for (const Stmt& s : b) {
       StmtKind k = Kind(s);
       // Element atomics are safe across iterations by definition.
-      if (k == StmtKind::kStore || k == StmtKind::kLet || k == StmtKind::kAtomicAdd) continue;
+      if (k == StmtKind::kStore || k == StmtKind::kLet || k == StmtKind::kAtomicAdd || k == StmtKind::kCallExtern) continue;
       if (const auto* i = As<If>(s)) {
         CheckParallelBody(i->then_body);
         CheckParallelBody(i->else_body);
@@ -808,6 +809,54 @@ class FunctionVerifier {
 
   void VerifyNode(const Sync&) { RequireInKernel(); }
   void VerifyNode(const Hint&) {}
+
+  // The callee must be defined by the function's imported source (a whole
+  // identifier occurrence: the source is opaque C++, not parsed here);
+  // address arguments name elements of on-chip buffers (shared, fragment,
+  // local).
+  void VerifyNode(const CallExtern& c) {
+    RequireInKernel();
+    if (!IsIdentifier(c.name)) Error("call_extern: expected an identifier as function name, found '" + c.name + "'");
+    if (f_.sources.empty()) {
+      Error("call_extern " + c.name + ": expected source imported with T.import_source defining '" + c.name +
+            "', found no imported source");
+    } else if (!DefinedInSources(c.name)) {
+      Error("call_extern " + c.name + ": expected a function named '" + c.name +
+            "' in the imported source (T.import_source), found no such name in " + std::to_string(f_.sources.size()) +
+            " imported text(s)");
+    }
+    for (size_t i = 0; i < c.args.size(); ++i) {
+      const ExternArg& a = c.args[i];
+      if (!a.address) {
+        CheckExpr(a.value);
+        continue;
+      }
+      const auto* l = As<Load>(a.value);
+      if (!l) {
+        Error("call_extern " + c.name + " argument " + std::to_string(i) + ": expected &BUFFER[...], found " +
+              ExprKindName(Kind(a.value)));
+        continue;
+      }
+      const Def* d = ResolveBuffer(l->buffer, "call_extern address");
+      CheckIndices(l->buffer, d, l->indices);
+      if (d && d->scope == MemScope::kGlobal) {
+        Error("call_extern " + c.name + " argument " + std::to_string(i) + ": expected the address of a shared, " +
+              "fragment or local buffer element, found tensor parameter '" + l->buffer + "'");
+      }
+    }
+  }
+
+  bool DefinedInSources(const std::string& name) const {
+    auto ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+    for (const std::string& src : f_.sources) {
+      for (size_t at = src.find(name); at != std::string::npos; at = src.find(name, at + 1)) {
+        const bool start = at == 0 || !ident(src[at - 1]);
+        const bool end = at + name.size() >= src.size() || !ident(src[at + name.size()]);
+        if (start && end) return true;
+      }
+    }
+    return false;
+  }
 
   const Function& f_;
   std::vector<std::string>& errors_;

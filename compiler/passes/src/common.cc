@@ -12,6 +12,19 @@ std::string Where(const ir::Function& f, const std::optional<ir::Loc>& loc, cons
   return s + ": ";
 }
 
+Status RejectExternCalls(const ir::Function& f, const char* target) {
+  std::optional<Status> found;
+  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+    const auto* c = ir::As<ir::CallExtern>(s);
+    if (!c || found) return;
+    found = Status(StatusCode::kUnimplemented,
+                   Where(f, s.loc, "call_extern") +
+                       "T.call_extern with imported CUDA source runs only on CUDA targets: kernel '" + f.name +
+                       "' calls extern function '" + c->name + "', target " + target);
+  });
+  return found ? *found : Status::Ok();
+}
+
 Status CheckSingleKernel(const ir::Function& f) {
   int kernels = 0;
   for (const ir::Stmt& s : f.body) {

@@ -70,7 +70,7 @@ TEST(Text, AllKindsCoversEveryConstruct) {
       });
     });
   }
-  EXPECT_EQ(stmts.size(), static_cast<size_t>(StmtKind::kHint) + 1);
+  EXPECT_EQ(stmts.size(), static_cast<size_t>(StmtKind::kCallExtern) + 1);
   EXPECT_EQ(exprs.size(), static_cast<size_t>(ExprKind::kCall) + 1);
   EXPECT_EQ(calls.size(), static_cast<size_t>(CallOp::kCeilDiv) + 1);
   EXPECT_EQ(binaries.size(), static_cast<size_t>(BinaryOp::kOr) + 1);

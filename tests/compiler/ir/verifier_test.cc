@@ -7,6 +7,7 @@ namespace tl::ir {
 namespace {
 
 using testing::MustParse;
+using testing::ParseError;
 using testing::VerifyError;
 using testing::WrapKernelBody;
 
@@ -248,6 +249,44 @@ TEST(Verify, IrBuiltByPasses) {
             "@two: let at p.py:8: reference to 'b1': expected dtype i32 (its definition), found i64\n"
             "@two: store at p.py:11: float literal: expected a value of f32, found 0.1:f64, which f32 cannot hold\n"
             "@two: let at p.py:12: expected an identifier as name, found 'not a name'");
+}
+
+
+// T.call_extern: the callee must be in the function's imported source, and
+// addresses name on-chip buffer elements.
+std::string ExternModule(const std::string& sources, const std::string& body) {
+  return "tileir 1\n\nfunc @t(A: tensor[64, 64] f32) loc(\"t.py\", 1) {\n" + sources +
+         "  kernel grid(1) threads(128) -> (bx) loc(\"t.py\", 2) {\n    alloc L: local[8] f16\n" + body +
+         "  }\n}\n";
+}
+
+TEST(Verify, CallExtern) {
+  const std::string src = "  import_source \"__device__ void decode(void* a, float s) {}\\n\"\n";
+  Module ok = MustParse(ExternModule(src, "    call_extern f16 decode(&L[2], 1.0:f32) loc(\"k.py\", 7)\n"));
+  EXPECT_TRUE(Verify(ok).ok()) << Verify(ok).message();
+  ASSERT_EQ(ok.functions[0].sources.size(), 1u);
+  EXPECT_EQ(ok.functions[0].sources[0], "__device__ void decode(void* a, float s) {}\n");
+  EXPECT_EQ(VerifyError(ExternModule("", "    call_extern f16 decode(&L[0]) loc(\"k.py\", 7)\n")),
+            "@t: call_extern at k.py:7: call_extern decode: expected source imported with T.import_source "
+            "defining 'decode', found no imported source");
+  // `decoder` is not `decode`: whole identifiers only.
+  EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decoder(&L[0]) loc(\"k.py\", 7)\n")),
+            "@t: call_extern at k.py:7: call_extern decoder: expected a function named 'decoder' in the imported "
+            "source (T.import_source), found no such name in 1 imported text(s)");
+  EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decode(&A[0, 0]) loc(\"k.py\", 7)\n")),
+            "@t: call_extern at k.py:7: call_extern decode argument 0: expected the address of a shared, fragment or "
+            "local buffer element, found tensor parameter 'A'");
+  EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decode(&L[0, 1]) loc(\"k.py\", 7)\n")),
+            "@t: call_extern at k.py:7: 'L' has rank 1: expected 1 indices, found 2");
+}
+
+TEST(Parse, ImportSourceOnlyAtFunctionTopLevel) {
+  EXPECT_EQ(ParseError(ExternModule("", "    import_source \"x\"\n")),
+            "test.tir:6:5: expected import_source only at the top level of a function, found it nested (at t.py:2)");
+  EXPECT_EQ(ParseError(ExternModule("  import_source 3\n", "")),
+            "test.tir:4:17: expected the imported source as a string after 'import_source', found integer '3' (at t.py:1)");
+  EXPECT_EQ(ParseError(ExternModule("  import_source \"f\"\n", "    call_extern f16 f(&x)\n")),
+            "test.tir:7:24: undefined name 'x' (at t.py:2)");
 }
 
 }  // namespace

@@ -432,6 +432,7 @@ void Emitter::EmitStmt(const ir::Stmt& s) {
     }
     case ir::StmtKind::kSync: Line("// sync: a block is one call on the CPU; nothing to wait for"); return;
     case ir::StmtKind::kHint: Line("// hint " + ir::As<ir::Hint>(s)->name + " (ignored on the CPU)"); return;
+    case ir::StmtKind::kCallExtern: Fail(s, "T.call_extern runs only on CUDA targets"); return;  // LowerFunction rejects it first
   }
 }
 

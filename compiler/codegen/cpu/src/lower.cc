@@ -9,6 +9,7 @@ namespace tl::codegen::cpu {
 StatusOr<CpuKernel> LowerFunction(const ir::Function& input, const CpuLowerOptions& options) {
   TL_RETURN_IF_ERROR(ir::Verify(input));
   TL_RETURN_IF_ERROR(passes::CheckSingleKernel(input));
+  TL_RETURN_IF_ERROR(passes::RejectExternCalls(input, "cpu"));
   ir::Function f = input;
   TL_RETURN_IF_ERROR(passes::MakeRegionsExplicit(f));
   passes::GuardTensorAccesses(f);

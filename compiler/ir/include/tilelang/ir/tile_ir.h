@@ -449,18 +449,39 @@ struct Hint {
   bool operator==(const Hint&) const = default;
 };
 
+// One argument of an extern call: a value, or (`address`) the address of the
+// buffer element `value` names, which is then a Load (`&NAME[i, ...]`).
+struct ExternArg {
+  bool address = false;
+  Expr value;
+  bool operator==(const ExternArg&) const = default;
+};
+
+// `call_extern DTYPE NAME(ARG, ...)`: upstream's T.call_extern of a device
+// function from the function's imported source (Function::sources), run by
+// each thread that reaches it (outside T.Parallel: every thread of the
+// block; inside: once per iteration). `dtype` is the declared result type;
+// the result is not used (a statement). Only the CUDA backend runs it.
+struct CallExtern {
+  DType dtype = DType::kI32;
+  std::string name;
+  std::vector<ExternArg> args;
+  bool operator==(const CallExtern&) const = default;
+};
+
 // Alternative order is the order of StmtKind.
 enum class StmtKind : uint8_t {
   kKernel, kAlloc, kVarDecl, kLet, kStore, kAssign, kFor, kParallel, kIf,
-  kCopy, kFill, kGemm, kReduce, kCumsum, kAtomicAdd, kAtomicAddTile, kSync, kHint,
+  kCopy, kFill, kGemm, kReduce, kCumsum, kAtomicAdd, kAtomicAddTile, kSync, kHint, kCallExtern,
 };
 // The statement's keyword: "kernel", "alloc", "var", "let", "store",
-// "assign", "for", "parallel", "if", "copy", ..., "atomic_add", "sync", "hint".
+// "assign", "for", "parallel", "if", "copy", ..., "atomic_add", "sync", "hint",
+// "call_extern".
 const char* StmtKindName(StmtKind k);
 
 struct Stmt {
   std::variant<Kernel, Alloc, VarDecl, Let, Store, Assign, For, Parallel, If, Copy, Fill, Gemm, Reduce,
-               Cumsum, AtomicAdd, AtomicAddTile, Sync, Hint>
+               Cumsum, AtomicAdd, AtomicAddTile, Sync, Hint, CallExtern>
       node;
   std::optional<Loc> loc;
   bool operator==(const Stmt&) const = default;
@@ -500,6 +521,10 @@ struct Function {
   std::vector<Symbol> symbols;
   Block body;  // kernel statements only (after Verify)
   std::optional<Loc> loc;
+  // Device source imported with T.import_source (`import_source "..."` at
+  // the top of the body), in order, each text once: the CUDA printer emits
+  // it verbatim before the kernel; call_extern statements call into it.
+  std::vector<std::string> sources;
   bool operator==(const Function&) const = default;
 };
 

@@ -38,6 +38,12 @@ std::string Where(const ir::Function& f, const std::optional<ir::Loc>& loc, cons
 // statement (one bundle Kernel = one launch for now).
 Status CheckSingleKernel(const ir::Function& f);
 
+// In: verified function. Out: unchanged; fails with kUnimplemented at the
+// first `call_extern` (T.call_extern into T.import_source'd CUDA source),
+// naming the kernel, the extern function, its source line and `target`:
+// only the CUDA backend compiles imported source.
+Status RejectExternCalls(const ir::Function& f, const char* target);
+
 // The function's only kernel statement (after CheckSingleKernel).
 const ir::Kernel& TheKernel(const ir::Function& f);
 const ir::Stmt& TheKernelStmt(const ir::Function& f);
