@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 namespace tl::gpu::test {
@@ -87,6 +88,34 @@ struct Machine {
   };
   std::map<std::string, std::vector<Mbar>> mbars = {};
 
+  // wgmma groups in flight (SWgmma with wait_pending > 0), oldest first. A
+  // group runs when a wait_group retires it (the latest the hardware may read
+  // its operands and write its accumulator), with the descriptor starts its
+  // threads evaluated at issue. Until then a write of any shared element it
+  // reads (TMA, cp.async or a store) and any access of its accumulator is an
+  // error: the race the hardware would have, reported where it happens.
+  struct WgmmaGroup {
+    const SWgmma* n = nullptr;
+    std::vector<int64_t> a_start, b_start;  // [ks * warpgroups + wg]
+    std::map<std::string, std::set<int64_t>> reads;  // shared elements it reads
+  };
+  std::vector<WgmmaGroup> wgmma_groups = {};
+  bool wgmma_running = false;
+
+  void CheckWgmmaWar(const std::string& buf, int64_t i0, int64_t count, const char* what) {
+    for (const WgmmaGroup& g : wgmma_groups) {
+      auto it = g.reads.find(buf);
+      if (it == g.reads.end()) continue;
+      for (int64_t i = i0; i < i0 + count; ++i) {
+        if (it->second.count(i) && error.empty()) {
+          error = std::string(what) + " writes " + buf + "[" + std::to_string(i) +
+                  "] while a wgmma group reading it is in flight (no wait_group retired it)";
+          return;
+        }
+      }
+    }
+  }
+
   Mbar* BarAt(const std::string& name, const Expr& index, size_t t) {
     const int64_t i = static_cast<int64_t>(Eval(index, t));
     auto it = mbars.find(name);
@@ -160,6 +189,7 @@ struct Machine {
       for (size_t d = 0; d < rank; ++d) lin = lin * shape[d] + idx[d];
       const double v = inside ? src.at(static_cast<size_t>(lin)) : 0.0;
       const int64_t at = dst0 + SwizzleOffset(m.swizzle, e * esize) / esize;
+      CheckWgmmaWar(n.dst, at, 1, "TMA copy");
       bar->data.push_back(PendingCopy{n.dst, at, {v}});
     }
     bar->expected += n.bytes;  // expect_tx, then the engine's complete_tx
@@ -173,6 +203,7 @@ struct Machine {
       if (!mask[t]) continue;
       const int64_t d = static_cast<int64_t>(Eval(n.dst_index, t));
       const bool valid = !n.src_valid || Eval(*n.src_valid, t) != 0;
+      CheckWgmmaWar(n.dst, d, lanes, "cp.async");
       PendingCopy c{n.dst, d, std::vector<double>(static_cast<size_t>(lanes), 0.0)};
       if (valid) {
         const int64_t si = static_cast<int64_t>(Eval(n.src_index, t));
@@ -205,6 +236,13 @@ struct Machine {
   }
 
   std::vector<double>& Buf(const std::string& name, size_t t) {
+    if (!wgmma_running) {
+      for (const WgmmaGroup& g : wgmma_groups) {
+        if (g.n->c == name && error.empty()) {
+          error = "accumulator " + name + " accessed while a wgmma group writing it is in flight (no wait_group retired it)";
+        }
+      }
+    }
     auto sp = spaces.find(name);
     if (sp != spaces.end() && sp->second == Space::kRegister) return regs[t][name];
     if (sp != spaces.end() && sp->second == Space::kShared) return shared[name];
@@ -341,6 +379,7 @@ struct Machine {
     for (size_t t = 0; t < mask.size(); ++t) {
       if (!mask[t]) continue;
       std::vector<double>& b = Buf(name, t);
+      if (!reg) CheckWgmmaWar(name, w[t].first, 1, "a store");
       if (w[t].first < 0 || w[t].first >= static_cast<int64_t>(b.size())) {
         error = "out-of-bounds store " + name + "[" + std::to_string(w[t].first) + "] (size " + std::to_string(b.size()) + ")";
         return;
@@ -348,7 +387,6 @@ struct Machine {
       double& slot = b[static_cast<size_t>(w[t].first)];
       // Registers of f16/bf16 hold rounded f32 values, like the printed code.
       slot = Round(atomic ? slot + w[t].second : w[t].second, dt);
-      (void)reg;
     }
   }
 
@@ -557,6 +595,51 @@ struct Machine {
               " warpgroups, n = " + std::to_string(n.n);
       return;
     }
+    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
+      error = "wgmma: operand starts do not match k_steps";
+      return;
+    }
+    if (n.wait_pending < 0) {
+      error = "wgmma: wait_group " + std::to_string(n.wait_pending);
+      return;
+    }
+    // The descriptors' starts as the threads evaluate them at issue.
+    WgmmaGroup g;
+    g.n = &n;
+    for (int64_t ks = 0; ks < n.k_steps; ++ks)
+    for (int64_t wg = 0; wg < n.warpgroups; ++wg) {
+      const size_t t0 = static_cast<size_t>(wg * 128);
+      const Expr& sa = n.a.starts[static_cast<size_t>(ks)];
+      const Expr& sb = n.b.starts[static_cast<size_t>(ks)];
+      const int64_t a_start = static_cast<int64_t>(Eval(sa, t0)), b_start = static_cast<int64_t>(Eval(sb, t0));
+      for (size_t t = t0; t < t0 + 128; ++t) {  // warpgroup-uniform operands
+        if (Eval(sa, t) != a_start || Eval(sb, t) != b_start) {
+          error = "wgmma: descriptor starts differ between lanes of a warpgroup";
+          return;
+        }
+      }
+      g.a_start.push_back(a_start);
+      g.b_start.push_back(b_start);
+    }
+    // In flight until a wait retires it: its operands are read, its accumulator written then.
+    WgmmaRun(&g, true);
+    if (!error.empty()) return;
+    wgmma_groups.push_back(std::move(g));
+    WgmmaRetire(n.wait_pending);
+  }
+  // wait_group `pending`: run the oldest groups until at most `pending` remain.
+  void WgmmaRetire(int64_t pending) {
+    while (static_cast<int64_t>(wgmma_groups.size()) > pending && error.empty()) {
+      WgmmaGroup g = std::move(wgmma_groups.front());
+      wgmma_groups.erase(wgmma_groups.begin());
+      wgmma_running = true;
+      WgmmaRun(&g, false);
+      wgmma_running = false;
+    }
+  }
+  // One group: with `dry`, only records the shared elements it reads.
+  void WgmmaRun(WgmmaGroup* g, bool dry) {
+    const SWgmma& n = *g->n;
     // Shared byte -> operand value, only inside the operand's own buffer.
     auto read = [&](const SWgmmaOperand& op, uint32_t byte) -> double {
       const SimtBuffer* b = nullptr;
@@ -569,24 +652,14 @@ struct Machine {
         error = "wgmma: descriptor of " + op.buffer + " reaches shared byte " + std::to_string(byte) + " outside it";
         return 0;
       }
+      if (dry) g->reads[op.buffer].insert(rel / e);
       return shared[op.buffer][static_cast<size_t>(rel / e)];
     };
-    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
-      error = "wgmma: operand starts do not match k_steps";
-      return;
-    }
     for (int64_t ks = 0; ks < n.k_steps && error.empty(); ++ks)
     for (int64_t wg = 0; wg < n.warpgroups && error.empty(); ++wg) {
       const size_t t0 = static_cast<size_t>(wg * 128);
-      const Expr& sa = n.a.starts[static_cast<size_t>(ks)];
-      const Expr& sb = n.b.starts[static_cast<size_t>(ks)];
-      const int64_t a_start = static_cast<int64_t>(Eval(sa, t0)), b_start = static_cast<int64_t>(Eval(sb, t0));
-      for (size_t t = t0; t < t0 + 128; ++t) {  // warpgroup-uniform operands
-        if (Eval(sa, t) != a_start || Eval(sb, t) != b_start) {
-          error = "wgmma: descriptor starts differ between lanes of a warpgroup";
-          return;
-        }
-      }
+      const size_t at = static_cast<size_t>(ks * n.warpgroups + wg);
+      const int64_t a_start = g->a_start[at], b_start = g->b_start[at];
       for (int64_t j = 0; j < n.m_tiles && error.empty(); ++j) {
         const int64_t qa = j * n.warpgroups + wg;
         const WgmmaDescFields da = DecodeWgmmaDesc(
@@ -610,7 +683,7 @@ struct Machine {
               B[kk * n.n + x] = read(n.b, WgmmaElementByte(db, n.b.mn_major, eb, x, kk));
             }
           }
-          if (!error.empty()) return;
+          if (!error.empty() || dry) continue;
           for (int64_t tw = 0; tw < 128; ++tw) {
             const int64_t wi = tw / 32, l = tw % 32;
             std::vector<double>& C = Buf(n.c, t0 + static_cast<size_t>(tw));
@@ -730,6 +803,17 @@ struct Machine {
             }
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
             if constexpr (std::is_same_v<T, SWgmma>) Wgmma(n, mask);
+            if constexpr (std::is_same_v<T, SWgmmaWait>) {
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (!mask[t] && error.empty()) error = "wgmma.wait_group under divergence (thread " + std::to_string(t) + " inactive)";
+              }
+              WgmmaRetire(n.pending);
+            }
+            if constexpr (std::is_same_v<T, SCallExtern>) {
+              // External (T.import_source) code is opaque here: say so instead of skipping it.
+              error = "extern call " + n.name + ": the SIMT interpreter cannot run T.import_source code (only the GPU can)";
+              return;
+            }
             if constexpr (std::is_same_v<T, SMbarInit>) {
               std::vector<Mbar>& v = mbars[n.bar];
               v.assign(static_cast<size_t>(n.count), Mbar{});
@@ -835,6 +919,7 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
         m.open_copies.assign(T, {});
         m.copy_groups.assign(T, {});
         m.mbars.clear();
+        m.wgmma_groups.clear();
         for (const SimtBuffer& b : k.buffers) {
           // Uninitialized memory is NaN, so reading it before writing shows.
           if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
@@ -843,6 +928,10 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
         m.Exec(k.body, std::vector<uint8_t>(T, 1));
         for (size_t t = 0; t < T && m.error.empty(); ++t) {
           if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
+        }
+        if (m.error.empty() && !m.wgmma_groups.empty()) {
+          m.error = std::to_string(m.wgmma_groups.size()) + " wgmma group(s) of " + m.wgmma_groups.front().n->c +
+                    " never retired by a wait_group";
         }
         for (const auto& [name, bars] : m.mbars) {
           for (const auto& b : bars) {

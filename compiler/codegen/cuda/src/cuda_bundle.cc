@@ -72,6 +72,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = budget;
   lo.symbol_params = true;  // the CUDA runtime fills ParamSlot.symbol slots
+  lo.extern_calls = true;   // T.call_extern into T.import_source'd CUDA source
   // Tensor cores (mma.sync) when every requested arch is sm_80 or later.
   bool mma = !archs.empty();
   for (const std::string& a : archs) {

@@ -129,6 +129,13 @@ class Printer {
     o << kPrelude;
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
+    if (!k_.sources.empty()) {
+      // T.import_source: compiled in this unit as written. `uint` (a host
+      // typedef NVRTC lacks) is what upstream's decode helpers are written in.
+      o << "\n// Imported with T.import_source (verbatim).\ntypedef unsigned int uint;\n";
+      for (const std::string& src : k_.sources) o << src << (src.empty() || src.back() != '\n' ? "\n" : "");
+      o << "// End of imported source.\n";
+    }
     o << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads << ") " << k_.name << "(";
     uint32_t offset = 0;
@@ -192,6 +199,9 @@ class Printer {
       if (b.space == gpu::Space::kShared) {
         o << "  " << StorageType(b.dtype) << "* " << b.name << " = reinterpret_cast<" << StorageType(b.dtype)
           << "*>(tl_smem + " << b.shared_offset << ");\n";
+      } else if (k_.addressed.count(b.name)) {
+        // Passed to an extern function: the elements as the dtype's bytes.
+        o << "  __align__(16) " << StorageType(b.dtype) << " " << b.name << "[" << b.elements << "];\n";
       } else {
         o << "  " << ValueType(b.dtype) << " " << b.name << "[" << b.elements << "];\n";
       }
@@ -237,7 +247,7 @@ class Printer {
 
   std::string LoadOf(const std::string& name, const std::string& idx, DType t) {
     auto it = bufs_.find(name);
-    const bool reg = it != bufs_.end() && it->second->space == gpu::Space::kRegister;
+    const bool reg = it != bufs_.end() && it->second->space == gpu::Space::kRegister && !k_.addressed.count(name);
     const std::string raw = name + "[" + idx + "]";
     if (reg || !Is16F(t)) return raw;
     return (t == DType::kF16 ? "tl_h2f(" : "tl_bf2f(") + raw + ")";
@@ -323,7 +333,7 @@ class Printer {
   // The value to store into a slot of dtype t held in `space`.
   std::string StoreVal(const std::string& name, DType t, const std::string& v) {
     auto it = bufs_.find(name);
-    const bool reg = it != bufs_.end() && it->second->space == gpu::Space::kRegister;
+    const bool reg = it != bufs_.end() && it->second->space == gpu::Space::kRegister && !k_.addressed.count(name);
     if (!Is16F(t)) return v;
     if (reg) return (t == DType::kF16 ? "tl_rh(" : "tl_rbf(") + v + ")";
     return (t == DType::kF16 ? "tl_f2h(" : "tl_f2bf(") + v + ")";
@@ -405,6 +415,10 @@ class Printer {
               o << pad << "// " << n.text << "\n";
             } else if constexpr (std::is_same_v<T, gpu::SWgmma>) {
               Wgmma(n, pad, o);
+            } else if constexpr (std::is_same_v<T, gpu::SWgmmaWait>) {
+              if (n.pending < 0 || n.pending > 7) err_ = "wgmma.wait_group " + std::to_string(n.pending);
+              o << pad << "asm volatile(\"wgmma.wait_group.sync.aligned " << n.pending << ";\" ::: \"memory\");\n";
+              for (const std::string& c : n.c) FenceOperands(c, pad, o);
             } else if constexpr (std::is_same_v<T, gpu::SMma>) {
               Mma(n, pad, o);
             } else if constexpr (std::is_same_v<T, gpu::SCopyAsync>) {
@@ -442,6 +456,18 @@ class Printer {
               if (bytes != 16 && bytes != 8 && bytes != 4) err_ = "vector copy of " + std::to_string(bytes) + " bytes";
               o << pad << "*reinterpret_cast<" << vt << "*>(&" << n.dst << "[" << E(n.dst_index) << "]) = *reinterpret_cast<const "
                 << vt << "*>(&" << n.src << "[" << E(n.src_index) << "]);\n";
+            } else if constexpr (std::is_same_v<T, gpu::SCallExtern>) {
+              // Pointers in the storage type: f16/bf16 elements as unsigned short.
+              o << pad << n.name << "(";
+              for (size_t i = 0; i < n.args.size(); ++i) {
+                if (i) o << ", ";
+                if (n.args[i].address) {
+                  o << "&" << n.args[i].buffer << "[" << E(n.args[i].value) << "]";
+                } else {
+                  o << E(n.args[i].value);
+                }
+              }
+              o << ");\n";
             } else {
               err_ = std::string("SIMT statement '") + typeid(T).name() + "' is not supported by the CUDA printer";
             }
@@ -625,8 +651,27 @@ class Printer {
     o << p1 << "}\n";
     }
     o << p1 << "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n";
-    o << p1 << "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n";
+    if (n.wait_pending < 0 || n.wait_pending > 7) err_ = "wgmma.wait_group " + std::to_string(n.wait_pending);
+    o << p1 << "asm volatile(\"wgmma.wait_group.sync.aligned " << n.wait_pending << ";\" ::: \"memory\");\n";
+    // A group left in flight (wait_pending > 0) still writes the accumulator:
+    // keep the compiler from moving its registers across the asm statements.
+    if (n.wait_pending > 0) FenceOperands(n.c, p1, o);
     o << pad << "}\n";
+  }
+
+  // An empty asm that reads and writes every register of accumulator `c`, as
+  // CUTLASS's warpgroup_fence_operand: accesses of those registers are not
+  // moved across it (the wgmma asm statements themselves are volatile).
+  void FenceOperands(const std::string& c, const std::string& pad, std::ostringstream& o) {
+    auto b = bufs_.find(c);
+    if (b == bufs_.end()) {
+      err_ = "wgmma accumulator " + c + " is not a buffer";
+      return;
+    }
+    const bool i = !ir::IsFloat(b->second->dtype);
+    o << pad << "#pragma unroll\n"
+      << pad << "for (int tl_r = 0; tl_r < " << b->second->elements << "; ++tl_r) asm volatile(\"\" : \"+" << (i ? "r" : "f")
+      << "\"(" << c << "[tl_r]) :: \"memory\");\n";
   }
 
   const gpu::SimtKernel& k_;

@@ -141,6 +141,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeHipVariants(con
     lo.shared_budget_bytes = budget;
     lo.warp_size = wave;       // lane reductions span the whole wavefront
     lo.symbol_params = true;   // the HIP runtime fills ParamSlot.symbol slots
+    lo.target = "hip";         // T.call_extern (imported CUDA source) is rejected naming it
     lo.gemm = options.matrix_cores ? HipGemmStrategy(t) : gpu::GemmStrategy::kSimtFma;
     if (gpu::GemmStrategy g = lo.gemm; (g == gpu::GemmStrategy::kMfma && wave != 64) ||
                                        (g == gpu::GemmStrategy::kWmma && wave != 32)) {

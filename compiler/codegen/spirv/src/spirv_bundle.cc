@@ -55,6 +55,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeSpirvVariants(c
   gpu::GpuLowerOptions lo;
   lo.shared_budget_bytes = options.shared_budget_bytes;
   lo.symbol_params = true;  // symbols travel in the push-constant block
+  lo.target = "vulkan";    // T.call_extern (imported CUDA source) is rejected naming it
   StatusOr<gpu::SimtKernel> k = gpu::LowerToSimt(f, lo);
   if (!k.ok()) return k.status();
   SpirvOptions so;

@@ -54,6 +54,12 @@ void Effects(const ir::Stmt& s, const Names& shared, Names* reads, Names* writes
           reg_r(n.dst), reg_w(n.dst);
         } else if constexpr (std::is_same_v<T, ir::AtomicAddTile>) {
           reg_r(n.src), reg_r(n.dst), reg_w(n.dst);
+        } else if constexpr (std::is_same_v<T, ir::CallExtern>) {
+          // Through a pointer an extern function may read and write the buffer.
+          for (const ir::ExternArg& a : n.args) {
+            const auto* l = ir::As<ir::Load>(a.value);
+            if (a.address && l && shared.count(l->buffer)) writes->insert(l->buffer);
+          }
         } else if constexpr (std::is_same_v<T, ir::For> || std::is_same_v<T, ir::Parallel> ||
                              std::is_same_v<T, ir::Kernel>) {
           for (const ir::Stmt& c : n.body) Effects(c, shared, reads, writes);

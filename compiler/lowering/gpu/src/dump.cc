@@ -87,7 +87,19 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             op(n.a);
             o << " * ";
             op(n.b);
-            o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << "\n";
+            o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << " wait_group=" << n.wait_pending << "\n";
+          } else if constexpr (std::is_same_v<T, SWgmmaWait>) {
+            o << pad << "wgmma.wait_group " << n.pending;
+            for (const std::string& c : n.c) o << " " << c;
+            o << "\n";
+          } else if constexpr (std::is_same_v<T, SCallExtern>) {
+            o << pad << "call_extern " << n.name << "(";
+            for (size_t i = 0; i < n.args.size(); ++i) {
+              o << (i ? ", " : "");
+              if (n.args[i].address) o << "&" << n.args[i].buffer << "[";
+              o << ir::Print(n.args[i].value) << (n.args[i].address ? "]" : "");
+            }
+            o << ")\n";
           }
         },
         s.node);

@@ -291,6 +291,17 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
             demote(a.buffer, "indexed in T.Parallel by other than the loop's indices" + where);
           }
         }
+        // An extern function reads and writes through a pointer the elements
+        // after the one named, in row-major order: only memory has them there.
+        ir::ForEachStmt(p->body, [&](const ir::Stmt& c) {
+          if (const auto* x = ir::As<ir::CallExtern>(c)) {
+            for (const ir::ExternArg& a : x->args) {
+              if (const auto* l = ir::As<ir::Load>(a.value); l && a.address) {
+                demote(l->buffer, "its address is passed to extern function " + x->name + where);
+              }
+            }
+          }
+        });
         continue;
       }
       // Scalar code outside T.Parallel that touches a fragment.

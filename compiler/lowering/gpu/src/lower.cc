@@ -826,7 +826,10 @@ class Lowerer {
   // C keeps WgmmaAccumulatorLayout, A and B are swizzled shared buffers
   // addressed through descriptors (wgmma.h: the geometry InferGpuLayouts
   // checked with WgmmaOperandProblem).
-  Status LowerGemmWgmma(const ir::Stmt& st, const ir::Gemm& g, MmaKind kind) {
+  // With `defer` (kWgmmaDeferHint: PipelineAsyncCopies proved the loop body
+  // is only this gemm and placed the refills after a sync that follows it)
+  // the units end with wait_group 1; kWgmmaDrainHint drains them.
+  Status LowerGemmWgmma(const ir::Stmt& st, const ir::Gemm& g, MmaKind kind, bool defer) {
     const Buf& cb = bufs_[g.c.buffer];
     const FragmentLayout& L = *cb.layout;
     const std::string k = Fresh("k");
@@ -903,6 +906,10 @@ class Lowerer {
       cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
     }
     m.k_steps = per;
+    if (defer && !g.clear_accum) {
+      m.wait_pending = 1;
+      wgmma_deferred_.insert(g.c.buffer);
+    }
     if (per == K / WgmmaK(kind)) {
       cur_->push_back(S(std::move(m)));  // the whole gemm in one unit
     } else {
@@ -913,10 +920,11 @@ class Lowerer {
 
   Status LowerGemm(const ir::Stmt& st, const ir::Gemm& g) {
     const Buf& cb = bufs_[g.c.buffer];
+    const bool defer = std::exchange(wgmma_defer_next_, false);
     if (auto mk = plan_.mma.find(g.c.buffer);
         mk != plan_.mma.end() && plan_.wgmma.count(g.c.buffer) && cb.where == Where::kRegisterFrag && cb.layout &&
         bufs_[g.a.buffer].where == Where::kShared && bufs_[g.b.buffer].where == Where::kShared) {
-      return LowerGemmWgmma(st, g, mk->second);
+      return LowerGemmWgmma(st, g, mk->second, defer);
     }
     if (auto mk = plan_.mma.find(g.c.buffer);
         mk != plan_.mma.end() && cb.where == Where::kRegisterFrag && cb.layout && bufs_[g.a.buffer].where == Where::kShared &&
@@ -1381,13 +1389,64 @@ class Lowerer {
           }
         }
       }
+      if (h->name == kWgmmaDeferHint) wgmma_defer_next_ = options_.gemm == GemmStrategy::kWgmma;
+      if (h->name == kWgmmaDrainHint && !wgmma_deferred_.empty()) {
+        cur_->push_back(S(SWgmmaWait{0, std::vector<std::string>(wgmma_deferred_.begin(), wgmma_deferred_.end())}));
+        wgmma_deferred_.clear();
+      }
       if (options_.async_copies && h->name == kAsyncCommitHint) cur_->push_back(S(SAsyncCommit{}));
       if (options_.async_copies && h->name == kAsyncWaitHint) {
         cur_->push_back(S(SAsyncWait{h->args.empty() ? 0 : h->args[0].int_value}));
       }
       return Status::Ok();
     }
+    if (const auto* c = ir::As<ir::CallExtern>(s)) return LowerCallExtern(s, *c);
     return Err(s, std::string("statement not supported by the GPU lowering: ") + ir::StmtKindName(ir::Kind(s)));
+  }
+
+  // T.call_extern: this thread calls the function (outside T.Parallel every
+  // thread does, as upstream's per-thread code). An address argument points
+  // at the element in memory order: shared (fragments whose address is taken
+  // are demoted there by InferGpuLayouts), or a local register array kept in
+  // its storage type (SimtKernel::addressed). Under a replicated loop layout
+  // several lanes run one iteration: a call that may write shared memory is
+  // made by one of them.
+  Status LowerCallExtern(const ir::Stmt& s, const ir::CallExtern& c) {
+    SCallExtern out{c.name, {}};
+    bool shared_pointer = false;
+    for (size_t i = 0; i < c.args.size(); ++i) {
+      const ir::ExternArg& a = c.args[i];
+      if (!a.address) {
+        StatusOr<Expr> v = Lower(a.value);
+        if (!v.ok()) return v.status();
+        out.args.push_back({false, "", *v});
+        continue;
+      }
+      const auto* l = ir::As<ir::Load>(a.value);
+      auto it = l ? bufs_.find(l->buffer) : bufs_.end();
+      if (it == bufs_.end()) return Err(s, "call_extern " + c.name + " argument " + std::to_string(i) + ": not a buffer element");
+      const Buf& b = it->second;
+      if (b.where == Where::kRegisterFrag) {
+        return Err(s, "call_extern " + c.name + " argument " + std::to_string(i) + ": the address of fragment " + l->buffer +
+                          ", which is spread over the threads' registers (pass a T.alloc_local or shared buffer)");
+      }
+      if (b.swizzle != SmemSwizzle::kNone) {
+        return Err(s, "call_extern " + c.name + " argument " + std::to_string(i) + ": the address of " + l->buffer +
+                          ", a swizzled wgmma operand (its elements are not in row-major order)");
+      }
+      std::vector<Expr> idx;
+      for (const Expr& x : l->indices) {
+        StatusOr<Expr> li = Lower(x);
+        if (!li.ok()) return li.status();
+        idx.push_back(*li);
+      }
+      if (b.where == Where::kLocal) out_->addressed.insert(l->buffer);
+      if (b.where == Where::kShared || b.where == Where::kGlobal) shared_pointer = true;
+      out.args.push_back({true, l->buffer, Addr(b, idx)});
+    }
+    SStmt call = S(std::move(out));
+    cur_->push_back(shared_pointer && loop_ && replicated_once_ ? IfS(replicated_once_, {std::move(call)}) : std::move(call));
+    return Status::Ok();
   }
 
   const ir::Function& f_;
@@ -1404,10 +1463,67 @@ class Lowerer {
   Expr slot_full_, slot_row_;
   std::optional<Expr> replicated_once_;
   bool async_next_ = false;  // the next copy follows kAsyncCopyHint
+  bool wgmma_defer_next_ = false;  // the next gemm follows kWgmmaDeferHint
+  std::set<std::string> wgmma_deferred_;  // accumulators of deferred SWgmma not drained yet
   int64_t tma_pipe_ = -1, tma_stages_ = 0;  // that hint's pipeline and stages (tma_copies)
   std::map<int64_t, TmaPipe> tma_pipes_;
   std::set<std::string> tma_notes_;
 };
+
+// Removes shared and fragment allocations no statement names (upstream's
+// kernels allocate tiles only some configurations use, e.g. a bias tile
+// without a bias: memory the budget would otherwise count). Returns their names.
+std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
+  std::set<std::string> used;
+  auto region = [&](const ir::Region& r) { used.insert(r.buffer); };
+  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+    ir::ForEachExprOf(s, [&](const Expr& e) {
+      ir::WalkExpr(e, [&](const Expr& x) {
+        if (const auto* l = ir::As<ir::Load>(x)) used.insert(l->buffer);
+      });
+    });
+    std::visit(
+        [&](const auto& n) {
+          using T = std::decay_t<decltype(n)>;
+          if constexpr (std::is_same_v<T, ir::Store>) used.insert(n.buffer);
+          if constexpr (std::is_same_v<T, ir::Copy> || std::is_same_v<T, ir::AtomicAddTile> ||
+                        std::is_same_v<T, ir::Reduce> || std::is_same_v<T, ir::Cumsum>) {
+            region(n.src), region(n.dst);
+          }
+          if constexpr (std::is_same_v<T, ir::Fill> || std::is_same_v<T, ir::AtomicAdd>) region(n.dst);
+          if constexpr (std::is_same_v<T, ir::Gemm>) region(n.a), region(n.b), region(n.c);
+          if constexpr (std::is_same_v<T, ir::Hint>) {
+            for (const ir::HintArg& a : n.args) used.insert(a.text);
+          }
+        },
+        s.node);
+  });
+  std::vector<std::string> dropped;
+  std::function<void(ir::Block&)> prune = [&](ir::Block& b) {
+    for (auto it = b.begin(); it != b.end();) {
+      const auto* a = ir::As<ir::Alloc>(*it);
+      if (a && a->scope != ir::MemScope::kLocal && !used.count(a->name)) {
+        dropped.push_back(a->name);
+        it = b.erase(it);
+        continue;
+      }
+      std::visit(
+          [&](auto& n) {
+            using T = std::decay_t<decltype(n)>;
+            if constexpr (std::is_same_v<T, ir::Kernel> || std::is_same_v<T, ir::For> || std::is_same_v<T, ir::Parallel>) {
+              prune(n.body);
+            } else if constexpr (std::is_same_v<T, ir::If>) {
+              prune(n.then_body);
+              prune(n.else_body);
+            }
+          },
+          it->node);
+      ++it;
+    }
+  };
+  prune(f.body);
+  return dropped;
+}
 
 }  // namespace
 
@@ -1425,11 +1541,13 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   }
   s = passes::MakeRegionsExplicit(f);
   if (!s.ok()) return s;
+  const std::vector<std::string> unused = DropUnusedAllocs(f);
   passes::GuardTensorAccesses(f);  // element accesses past a tensor: dropped / read 0
   // cp.async pipelines first; pipelined loops they do not take run serially.
   std::vector<AsyncPipeline> async;
   if (options.async_copies && options.vector_copies) {
-    async = PipelineAsyncCopies(f, options.max_async_stages, options.tma_copies);
+    async = PipelineAsyncCopies(f, options.max_async_stages, options.tma_copies,
+                                options.gemm == GemmStrategy::kWgmma && options.wgmma_overlap);
   }
   std::vector<passes::PipelineDecision> pipes = passes::LowerPipelinesSerial(f);
   std::vector<std::string> reuse_notes;
@@ -1453,9 +1571,14 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
                   std::string("GPU lowering: ") + (options.gemm == GemmStrategy::kMfma ? "MFMA GEMMs need 64" : "WMMA GEMMs need 32") +
                       "-lane wavefronts, not " + std::to_string(options.warp_size));
   }
+  if (!options.extern_calls) {
+    s = passes::RejectExternCalls(f, options.target);
+    if (!s.ok()) return s;
+  }
   SimtKernel out;
   out.name = f.name;
   out.warp_size = options.warp_size;
+  out.sources = f.sources;
   const ir::Kernel& k0 = passes::TheKernel(f);
   out.threads = 1;
   for (size_t i = 0; i < k0.threads.size() && i < 3; ++i) {
@@ -1482,6 +1605,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   out.notes = plan->notes;
   out.notes.insert(out.notes.end(), reuse_notes.begin(), reuse_notes.end());
   out.notes.push_back("barriers inserted: " + std::to_string(barriers));
+  for (const std::string& u : unused) out.notes.push_back("allocation " + u + " is never used: no memory");
   for (const passes::PipelineDecision& d : pipes) {
     out.notes.push_back("pipeline " + d.loop_var + ": stages requested " + std::to_string(d.requested_stages) +
                         ", applied 1 (no global -> shared copy it can run ahead)");

@@ -123,7 +123,17 @@ struct AsyncPipeline {
   int64_t requested_stages = 0, stages = 0;
   std::vector<std::string> buffers;  // the S-deep shared buffers
 };
-std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma = false);
+// With `defer_wgmma` (GpuLowerOptions::wgmma_overlap under kWgmma), a loop
+// whose body besides the hoisted copies is exactly one gemm that does not
+// clear its accumulator instead issues the copies of iteration k + S - 1
+// after the gemm and a second sync, marks the gemm with kWgmmaDeferHint and
+// ends with kWgmmaDrainHint right after the loop (pipeline.cc states the
+// invariant): the wgmma lowering then leaves the gemm's group in flight
+// (SWgmma::wait_pending = 1) and drains it there (SWgmmaWait 0).
+inline constexpr const char* kWgmmaDeferHint = "tl_wgmma_defer";
+inline constexpr const char* kWgmmaDrainHint = "tl_wgmma_drain";
+std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma = false,
+                                               bool defer_wgmma = false);
 
 // ---------------------------------------------------------------------------
 // InsertBarriers
@@ -171,10 +181,19 @@ struct GpuLowerOptions {
   // SimtKernel::tensor_maps, and the tensors' bases must be 16-byte aligned
   // (param_align). Needs async_copies.
   bool tma_copies = false;
+  // (kWgmma with async_copies) keep a pipelined gemm's wgmma group in flight
+  // across iterations (wait_group 1, the refill after it; PipelineAsyncCopies'
+  // defer_wgmma) instead of waiting for it at the end of every k-step.
+  bool wgmma_overlap = true;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
   int64_t warp_size = 32;
+  // T.call_extern into T.import_source'd CUDA source (SCallExtern): only the
+  // CUDA printer compiles such source. Without it a function holding a
+  // call_extern fails with kUnimplemented naming `target` (RejectExternCalls).
+  bool extern_calls = false;
+  const char* target = "this GPU target";
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
 

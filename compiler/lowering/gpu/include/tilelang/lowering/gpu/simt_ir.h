@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -202,6 +203,20 @@ struct SWgmma {
   int64_t n = 8;  // N of one instruction (a multiple of 8, <= 256)
   int64_t m_tiles = 1, n_tiles = 1, warpgroups = 1, c_col_slots = 2;
   int64_t k_steps = 1;  // == a.starts.size() == b.starts.size()
+  // wait_group N closing the unit: 0 (synchronous, as above), or 1 where
+  // PipelineAsyncCopies deferred it (kWgmmaDeferHint): this unit's group stays
+  // in flight, the previous one is retired. Its operands may be read and its
+  // accumulator written until a later wait retires it: nothing may write the
+  // operand bytes or touch the accumulator before that (an SWgmmaWait or the
+  // next unit's wait).
+  int64_t wait_pending = 0;
+};
+// wgmma.wait_group `pending`: at most `pending` of this warpgroup's groups
+// stay in flight; the accumulators `c` (register fragments a deferred SWgmma
+// wrote) are final after it when pending is 0. Block-collective, sm_90a.
+struct SWgmmaWait {
+  int64_t pending = 0;
+  std::vector<std::string> c;
 };
 
 // `lanes` consecutive elements src[src_index + i] -> dst[dst_index + i] as
@@ -266,9 +281,26 @@ struct SMbarArrive { std::string bar; ir::Expr index; };
 // given parity (0 or 1: phase number & 1) has completed.
 struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
 
+// A call of a device function of SimtKernel::sources (T.call_extern) by this
+// thread; the result is discarded. An argument is a value (f16/bf16 values
+// as the printer computes them, f32), or with `address` the address of
+// buffer[value] (value: the element index) -- a shared or global buffer, or
+// a register buffer listed in SimtKernel::addressed. Emitted only with
+// GpuLowerOptions::extern_calls; printers that do not know it must reject it.
+struct SExternArg {
+  bool address = false;
+  std::string buffer;  // address only
+  ir::Expr value;
+};
+struct SCallExtern {
+  std::string name;
+  std::vector<SExternArg> args;
+};
+
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
-               SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma>
+               SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma, SCallExtern,
+               SWgmmaWait>
       node;
 };
 
@@ -302,6 +334,13 @@ struct SimtKernel {
   std::map<std::string, int64_t> param_align;
   // TMA tensor maps (GpuLowerOptions::tma_copies), passed after `params`.
   std::vector<TensorMapDesc> tensor_maps;
+  // T.import_source texts (ir::Function::sources), printed verbatim before
+  // the kernel; SCallExtern calls into them.
+  std::vector<std::string> sources;
+  // Register buffers whose address an SCallExtern takes: held in memory
+  // order and type (f16/bf16 as 16-bit patterns, not f32 registers), 16-byte
+  // aligned, so the callee sees the elements as the buffer's dtype.
+  std::set<std::string> addressed;
 };
 
 // Human-readable dump (tests, --emit-source debugging).
