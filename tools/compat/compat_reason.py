@@ -28,6 +28,10 @@ def _feature_line(text):
     m = re.search(r"unsupported feature: [^\n]*", text)
     if m:
         return m.group(0)[:_MAX]
+    # T.import_source / T.call_extern on a target other than CUDA (kernel, function and target named)
+    m = re.search(r"T\.call_extern with imported CUDA source runs only on CUDA targets[^\n]*", text)
+    if m:
+        return "backend UNIMPLEMENTED: " + m.group(0)[:_MAX]
     m = re.search(r"not implemented by the backend: [^\n]*", text)
     if m:
         return "backend UNIMPLEMENTED: " + m.group(0).split(": ", 1)[1][:_MAX]

@@ -222,7 +222,7 @@ def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None,
         for i, k in enumerate(func.function.body):
             names.append(kernel_name_for(f"{func.name}_k{i}", target))
             parts.append(ir.Function(names[-1], func.function.params, func.function.symbols, [k],
-                                     func.function.loc))
+                                     func.function.loc, func.function.sources))
         text = ir.print_module(parts)
     else:
         text = (func.with_name(name) if name != func.name else func).script()

@@ -171,7 +171,8 @@ def trace_eager(func, bound, const_values, name=None):
     n_own = len(params)
     returns = _return_positions(result, params)
     extra = derived.finish(b, params, symbols, b.body)  # workspaces and views after the program's own
-    function = ir.Function(name or func.__name__, params, symbols, b.body, (file, t.def_line))
+    function = ir.Function(name or func.__name__, params, symbols, b.body, (file, t.def_line),
+                           b.__dict__.get("sources", ()))
     prim = PrimFunc(function, func)
     prim.attrs["out_idx"] = list(range(n_in, n_own))
     # Python names (a parameter named like a Tile IR keyword, `kernel`, is `kernel_` in the IR).

@@ -118,7 +118,8 @@ def trace(func, name=None):
     if not b.body:
         raise TileLangSyntaxError(f"{func.__name__} has no T.Kernel", file, transformed.def_line)
     extra = derived.finish(b, params, symbols, b.body)
-    function = ir.Function(name or func.__name__, params, symbols, b.body, (file, transformed.def_line))
+    function = ir.Function(name or func.__name__, params, symbols, b.body, (file, transformed.def_line),
+                           b.__dict__.get("sources", ()))
     prim = PrimFunc(function, func)
     if extra:
         prim.attrs["derived"] = extra

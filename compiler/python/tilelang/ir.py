@@ -108,11 +108,28 @@ class Hint(Stmt):
         self.name, self.args = name, args
 
 
-class Function:
-    """One Tile IR function: the result of tracing a T.prim_func."""
+class CallExtern(Stmt):
+    """T.call_extern: `args` holds expressions and Address(load) values (pointers)."""
 
-    def __init__(self, name, params, symbols, body, loc):
+    def __init__(self, dtype, name, args):
+        self.dtype, self.name, self.args = dtype, name, args
+
+
+class Address:
+    """The address of one buffer element (T.address_of / T.access_ptr): only an
+    argument of T.call_extern."""
+
+    def __init__(self, load):
+        self.load = load
+
+
+class Function:
+    """One Tile IR function: the result of tracing a T.prim_func. `sources`: the
+    T.import_source texts, in order, each once."""
+
+    def __init__(self, name, params, symbols, body, loc, sources=()):
         self.name, self.params, self.symbols, self.body, self.loc = name, params, symbols, body, loc
+        self.sources = list(sources)
 
 
 # ---------------------------------------------------------------- printer
@@ -165,6 +182,7 @@ def _function(fn):
     if fn.symbols:
         head += f" dynamic({', '.join(f'{s.name}: {s.dtype.ir}' for s in fn.symbols)})"
     out = [head + _loc(fn.loc) + " {"]
+    out += [f"  import_source {_str(src)}" for src in getattr(fn, "sources", ())]
     _block(fn.body, 1, out)
     out.append("}")
     return out
@@ -254,6 +272,9 @@ def _simple(s):
         return f"atomic_add {s.dst.format()}, {_e(s.value)}"
     if isinstance(s, Sync):
         return "sync"
+    if isinstance(s, CallExtern):
+        args = ", ".join(f"&{_e(a.load)}" if isinstance(a, Address) else _e(a) for a in s.args)
+        return f"call_extern {s.dtype.ir} {s.name}({args})"
     if isinstance(s, Hint):
         # Buffers print as their names, strings quoted, numbers as literals.
         args = ", ".join(a.name if hasattr(a, "scope_name") else _str(a) if isinstance(a, str) else str(a)

@@ -328,6 +328,12 @@ def test_reasons_name_the_feature():
     err = tilelang.TileLangUnimplementedFeature("target cuda: not implemented by the backend: dynamic shapes\nmore")
     assert compat_reason.reason_of(err) == "backend UNIMPLEMENTED: dynamic shapes"
     assert compat_reason.reason_of(None, "E   ModuleNotFoundError: No module named 'torch'") == "missing module torch"
+    err = tilelang.TileLangUnimplementedFeature(
+        "target cpu: not implemented by the backend: @main: call_extern at ex.py:114: T.call_extern with imported "
+        "CUDA source runs only on CUDA targets: kernel 'main' calls extern function 'decode_i4u_to_f16', target cpu")
+    assert compat_reason.reason_of(err) == (
+        "backend UNIMPLEMENTED: T.call_extern with imported CUDA source runs only on CUDA targets: kernel 'main' calls "
+        "extern function 'decode_i4u_to_f16', target cpu")
 
 
 UPSTREAM_STYLE_TEST = '''

@@ -204,9 +204,3 @@ def test_unsupported_thread_level_code_fails_with_the_line():
         def bad_binding(A: T.Tensor((64,), "float32")):
             with T.Kernel(1, threads=64):
                 T.thread_binding(0, 32, thread="threadIdx.x")
-
-    with pytest.raises(TileLangError, match=r"unsupported feature: T\.import_source"):
-        @T.prim_func
-        def extern_source(A: T.Tensor((64,), "float32")):
-            with T.Kernel(1, threads=64):
-                T.import_source("__device__ void f(half* x) {}")

@@ -14,12 +14,14 @@ from .loops import (Parallel, Pipelined, Serial, Unroll, Vectorized, grid, seria
                     vectorized)
 from .math import (Cast, Select, abs, cast, cdiv, ceil, ceildiv, clamp, cos, exp, exp2,  # noqa: F401
                    floor, floordiv, floormod, if_then_else, infinity, log, log1p, log2, max, min, pow,
-                   round, rsqrt, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
+                   round, rsqrt, shift_left, shift_right, sigmoid, sin, sqrt, tanh, truncdiv, truncmod)
 from .reinterpret import reinterpret  # noqa: F401
 from .proxy import Buffer, FragmentBuffer, LocalBuffer, SharedBuffer, Tensor  # noqa: F401
 from .symbolics import dynamic, symbolic  # noqa: F401
-from .threads import (attr, comm_reducer, dp4a, evaluate, get_thread_binding, get_thread_bindings,  # noqa: F401
-                      import_source, thread_binding, tvm_thread_allreduce)
+from .threads import (attr, comm_reducer, dp4a, evaluate, get_block_binding, get_thread_binding,  # noqa: F401
+                      get_thread_bindings,
+                      thread_binding, tvm_thread_allreduce)
+from .extern import access_ptr, address_of, call_extern, import_source  # noqa: F401
 from .tileops import (GemmWarpPolicy, atomic_add, clear, copy, cumsum, fill, gemm, reduce,  # noqa: F401
                       reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum)
 

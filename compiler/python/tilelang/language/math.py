@@ -87,6 +87,20 @@ def floormod(a, b):
     return E.floormod(a, b)
 
 
+def shift_left(a, b, span=None):
+    """TVM's T.shift_left(a, b): a << b (a Python constant takes the other side's dtype)."""
+    if _py(a, b):
+        return a << b
+    return E.binary("<<", a, b)
+
+
+def shift_right(a, b, span=None):
+    """TVM's T.shift_right(a, b): a >> b."""
+    if _py(a, b):
+        return a >> b
+    return E.binary(">>", a, b)
+
+
 def truncdiv(a, b):
     if _py(a, b):
         return int(a / b)

@@ -89,6 +89,14 @@ def get_thread_binding(dim=0):
     return _thread_var(dim, "T.get_thread_binding")
 
 
+def get_block_binding(dim=0):
+    """upstream's T.get_block_binding(dim): the enclosing T.Kernel's block index along dim."""
+    _, k = _kernel_frame("T.get_block_binding")
+    if dim not in range(len(k.vars)):
+        raise error(f"T.get_block_binding: dim {dim!r}, but T.Kernel has {len(k.vars)} block dimension(s)")
+    return k.vars[dim]
+
+
 def get_thread_bindings():
     _, k = _kernel_frame("T.get_thread_bindings")
     return [get_thread_binding(d) for d in range(len(k.threads))]
@@ -171,14 +179,6 @@ def dp4a(a, b, c):
     B.current().store(c.buffer, list(c.indices), acc)
 
 
-def import_source(source=None):
-    """upstream's T.import_source: external device source for T.call_extern."""
-    if source is None or source == "":
-        return None  # examples call it unconditionally; nothing is imported
-    raise error("unsupported feature: T.import_source (external CUDA/C source for T.call_extern; "
-                "this project compiles only tile programs)")
-
-
 # ---------------------------------------------------------------- the rewrite
 
 def _map_expr(e, fn):
@@ -228,6 +228,8 @@ def _stmt_exprs(s):
         out.append(s.value)
     elif isinstance(s, ir.AtomicAdd) and s.value is not None:
         out.append(s.value)
+    elif isinstance(s, ir.CallExtern):  # pointers as their element loads: a local's makes it per-thread
+        out += [a.load if isinstance(a, ir.Address) else a for a in s.args]
     for r in _regions(s):
         for start, ext, _ in r.ranges:
             out += [start, ext]
@@ -491,6 +493,9 @@ class _Rewriter:
             s.value = sub(s.value)
             return s
         if isinstance(s, ir.Hint):
+            return s
+        if isinstance(s, ir.CallExtern):  # each thread passes its own copy of a local
+            s.args = [ir.Address(sub(a.load)) if isinstance(a, ir.Address) else sub(a) for a in s.args]
             return s
         raise error(f"unsupported feature: {type(s).__name__} in per-thread code (line {s.loc[1]})")
 
