@@ -486,9 +486,9 @@ static int rc_run_case(const rc_manifest_t* m, const rc_case_t* c, tl_bundle_t* 
       if (err > worst_abs) worst_abs = err;
       if (ratio > worst_ratio) worst_ratio = ratio;
       if (bad) {
-        snprintf(why, sizeof(why), "check %zu (buffer %d, %s:%d): element %zu is %.9g, expected %.9g "
-                 "(|error| %.3g > %.3g = atol %g + rtol %g * |expected|)", i, k->buffer, m->path, k->line, j, a, e,
-                 err, tol, k->atol, k->rtol);
+        snprintf(why, sizeof(why), "check %zu (buffer %d against %s, %s:%d): element %zu is %.9g, expected %.9g "
+                 "(|error| %.3g > %.3g = atol %g + rtol %g * |expected|)", i, k->buffer, k->file, m->path, k->line, j,
+                 a, e, err, tol, k->atol, k->rtol);
         ok = 0;
       }
     }
