@@ -97,7 +97,9 @@ StatusOr<CompiledCode> CudaToolchain::Compile(const std::string& source, const s
       nvrtcProgram prog = nullptr;
       if (create(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr) == 0) {
         const std::string a = "--gpu-architecture=" + arch;
-        std::vector<const char*> opts = {a.c_str(), "-std=c++17", "--use_fast_math=false", "-default-device"};
+        // No fast math is NVRTC's default; NVRTC 13 rejects "--use_fast_math=false" (the option
+        // takes no argument), which made every compile fall back to nvcc.
+        std::vector<const char*> opts = {a.c_str(), "-std=c++17", "-default-device"};
         if (!ptx) opts.push_back("--ptxas-options=-v");
         const int rc = compile(prog, static_cast<int>(opts.size()), opts.data());
         CompiledCode out;
