@@ -64,6 +64,7 @@ typedef struct rc_check_t {
   size_t count;
   char* file;
   double rtol, atol;
+  int signed_zeros; /* a zero's sign must match too */
   int line;
 } rc_check_t;
 
@@ -314,7 +315,9 @@ static void rc_parse(rc_manifest_t* m) {
     } else if (strcmp(tok[0], "check") == 0) {
       rc_check_t* k;
       size_t id;
-      if (n != 7) rc_bad(m, line, "expected 'check ID DTYPE COUNT FILE RTOL ATOL', found %zu field(s)", n);
+      if (n != 7 && !(n == 8 && strcmp(tok[7], "signed_zeros") == 0))
+        rc_bad(m, line, "expected 'check ID DTYPE COUNT FILE RTOL ATOL [signed_zeros]', found %zu field(s)%s%s", n,
+               n == 8 ? " ending with " : "", n == 8 ? tok[7] : "");
       c->checks = (rc_check_t*)rc_grow(c->checks, c->check_count, sizeof(rc_check_t));
       k = &c->checks[c->check_count];
       if (!rc_parse_size(tok[1], &id) || id >= c->buffer_count)
@@ -327,6 +330,7 @@ static void rc_parse(rc_manifest_t* m) {
       k->file = rc_strdup(tok[4]);
       if (!rc_parse_double(tok[5], &k->rtol) || !rc_parse_double(tok[6], &k->atol) || k->rtol < 0 || k->atol < 0)
         rc_bad(m, line, "bad tolerances '%s' '%s' (expected RTOL ATOL >= 0)", tok[5], tok[6]);
+      k->signed_zeros = n == 8;
       k->line = line;
       rc_check_file(m, line, k->file, k->count * sizeof(double));
       ++c->check_count;
@@ -482,6 +486,10 @@ static int rc_run_case(const rc_manifest_t* m, const rc_case_t* c, tl_bundle_t* 
       } else {
         ratio = tol > 0 ? err / tol : (err > 0 ? INFINITY : 0.0);
         bad = err > tol;
+        if (!bad && k->signed_zeros && a == 0.0 && e == 0.0 && !signbit(a) != !signbit(e)) {
+          bad = 1;
+          err = ratio = INFINITY; /* -0 for +0 */
+        }
       }
       if (err > worst_abs) worst_abs = err;
       if (ratio > worst_ratio) worst_ratio = ratio;

@@ -12,7 +12,7 @@ recording mode instead of launching kernels:
 - each kernel launch (JITKernel's, one per T.Kernel block) records its arguments: every tensor's
   memory (outputs the call allocates are zeros, workspaces too, as JITKernel passes them) and every
   scalar in its parameter's dtype;
-- the suite's comparisons (tlc_util.assert_close, np.testing.assert_array_equal) record the expected
+- the suite's comparisons (tlc_util.assert_close and assert_equal_nan, np.testing.assert_array_equal) record the expected
   values (float64) and tolerances of the output they are given, then write the expected values into
   that output, so that a test computing a later reference from an earlier output (fp8 scales) sees
   correct data.
@@ -34,7 +34,8 @@ reads it; `#` starts a comment line):
     check ID DTYPE COUNT FILE RTOL ATOL after the launches, buffer ID's first COUNT elements read as
                                         DTYPE must match FILE (COUNT float64) within
                                         |actual - expected| <= ATOL + RTOL * |expected|;
-                                        a NaN matches only an expected NaN
+                                        a NaN matches only an expected NaN;
+    check ... ATOL signed_zeros         the same, and a zero's sign must match too
     end                                 ends the case
     uncovered NAME REASON...            a test not expressible here, and why
 
@@ -145,7 +146,7 @@ class Recorder:
         case.launches.append((self.prefix[jk.bundle_path] + name, tokens))
 
     # -- the suite's comparisons
-    def check(self, actual, expected, ir_hint, rtol, atol):
+    def check(self, actual, expected, ir_hint, rtol, atol, signed_zeros=False):
         import tlc_util
         case = self.current
         if case is None:
@@ -159,7 +160,7 @@ class Recorder:
             return
         ir = case.roots[i][1]
         want = np.broadcast_to(np.asarray(expected, dtype=np.float64), a.shape)
-        case.checks.append((i, ir, np.ascontiguousarray(want).ravel(), float(rtol), float(atol)))
+        case.checks.append((i, ir, np.ascontiguousarray(want).ravel(), float(rtol), float(atol), signed_zeros))
         if a.flags.writeable:  # later references computed from this output see the right values
             with np.errstate(all="ignore"):
                 if ir == "bf16":
@@ -174,6 +175,9 @@ class Recorder:
 
     def assert_array_equal(self, actual, desired, *args, **kwargs):
         self.check(actual, desired, None, 0.0, 0.0)
+
+    def assert_equal_nan(self, actual, expected, signed_zeros=False, what=""):
+        self.check(actual, expected, None, 0.0, 0.0, signed_zeros)
 
 
 _REAL_COMPILE_IR = None
@@ -198,6 +202,7 @@ class Plugin:
         tlc_util.pipeline_missing = lambda target: None   # compiled here; run by the C program
         tlc_util.cannot_run = lambda target: None
         tlc_util.assert_close = REC.assert_close
+        tlc_util.assert_equal_nan = REC.assert_equal_nan
         np.testing.assert_array_equal = REC.assert_array_equal
 
         class _Launch:
@@ -287,10 +292,10 @@ def write(out, target, pack_target, seed, jobs):
             lines.append(f"buffer {i} {ir} {root.size} {rel}")
         for kernel, tokens in case.launches:
             lines.append(" ".join(["launch", kernel] + tokens))
-        for j, (i, ir, want, rtol, atol) in enumerate(case.checks):
+        for j, (i, ir, want, rtol, atol, signed_zeros) in enumerate(case.checks):
             rel = f"data/c{c}_e{j}.bin"
             want.astype("<f8").tofile(os.path.join(out, rel))
-            lines.append(f"check {i} {ir} {want.size} {rel} {rtol!r} {atol!r}")
+            lines.append(f"check {i} {ir} {want.size} {rel} {rtol!r} {atol!r}" + (" signed_zeros" if signed_zeros else ""))
         lines.append("end")
     for name, reason in REC.uncovered:
         lines.append(f"uncovered {name} {_one_line(reason)}")

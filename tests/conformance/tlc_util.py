@@ -144,6 +144,19 @@ def assert_close(actual, expected, dtype="float32", rtol=None, atol=None, what="
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
 
 
+def assert_equal_nan(actual, expected, signed_zeros=False, what=""):
+    """Exactly equal as float64, a NaN matching only a NaN (NaN payloads are not compared); with
+    `signed_zeros` the sign of a zero too (bit-exact for every value but NaN). export_cases.py
+    records it as an exact check (RTOL = ATOL = 0, signed_zeros)."""
+    actual = np.asarray(actual).astype(np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(actual), nan, err_msg=f"{what}: NaN positions")
+    np.testing.assert_array_equal(actual[~nan], expected[~nan], err_msg=what)
+    if signed_zeros:
+        np.testing.assert_array_equal(np.signbit(actual[~nan]), np.signbit(expected[~nan]), err_msg=f"{what}: signs")
+
+
 def compile(prog, **kwargs):  # noqa: A001 - tilelang.compile, plus the suite's policy
     """tilelang.compile; a feature the target's backend reports as UNIMPLEMENTED makes the
     test an expected failure with the backend's message (wrong results still fail)."""
