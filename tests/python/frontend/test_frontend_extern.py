@@ -157,3 +157,31 @@ def test_cuda_sm90a_and_ptx_compile_with_the_imported_source():
         assert imported >= 0, src
         assert imported < src.find('extern "C" __global__')
         assert re.search(r"decode_u4_to_f16\(&\w+\[[^\]]*\], &\w+\[[^\]]*\]\);", src), src
+
+
+def test_locals_of_a_nested_block_keep_the_call_with_their_per_thread_code():
+    """upstream's mxfp4 macro: locals allocated inside the pipelined loop, a call between a load loop
+    and a store loop that index by the thread: all three in one T.Parallel over the threads."""
+
+    @T.prim_func
+    def k(Q: T.Tensor((128, 4), "int8"), O: T.Tensor((128, 8), "float16")):
+        with T.Kernel(1, threads=128):
+            Q_s = T.alloc_shared((128, 4), "int8")
+            tx = T.get_thread_binding()
+            T.import_source(DECODE)
+            for _ in T.serial(1):
+                T.copy(Q[0, 0], Q_s)
+                q = T.alloc_local((4,), "int8")
+                d = T.alloc_local((8,), "float16")
+                for v in T.serial(4):
+                    q[v] = Q_s[tx, v]
+                T.call_extern("decode_u4_to_f16", T.address_of(q[0]), T.address_of(d[0]), dtype="float16")
+                for j in T.serial(8):
+                    O[tx, j] = d[j]
+
+    text = k.script()
+    par = re.search(r"parallel \((\w+)\) in \(128\)[^{]*\{\n(.*?)\n      \}\n", text, re.S)
+    assert par, text
+    var, body = par.group(1), par.group(2)
+    assert f"q[v] = Q_s[{var}, v]" in body and "call_extern f16 decode_u4_to_f16(&q[0], &d[0])" in body, text
+    assert f"O[{var}, j] = d[j]" in body, text

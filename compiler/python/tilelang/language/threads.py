@@ -285,13 +285,15 @@ class _Rewriter:
                                 "cannot be recomputed there: keep it in a T.alloc_local((1,), dtype) buffer")
                 if isinstance(n, E.Var) and (n.kind == "thread" or n in self.tdep_lets):
                     thread = True
-                if isinstance(n, E.Load) and n.buffer in self.locals:
+                if isinstance(n, E.Load) and self._local(n.buffer):
                     thread = True
             _walk(e, f)
 
         for e in _stmt_exprs(s):
             visit_expr(e)
-        if isinstance(s, ir.Store) and s.buffer in self.locals:
+        if isinstance(s, ir.Store) and self._local(s.buffer):
+            thread = True
+        if isinstance(s, ir.CallExtern):  # upstream's per-thread call: with the per-thread code around it
             thread = True
         if isinstance(s, ThreadAllReduce):
             return True, True
@@ -302,7 +304,7 @@ class _Rewriter:
                 raise error(f"unsupported feature: {type(s).__name__.lower()} on a T.alloc_local buffer in a kernel "
                             f"that uses T.thread_binding / T.get_thread_binding (line {s.loc[1]})")
         if isinstance(s, ir.Fill):
-            if s.region.buffer in self.locals:
+            if self._local(s.region.buffer):
                 thread = True
             else:
                 tile = True
@@ -387,6 +389,11 @@ class _Rewriter:
         flush()
         return out
 
+    def _local(self, buf):
+        """A per-thread buffer: a kernel-level local (promoted) or one allocated in a nested block
+        (kept as it is: a per-thread array inside the T.Parallel region that uses it)."""
+        return buf in self.locals or getattr(buf, "scope_name", None) == "local"
+
     def _expr_thread(self, e):
         hit = False
 
@@ -394,7 +401,7 @@ class _Rewriter:
             nonlocal hit
             if isinstance(n, E.Var) and (n.kind == "thread" or n in self.tdep_lets):
                 hit = True
-            if isinstance(n, E.Load) and n.buffer in self.locals:
+            if isinstance(n, E.Load) and self._local(n.buffer):
                 hit = True
         _walk(E.as_expr(e), f)
         return hit
