@@ -5,6 +5,8 @@
 #   test_run_cases.sh corrupt BUILD DIR DEVICE             one expected file changed: exactly that case FAILs, by name
 #   test_run_cases.sh malformed BUILD DIR                  a bad manifest line: exit 2 naming manifest.txt:LINE
 #   test_run_cases.sh missing BUILD DIR                    a missing data file: exit 2 naming it and its line
+#   test_run_cases.sh recording BUILD DIR                  the exporter's rules on tests written for it: what is
+#                                                          exported, what is listed as not covered and why
 # The negative steps work on copies (DIR.corrupt, ...), so they may run in parallel.
 set -eu
 step=$1 build=$2 dir=$3
@@ -83,8 +85,69 @@ case $step in
     [ "$rc" = 2 ] || fail "exit $rc, expected 2"
     echo "$err" | grep -qF "manifest.txt:${line%%:*}: cannot open data file $d/$file" || fail "message does not name the file and line"
     ;;
+  recording)
+    # The exporter's recording rules on tests written for this check (DIR: a scratch directory).
+    rm -rf "$dir"
+    mkdir -p "$dir/tests"
+    cp "$src/tests/conformance/conftest.py" "$dir/tests/"
+    cat >"$dir/tests/test_conformance_rules.py" <<'PY'
+import numpy as np
+import pytest
+
+import tlc_util
+import tlc_kernels_basic as K
+
+
+def _add(target, rng):
+    kernel = tlc_util.compile(K.elementwise_add(20, 30, 32, 32, "float32", "float32"), out_idx=[2], target=target)
+    a = rng.integers(-50, 50, (20, 30)).astype(np.float32)  # integers: every sum exact
+    b = rng.integers(-50, 50, (20, 30)).astype(np.float32)
+    return kernel, a, b
+
+
+def test_direct(target, rng):
+    kernel, a, b = _add(target, rng)
+    tlc_util.assert_close(kernel(a, b), a.astype(np.float64) + b)
+
+
+def test_exact_copy(target, rng):
+    kernel, a, b = _add(target, rng)
+    np.testing.assert_array_equal(np.asarray(kernel(a, b)).astype(np.float64), a.astype(np.float64) + b)
+
+
+def test_derived(target, rng):
+    kernel, a, b = _add(target, rng)
+    tlc_util.assert_close(kernel(a, b) * 2, (a.astype(np.float64) + b) * 2)
+
+
+def test_no_launch(target, rng):
+    _add(target, rng)
+
+
+def test_skipped(target):
+    pytest.skip("not for this check")
+
+
+def test_raises(target, rng):
+    raise ValueError("boom")
+PY
+    PYTHONPATH="$build/python" TL_BUILD_DIR="$build" /usr/bin/python3 "$src/tests/conformance/export_cases.py" \
+      --target cpu -o "$dir/out" --tests "$dir/tests" >"$dir/export.log" 2>&1 || { cat "$dir/export.log"; fail "export"; }
+    m=$dir/out/manifest.txt
+    cat "$m"
+    expect() { grep -qF -- "$1" "$m" || fail "manifest lacks: $1"; }
+    expect "case test_conformance_rules.py::test_direct[cpu]"
+    expect "case test_conformance_rules.py::test_exact_copy[cpu]"
+    expect "uncovered test_conformance_rules.py::test_derived[cpu] compares a value derived from the outputs (ndarray float32[20, 30])"
+    expect "uncovered test_conformance_rules.py::test_no_launch[cpu] launches no kernel"
+    expect "uncovered test_conformance_rules.py::test_skipped[cpu] skipped: not for this check"
+    expect "uncovered test_conformance_rules.py::test_raises[cpu] failed in recording mode (call): ValueError: boom"
+    [ "$(grep -c '^case ' "$m")" = 2 ] || fail "expected exactly 2 cases"
+    out=$("$run_cases" "$dir/out" cpu) || { echo "$out"; fail "run_cases"; }
+    echo "$out" | grep -q '^2 passed, 0 failed, 4 not covered' || fail "summary: $out"
+    ;;
   *)
-    echo "usage: $0 export|run|corrupt|malformed|missing BUILD DIR ..." >&2
+    echo "usage: $0 export|run|corrupt|malformed|missing|recording BUILD DIR ..." >&2
     exit 2
     ;;
 esac

@@ -372,6 +372,7 @@ def main(argv=None):
     ap.add_argument("-k", dest="keyword", help="pytest -k expression selecting tests")
     ap.add_argument("--seed", type=int, help="TL_CONFORMANCE_SEED (default: fresh)")
     ap.add_argument("-j", dest="jobs", type=int, help="tl-pack compile -j")
+    ap.add_argument("--tests", default=HERE, help="directory of test_conformance_*.py files (default: the suite's)")
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else np.random.SeedSequence().entropy % (2 ** 32)
     os.environ["TL_CONFORMANCE_TARGETS"] = args.target
@@ -382,7 +383,7 @@ def main(argv=None):
     from tilelang import toolchain
     kind, pack_target = tilelang.compiler.resolve_target_spec(args.target)
     pack_target = pack_target or toolchain.host_isa_level()
-    pytest_args = [HERE, "-q", "-p", "no:cacheprovider", "-o", "python_files=test_conformance_*.py"]
+    pytest_args = [args.tests, "-q", "-p", "no:cacheprovider", "-o", "python_files=test_conformance_*.py"]
     if args.keyword:
         pytest_args += ["-k", args.keyword]
     rc = pytest.main(pytest_args, plugins=[Plugin()])
