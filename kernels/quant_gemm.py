@@ -149,6 +149,117 @@ def w4_lut_matmul(M, N, K, group_size=128, dtype="float16", out_dtype=None, bloc
     return main
 
 
+def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=1, block_N=16, block_K=256,
+               num_stages=4, threads=128, magic_round=False):
+    """W4A16 for decode (M = 1..4 rows of A per block): the same signature and packing as
+    quant_matmul(bits=4) (A [M, K], W uint8 [N, K/2] two signed nibbles per byte, low first,
+    Scales [N, K / group_size], C [M, N]), without tensor cores.
+
+    Why: at M <= 4 a W4A16 GEMM is a stream of the packed weights; what limits it is the work per
+    weight (every int4 -> float conversion is a quarter-rate instruction on NVIDIA GPUs, and
+    quant_matmul converts each weight, scales and rounds it to fp16 and stores it to shared memory
+    for the mma). Here each block owns `block_N` output channels and walks all of K in k-steps of
+    `block_K` with a `num_stages` pipeline of the weight bytes, A and the scales (16-byte cp.async /
+    TMA); each thread owns runs of 4 weight bytes (8 weights) of its rows, converts each byte ONCE
+    (b ^ 0x08 read as int8 is u_lo + 16 q_hi, the low nibble in excess-8 form u_lo = q_lo + 8)
+    and splits the float exactly (q_hi = floor(b / 16), or by rounding through the 1.5 * 2^23 magic
+    constant), then accumulates s * (q_lo a_2j + q_hi a_2j+1) in float32 per byte slot; one
+    cross-thread row sum (T.reduce_sum) per block at the end. No per-weight rounding to fp16:
+    results match the float64 product of A and the dequantized weights (quant_matmul_ref without
+    round_to) to float32 accuracy.
+
+    Parameters: block_M rows of A per block (the thread holding a weight byte holds its products
+    with all block_M rows; 1 for M = 1); block_N output channels per block (N / block_N blocks: 512
+    at N = 8192, block_N = 16); block_K weights per k-step (a multiple of 8 and of group_size, or a
+    divisor of it; block_K / 2 bytes per row and step, 4 per thread run); K a multiple of
+    block_K. M may be dynamic. magic_round: split the nibbles with a rounding constant instead of
+    floor (faster on CUDA; wrong where a compiler reassociates float additions, e.g. SPIR-V drivers).
+    """
+    if K % 2 or block_K % 8:
+        raise ValueError(f"w4a16_gemv: K and block_K must be even and block_K a multiple of 8, got K={K}, "
+                         f"block_K={block_K}")
+    if K % group_size or K % block_K:
+        raise ValueError(f"w4a16_gemv: K={K} must be a multiple of group_size={group_size} and block_K={block_K}")
+    if block_K % group_size and group_size % block_K:
+        raise ValueError(f"w4a16_gemv: block_K={block_K} and group_size={group_size}: one must divide the other")
+    out_dtype = out_dtype or dtype
+    M = _dim(M)
+    nbytes = block_K // 2
+    groups = max(1, block_K // group_size)  # scale columns (groups) per k-step
+    gstep = nbytes // groups  # bytes of one group within a step
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+             Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            W_s = T.alloc_shared((block_N, nbytes), "uint8")
+            S_s = T.alloc_shared((block_N, groups), dtype)
+            # Per byte j of the step: (a_2j, a_2j+1 - 16 a_2j, -8 a_2j, 0) in float32, and the scales in
+            # float32: the per-byte loop then reads only float32 and the weight bytes, so nvcc merges
+            # each thread's run of 4 bytes into one shared load (an fp16 conversion between the loads
+            # keeps it from merging them), and the three A terms of a byte into one 16-byte load.
+            A3 = T.alloc_shared((block_M, nbytes, 4), "float32")
+            S32 = T.alloc_shared((block_N, groups), "float32")
+            acc = T.alloc_fragment((block_M, block_N, groups, gstep) if block_M > 1 else (block_N, groups, gstep),
+                                   "float32")
+            if block_M > 1:
+                out = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * nbytes], W_s)
+                if groups > 1:
+                    T.copy(Scales[bx * block_N, k * groups], S_s)
+                else:
+                    T.copy(Scales[bx * block_N, k // (group_size // block_K)], S_s)
+                for m, j, t in T.Parallel(block_M, nbytes, 4):
+                    a0 = T.cast(A_s[m, 2 * j], "float32")
+                    a1 = T.cast(A_s[m, 2 * j + 1], "float32")
+                    A3[m, j, t] = T.if_then_else(t == 0, a0, T.if_then_else(t == 1, a1 - a0 * 16.0,
+                                                                             T.if_then_else(t == 2, a0 * -8.0, 0.0)))
+                for n, g in T.Parallel(block_N, groups):
+                    S32[n, g] = T.cast(S_s[n, g], "float32")
+
+                def byte_dot(m, n, g, j):
+                    jb = g * gstep + j  # byte within the step's row
+                    # b ^ 0x08 read as int8 = u_lo + 16 q_hi = q_lo + 16 q_hi + 8 (u_lo = q_lo + 8, excess-8),
+                    # exactly; one int -> float conversion per byte
+                    b = T.cast(T.cast(W_s[n, jb] ^ 0x08, "int8"), "float32")
+                    # q_hi = floor(b / 16) (u_lo / 16 < 1)
+                    if magic_round:
+                        # the same as round(b / 16 + 7.53125) - 8 (= q_hi + 8 + round(u_lo / 16 - 15/32) - 8):
+                        # adding then subtracting 1.5 * 2^23 rounds to an integer with two full-rate adds,
+                        # where floor is a quarter-rate instruction on NVIDIA GPUs. Only where the compiler
+                        # keeps float additions in order (CUDA, the CPU); SPIR-V drivers fold them away.
+                        hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
+                    else:
+                        hi = T.floor(b * 0.0625)
+                    # q_lo a0 + q_hi a1 with q_lo = b - 8 - 16 q_hi
+                    return S32[n, g] * (b * A3[m, jb, 0] + A3[m, jb, 2] + hi * A3[m, jb, 1])
+
+                if block_M > 1:
+                    for m, n, g, j in T.Parallel(block_M, block_N, groups, gstep):
+                        acc[m, n, g, j] += byte_dot(m, n, g, j)
+                else:
+                    for n, g, j in T.Parallel(block_N, groups, gstep):
+                        acc[n, g, j] += byte_dot(0, n, g, j)
+            if block_M > 1:
+                part = T.alloc_fragment((block_M, block_N, groups), "float32")
+                T.reduce_sum(acc, part, dim=3)
+                T.reduce_sum(part, out, dim=2)
+                T.copy(out, C[by * block_M, bx * block_N])
+            else:
+                part = T.alloc_fragment((block_N, groups), "float32")
+                row = T.alloc_fragment((block_N,), "float32")
+                T.reduce_sum(acc, part, dim=2)
+                T.reduce_sum(part, row, dim=1)
+                for n in T.Parallel(block_N):
+                    C[by, bx * block_N + n] = T.cast(row[n], out_dtype)
+
+    return main
+
+
 def quantize_ref(w, bits, group_size):
     """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
     N, K = w.shape
@@ -176,7 +287,7 @@ def quant_matmul_ref(A, q, scales, group_size, round_to=None):
     return np.asarray(A, np.float64) @ w.T
 
 
-def quant_matmul_case(kw, rng):
+def quant_matmul_case(kw, rng, round_weights=True):
     from kernels._util import Case, as_f64, empty, rand, size, to_bf16_bits
     M, N, K = size(kw, "M"), kw["N"], kw["K"]
     if isinstance(kw.get("M"), str) and kw.get("block_M", 16) <= 16:
@@ -194,8 +305,13 @@ def quant_matmul_case(kw, rng):
     else:
         def round_to(w):
             return w.astype(dtype).astype(np.float64)
-    ref = quant_matmul_ref(a64, q, s64, group, round_to)
+    ref = quant_matmul_ref(a64, q, s64, group, round_to if round_weights else None)
     return Case([a, packed, s, empty((M, N), out_dtype)], {3: ref}, {3: out_dtype}, flops=2 * M * N * K)
 
 
-CASES = {"quant_matmul": quant_matmul_case}
+def w4a16_gemv_case(kw, rng):
+    """w4a16_gemv does not round the dequantized weights to the activation dtype."""
+    return quant_matmul_case(dict(kw, bits=4), rng, round_weights=False)
+
+
+CASES = {"quant_matmul": quant_matmul_case, "w4a16_gemv": w4a16_gemv_case}

@@ -155,3 +155,41 @@ def test_lut_w4a16_matches_numpy_at_edges(env):
     k(a, packed, s16, c)
     ref = qg.quant_matmul_ref(a.astype(np.float64), q, s16.astype(np.float64), 128)
     assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+
+
+@pytest.mark.parametrize("M,N,K,cfg", [
+    (1, 40, 512, dict(block_N=16, block_K=128, threads=64)),                    # N not a multiple of block_N
+    (3, 48, 768, dict(block_N=16, block_K=256, threads=128, magic_round=True)),  # 2 groups per k-step
+    (3, 24, 512, dict(block_M=4, block_N=16, block_K=256, threads=128)),         # M < block_M
+    (16, 32, 256, dict(block_M=2, block_N=16, block_K=64, threads=64, magic_round=True)),  # block_K < group
+])
+def test_w4a16_gemv_matches_numpy(env, M, N, K, cfg):
+    """w4a16_gemv (bench kind "gemv", manifest w4a16_g128_gemv*) against the float64 product of A and the
+    dequantized weights, both nibble splits (floor, and the rounding constant CUDA uses); the random
+    weights cover every byte value, so every pair of signed nibbles is decoded."""
+    import numpy as np
+    import tilelang
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(M * 1000 + N)
+    k = tilelang.compile(qg.w4a16_gemv("M", N, K, num_stages=2, **cfg), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    q = rng.integers(-8, 8, size=(N, K))  # every nibble value, -8 included (quantize_ref never makes it)
+    u = (q & 0xF).astype(np.uint8)
+    packed = (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+    assert len(np.unique(packed)) == 256
+    s16 = (rng.random((N, K // 128)) * 0.05 + 0.01).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    k(a, packed, s16, c)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s16.astype(np.float64), 128)
+    assert np.isfinite(c).all()
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def test_w4a16_gemv_rejects_bad_tiles():
+    from kernels import quant_gemm as qg
+    with pytest.raises(ValueError, match="block_K=96 and group_size=128: one must divide the other"):
+        qg.w4a16_gemv(1, 64, 768, block_K=96)
+    with pytest.raises(ValueError, match="K=640 must be a multiple of group_size=128 and block_K=256"):
+        qg.w4a16_gemv(1, 64, 640, block_K=256)
+    with pytest.raises(ValueError, match="block_K a multiple of 8, got K=512, block_K=12"):
+        qg.w4a16_gemv(1, 64, 512, block_K=12)
