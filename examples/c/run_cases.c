@@ -153,7 +153,7 @@ static char* rc_join(const char* dir, const char* file) {
 static void rc_check_file(const rc_manifest_t* m, int line, const char* file, size_t bytes) {
   char* path = rc_join(m->dir, file);
   FILE* f = fopen(path, "rb");
-  long size;
+  long size = -1;
   if (f == NULL) rc_bad(m, line, "cannot open data file %s: %s", path, strerror(errno));
   if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0) rc_bad(m, line, "cannot read data file %s", path);
   fclose(f);
