@@ -3,6 +3,8 @@
 
   python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER]
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
+  python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND   (hopper_bench's
+      W4_CONFIGS_* tuple after the shape: KIND gemv | lut | stage | plain; group size 128, fp16)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
 "cuda"), so a config the bench precompiled is a cache hit), the inputs are random torch tensors on
@@ -19,7 +21,7 @@ sys.path.insert(0, REPO)
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("kind", choices=("gemm", "attention"))
+    ap.add_argument("kind", choices=("gemm", "attention", "w4a16"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
@@ -37,6 +39,23 @@ def main():
         t = getattr(torch, dtype)
         args = [torch.randn((M, K), device=dev, dtype=t), torch.randn((K, N), device=dev, dtype=t),
                 torch.empty((M, N), device=dev, dtype=t)]
+    elif a.kind == "w4a16":
+        from kernels import quant_gemm
+        M, N, K, bm, bn, bk, stages, threads = (int(v) for v in a.args[:8])
+        kind = a.args[8]
+        if kind == "gemv":
+            prog = quant_gemm.w4a16_gemv(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
+                                         threads=threads, magic_round=True)
+        elif kind == "lut":
+            prog = quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
+                                            threads=threads)
+        else:
+            prog = quant_gemm.quant_matmul(M, N, K, bits=4, group_size=128, block_M=bm, block_N=bn, block_K=bk,
+                                           num_stages=stages, threads=threads, stage_scales=(kind == "stage"))
+        args = [torch.randn((M, K), device=dev, dtype=torch.float16),
+                torch.randint(0, 256, (N, K // 2), device=dev, dtype=torch.uint8),
+                (torch.rand((N, K // 128), device=dev) * 0.05 + 0.01).to(torch.float16),
+                torch.empty((M, N), device=dev, dtype=torch.float16)]
     else:
         from kernels import attention
         B, H, S, D = (int(v) for v in a.args[:4])

@@ -21,11 +21,14 @@
 #   is printed last. A kernel missing from the cache is compiled there when the machine has NVRTC
 #   (its line then shows a load time of seconds, not milliseconds: "load_s" in the JSON).
 #   Exit status: that of the script (0 unless it crashed; rows whose configs all failed are listed).
+#   Arguments after `run` go to hopper_bench.py, e.g. `bash tools/device/hopper_bench.sh run --only w4a16`
+#   (one group: copy bandwidth + the W4A16 rows, a fraction of the full run's device time).
 #
 # ncu profiles (issue #11 asks what limits a missed target), after build, in a device call:
 #     run(command="bash tools/device/hopper_bench.sh profile", carry=[".gpu"], timeout_s=600)
 #   ncu on one launch each of the GEMM bf16 4096^3 and 8192x8192x1024 (128x128x64, 256 threads, 3
-#   stages) and FlashAttention bf16 D=128 (64x64, 128 threads, 2 stages) kernels through
+#   stages), FlashAttention bf16 D=128 (64x64, 128 threads, 2 stages), W4A16 M=1 w4a16_gemv (1x16x128,
+#   4 stages, 64 threads) and M=16 quant_matmul (16x32x512, 3 stages, staged scales) kernels through
 #   tools/bench/profile_kernel.py; $OUT/ncu_*.txt, the key lines printed.
 set -u -o pipefail
 
@@ -117,7 +120,7 @@ run() {
   device_env || return 1
   echo "=== hopper benchmarks (tools/bench/hopper_bench.py, $py) ==="
   (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout 540 "$py" tools/bench/hopper_bench.py \
-    --json "$out/hopper_bench.json") 2>&1 | tee "$out/hopper_bench.log"
+    --json "$out/hopper_bench.json" "$@") 2>&1 | tee "$out/hopper_bench.log"
   local rc=${PIPESTATUS[0]}
   sed -n '/^=== hopper benchmark table ===/,$p' "$out/hopper_bench.log" >"$out/hopper_bench.md"
   echo "hopper_bench: exit $rc; table in \$OUT/hopper_bench.md, every measurement in \$OUT/hopper_bench.json"
@@ -153,16 +156,18 @@ profile() {
 gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 128 64 256 3
 gemm_bf16_8192x1024 gemm 8192 8192 1024 bfloat16 128 128 64 256 3
 fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
+w4a16_gemv_m1 w4a16 1 8192 8192 1 16 128 4 64 gemv
+w4a16_stage_m16 w4a16 16 8192 8192 16 32 512 3 128 stage
 LIST
 }
 
 case "${1:-}" in
   build) build ;;
   profile) profile ;;
-  run) run ;;
+  run) shift; run "$@" ;;
   *)
     echo "usage: $0 build   (here: stage .gpu/ and precompile the benchmark kernels)" >&2
-    echo "       $0 run     (on the device machine, with .gpu carried)" >&2
+    echo "       $0 run [hopper_bench.py args, e.g. --only w4a16]   (on the device machine, with .gpu carried)" >&2
     echo "       $0 profile (on the device machine: ncu on the best GEMM / FlashAttention configs)" >&2
     exit 2
     ;;
