@@ -165,11 +165,13 @@ class Recorder:
                 tokens.append(f"t{i}:{p.dtype.ir}:{dims}")
             else:
                 ir = p.dtype.ir
+                if ir in ("f16", "bf16"):  # no 16-bit float scalars in run_cases.c yet
+                    case.problems.append(f"scalar {p.name} is {ir} (run_cases passes f32, f64 and integer scalars)")
+                    return
                 if ir in _FLOAT_IR:
                     value = float(np.asarray(a, dtype=np.float64))
                     # in the parameter's precision, as the runtime binding converts it
-                    value = float(np.asarray(value, dtype={"f16": np.float16, "bf16": np.float32,
-                                                           "f32": np.float32, "f64": np.float64}[ir]))
+                    value = float(np.asarray(value, dtype=np.float32 if ir == "f32" else np.float64))
                     tokens.append(f"s:{ir}:{value.hex()}")
                 else:
                     tokens.append(f"s:{ir}:{int(a)}")
