@@ -16,9 +16,9 @@
 #   runs `tl_run_cases .gpu/c_cases cuda` (cubins), then the same with CUDA_FORCE_PTX_JIT=1
 #   CUDA_CACHE_DISABLE=1 (the driver compiles the PTX). One line per case (name, variant, error,
 #   ok/FAIL) and a summary each; logs $OUT/c_cases_cuda.log and $OUT/c_cases_cuda_ptx.log.
-#   Expected: "64 passed, 0 failed, 21 not covered" twice with the tests of 2026-12-03 08:50 (66 and
-#   23 once test_conformance_extern.py is in; `build` prints the exact counts). The not-covered tests
-#   and why are listed in the logs: the 18 Vulkan-only cooperative-matrix tests, the torch test,
+#   Expected: "66 passed, 0 failed, 21 not covered" twice with the tests of 2026-12-03 08:55 (64 passed
+#   without test_conformance_extern.py; `build` prints the exact counts). The not-covered tests and
+#   why are listed in the logs: the 19 Vulkan-only cooperative-matrix tests, the torch test,
 #   test_artifacts. Exit status 0 only when both runs pass.
 #
 # TL_GPU_STAGE stages elsewhere than .gpu (testing this script without touching the lead's .gpu/).
