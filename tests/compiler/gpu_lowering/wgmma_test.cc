@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -173,9 +174,9 @@ double RoundTo(double v, const std::string& dt) {
 
 // Runs a case through the interpreter under `g`; returns the worst relative
 // error against float64 and the kernel's dump (for the strategy checks).
-double RunCase(const GemmCase& c, GemmStrategy g, std::string* dump) {
+double RunCase(const GemmCase& c, const tl::gpu::GpuLowerOptions& options, std::string* dump) {
   const tl::ir::Function f = Parse(GemmText(c));
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90(g));
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, options);
   EXPECT_TRUE(k.ok()) << k.status().ToString();
   if (!k.ok()) return 1e9;
   *dump = Notes(*k) + tl::gpu::Dump(*k);
@@ -203,6 +204,8 @@ double RunCase(const GemmCase& c, GemmStrategy g, std::string* dump) {
   }
   return worst;
 }
+
+double RunCase(const GemmCase& c, GemmStrategy g, std::string* dump) { return RunCase(c, Sm90(g), dump); }
 
 std::vector<GemmCase> Cases() {
   return {
@@ -302,18 +305,30 @@ void CheckCubins(const cu::CudaToolchain& toolchain, const std::string& cuobjdum
   cases.push_back({"wg_spill_128x128x64_t128", 4096, 4096, 4096, 128, 128, 64, 128, false, false, "f16", "f32", 3});
   cases.push_back({"wg_spill_128x128x64_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, false, "f16", "f32", 3});
   cases.push_back({"wg_spill_128x128x64_nt_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, true, "f16", "f32", 3});
+  // The 4096^3 GEMMs also as the bundle's sm_90a variant makes them (TMA copies).
+  for (const GemmCase& c : std::vector<GemmCase>(cases.end() - 3, cases.end())) {
+    cases.push_back(c);
+    cases.back().name = "wg_tma" + c.name.substr(8);
+  }
   for (const GemmCase& c : cases) {
     const tl::ir::Function f = Parse(GemmText(c));
-    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, Sm90());
+    tl::gpu::GpuLowerOptions o = Sm90();
+    o.tma_copies = c.name.rfind("wg_tma", 0) == 0;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
+    EXPECT_EQ(o.tma_copies, !k->tensor_maps.empty()) << c.name;
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
     EXPECT_NE(src->source.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos);
+    // Pipelined: one group in flight across k-steps (and ptxas keeps it so: no
+    // "serialized" below, which it reports when something touches the
+    // accumulator between a wgmma and its wait).
+    EXPECT_EQ(src->source.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos, c.stages >= 2) << c.name;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, f.name, "sm_90a");
     ASSERT_TRUE(code.ok()) << c.name << ": " << code.status().ToString() << "\n" << src->source;
     std::printf("[ %s sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", c.name.c_str(),
                 code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
-    if (c.name.rfind("wg_spill", 0) == 0) {
+    if (c.name.rfind("wg_spill", 0) == 0 || c.name.rfind("wg_tma", 0) == 0) {
       EXPECT_EQ(code->spill_stores, 0) << code->log;
       EXPECT_EQ(code->spill_loads, 0) << code->log;
       EXPECT_EQ(code->stack_bytes, 0) << "accumulators in local memory: " << code->log;
@@ -345,6 +360,250 @@ TEST(Wgmma, SassHasHgmma) {
                     "was not checked for HGMMA";
   }
   CheckCubins(*tc, cuobjdump, true);
+}
+
+// A pipelined wgmma gemm keeps one group in flight across k-steps
+// (PipelineAsyncCopies' defer_wgmma): each k-step issues its group, then
+// wait_group 1 retires the previous one, a barrier, and only then the refill
+// of the stage the previous group read; wait_group 0 drains the last group
+// before the epilogue touches the accumulator.
+
+// Applies `fn` to every statement of `b`, nested ones included.
+void Walk(tl::gpu::SBlock& b, const std::function<void(tl::gpu::SStmt&)>& fn) {
+  for (tl::gpu::SStmt& s : b) {
+    fn(s);
+    if (auto* f = std::get_if<tl::gpu::SFor>(&s.node)) Walk(f->body, fn);
+    if (auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
+      Walk(i->then_body, fn);
+      Walk(i->else_body, fn);
+    }
+  }
+}
+
+// The statements of `b` in program order, flattened (loop and if bodies inline).
+void Flatten(const tl::gpu::SBlock& b, std::vector<const tl::gpu::SStmt*>* out) {
+  for (const tl::gpu::SStmt& s : b) {
+    out->push_back(&s);
+    if (const auto* f = std::get_if<tl::gpu::SFor>(&s.node)) Flatten(f->body, out);
+    if (const auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
+      Flatten(i->then_body, out);
+      Flatten(i->else_body, out);
+    }
+  }
+}
+
+// The outermost loop holding a deferred SWgmma (the pipeline's k loop; a
+// loop of SWgmma units may be inside it), or null.
+const tl::gpu::SFor* DeferredLoop(const tl::gpu::SBlock& b) {
+  std::vector<const tl::gpu::SStmt*> all;
+  Flatten(b, &all);
+  for (const tl::gpu::SStmt* s : all) {
+    if (const auto* f = std::get_if<tl::gpu::SFor>(&s->node)) {
+      std::vector<const tl::gpu::SStmt*> in;
+      Flatten(f->body, &in);
+      for (const tl::gpu::SStmt* x : in) {
+        const auto* w = std::get_if<tl::gpu::SWgmma>(&x->node);
+        if (w && w->wait_pending == 1) return f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// The ordering rule on the lowered loop body, statement by statement: the
+// operand buffers a deferred wgmma reads get no copy (TMA or cp.async)
+// between the loop's top and its wgmma (the group of the previous iteration
+// is still in flight there), and after it only once a barrier has followed
+// the wgmma's wait_group 1 (every warpgroup retired the previous group).
+// Returns "" or what breaks it.
+std::string OrderingProblem(const tl::gpu::SFor& loop) {
+  std::vector<const tl::gpu::SStmt*> st;
+  Flatten(loop.body, &st);
+  const tl::gpu::SWgmma* w = nullptr;
+  bool barrier_after = false;
+  for (const tl::gpu::SStmt* s : st) {
+    if (const auto* x = std::get_if<tl::gpu::SWgmma>(&s->node); x && x->wait_pending == 1) w = x;
+  }
+  if (!w) return "no deferred wgmma in the loop";
+  const std::set<std::string> operands = {w->a.buffer, w->b.buffer};
+  bool seen = false;
+  for (const tl::gpu::SStmt* s : st) {
+    if (std::get_if<tl::gpu::SWgmma>(&s->node) == w) {
+      seen = true;
+      continue;
+    }
+    if (seen && std::holds_alternative<tl::gpu::SBarrier>(s->node)) barrier_after = true;
+    std::string dst;
+    if (const auto* t = std::get_if<tl::gpu::STmaLoad>(&s->node)) dst = t->dst;
+    if (const auto* c = std::get_if<tl::gpu::SCopyAsync>(&s->node)) dst = c->dst;
+    if (const auto* c = std::get_if<tl::gpu::SCopyVec>(&s->node)) dst = c->dst;
+    if (const auto* c = std::get_if<tl::gpu::SStore>(&s->node)) dst = c->buffer;
+    if (!operands.count(dst)) continue;
+    if (!seen) return "a copy into " + dst + " before the wgmma (the previous group may still read it)";
+    if (!barrier_after) return "a copy into " + dst + " after the wgmma without a barrier after its wait_group 1";
+  }
+  return "";
+}
+
+TEST(Wgmma, PipelinedGroupStaysInFlight) {
+  // 3 stages over 2 warpgroups with an epilogue; 2 stages, 1 warpgroup; a
+  // loop of two SWgmma units per k-step; i8. Partial tiles everywhere; each
+  // with TMA and with cp.async copies.
+  const std::vector<GemmCase> cases = {
+      {"wg_defer_nt_t256", 200, 130, 456, 128, 128, 64, 256, false, true, "f16", "f32", 3, true},
+      {"wg_defer_nn_t128", 100, 96, 200, 64, 64, 32, 128, false, false, "bf16", "f32", 2},
+      {"wg_defer_k288", 80, 64, 704, 64, 64, 288, 128, false, false, "f16", "f32", 2},
+      {"wg_defer_i8", 70, 90, 304, 64, 64, 64, 128, false, true, "i8", "i32", 3},
+  };
+  for (bool tma : {true, false}) {
+    for (const GemmCase& c : cases) {
+      SCOPED_TRACE(c.name + (tma ? " (TMA)" : " (cp.async)"));
+      const tl::ir::Function f = Parse(GemmText(c));
+      tl::gpu::GpuLowerOptions o = Sm90();
+      o.tma_copies = tma;
+      tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, o);
+      ASSERT_TRUE(k.ok()) << k.status().ToString();
+      const std::string d = tl::gpu::Dump(*k);
+      EXPECT_NE(d.find("wait_group=1"), std::string::npos) << d;
+      EXPECT_EQ(d.find("wait_group=0"), std::string::npos) << d;
+      EXPECT_NE(d.find("wgmma.wait_group 0 C_f"), std::string::npos) << d;
+      EXPECT_EQ(tma, !k->tensor_maps.empty());
+      const tl::gpu::SFor* loop = DeferredLoop(k->body);
+      ASSERT_TRUE(loop) << d;
+      EXPECT_EQ(OrderingProblem(*loop), "") << d;
+      // One barrier per k-step with only TMA (the mbarrier waits order the
+      // data), two with any cp.async (other threads' copies become visible at
+      // the first).
+      std::vector<const tl::gpu::SStmt*> in_loop;
+      Flatten(loop->body, &in_loop);
+      int barriers = 0, cp_async = 0;
+      for (const tl::gpu::SStmt* x : in_loop) {
+        barriers += std::holds_alternative<tl::gpu::SBarrier>(x->node);
+        cp_async += std::holds_alternative<tl::gpu::SCopyAsync>(x->node);
+      }
+      // (k288: B's 288-row box is over TMA's 256, so B stays cp.async.)
+      EXPECT_EQ(cp_async == 0, tma && c.name != "wg_defer_k288") << d;
+      EXPECT_EQ(barriers, cp_async == 0 ? 1 : 2) << d;
+      // The drain follows the loop and precedes every other use of C_f.
+      std::vector<const tl::gpu::SStmt*> st;
+      Flatten(k->body, &st);
+      size_t last_wgmma = 0, drain = 0;
+      for (size_t i = 0; i < st.size(); ++i) {
+        if (std::holds_alternative<tl::gpu::SWgmma>(st[i]->node)) last_wgmma = i;
+        if (std::holds_alternative<tl::gpu::SWgmmaWait>(st[i]->node)) drain = i;
+      }
+      EXPECT_GT(drain, last_wgmma);
+      // The printed k-step: issue, commit, wait 1, fence the accumulator; the
+      // refill after the barrier; wait 0 after the loop.
+      tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+      ASSERT_TRUE(src.ok()) << src.status().ToString();
+      const std::string& cs = src->source;
+      const size_t mma = cs.find("wgmma.mma_async"), w1 = cs.find("wgmma.wait_group.sync.aligned 1;"),
+                   sync = cs.find("__syncthreads();", w1), refill = cs.find(tma ? "tl_tma_load_2d(" : "tl_cp_async16(", w1),
+                   w0 = cs.find("wgmma.wait_group.sync.aligned 0;");
+      ASSERT_NE(w1, std::string::npos) << cs;
+      ASSERT_NE(w0, std::string::npos) << cs;
+      EXPECT_LT(mma, w1);
+      EXPECT_LT(w1, sync);
+      EXPECT_LT(sync, refill) << cs;
+      EXPECT_LT(refill, w0);
+      EXPECT_NE(cs.find("asm volatile(\"\" : \"+" + std::string(c.acc == "i32" ? "r" : "f") + "\"(C_f[tl_r])"), std::string::npos);
+      // The interpreter runs each group when a wait retires it and reports
+      // any write of its operands or access of its accumulator before that.
+      std::string dump;
+      const double err = RunCase(c, o, &dump);
+      EXPECT_LE(err, c.acc == "i32" ? 0 : 1e-5) << dump;
+      std::printf("[ %s %s ] deferred wgmma, worst relative error %.3g\n", c.name.c_str(), tma ? "tma" : "cp.async", err);
+    }
+  }
+}
+
+// The checks can fail: the same kernels with the group left in flight but the
+// refill where the synchronous schedule puts it (before the k-step's wgmma)
+// race with the previous group, and without the drain the epilogue reads an
+// accumulator a group still writes; wgmma_overlap = false keeps wait 0.
+TEST(Wgmma, InFlightGroupRacesAreCaught) {
+  const GemmCase c{"wg_race", 200, 130, 456, 128, 128, 64, 256, false, true, "f16", "f32", 3, true};
+  auto run = [&](tl::gpu::SimtKernel& k) {
+    std::map<std::string, std::vector<double>> t;
+    t["A"].assign(static_cast<size_t>(c.M * c.K), 0.5);
+    t["B"].assign(static_cast<size_t>(c.K * c.N), 0.25);
+    t["C"].assign(static_cast<size_t>(c.M * c.N), 0);
+    return tl::gpu::test::Interpret(k, &t);
+  };
+  for (bool tma : {true, false}) {
+    SCOPED_TRACE(tma ? "TMA" : "cp.async");
+    tl::gpu::GpuLowerOptions o = Sm90();
+    o.tma_copies = tma;
+    o.wgmma_overlap = false;
+    tl::StatusOr<tl::gpu::SimtKernel> sync = tl::gpu::LowerToSimt(Parse(GemmText(c)), o);
+    ASSERT_TRUE(sync.ok()) << sync.status().ToString();
+    const std::string d = tl::gpu::Dump(*sync);
+    EXPECT_EQ(d.find("wait_group=1"), std::string::npos) << d;
+    EXPECT_EQ(d.find("wgmma.wait_group 0"), std::string::npos) << d;
+    EXPECT_TRUE(run(*sync).ok());
+    // Deferred in place: wait 1 on the synchronous schedule, a drain after the loop.
+    tl::gpu::SimtKernel racy = *sync;
+    Walk(racy.body, [](tl::gpu::SStmt& s) {
+      if (auto* w = std::get_if<tl::gpu::SWgmma>(&s.node)) w->wait_pending = 1;
+    });
+    std::function<bool(tl::gpu::SBlock&)> drain_after_loop = [&](tl::gpu::SBlock& b) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (auto* f = std::get_if<tl::gpu::SFor>(&b[i].node)) {
+          if (drain_after_loop(f->body)) return true;
+          if (tl::gpu::HasWgmma(f->body)) {
+            b.insert(b.begin() + static_cast<std::ptrdiff_t>(i) + 1, tl::gpu::SStmt{tl::gpu::SWgmmaWait{0, {"C_f"}}});
+            return true;
+          }
+        }
+      }
+      return false;
+    };
+    ASSERT_TRUE(drain_after_loop(racy.body));
+    const tl::gpu::SFor* loop = DeferredLoop(racy.body);
+    ASSERT_TRUE(loop);
+    EXPECT_NE(OrderingProblem(*loop).find("before the wgmma"), std::string::npos) << OrderingProblem(*loop);
+    const tl::Status st = run(racy);
+    EXPECT_NE(st.ToString().find(std::string(tma ? "TMA copy" : "cp.async") + " writes A_s["), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.ToString().find("while a wgmma group reading it is in flight"), std::string::npos) << st.ToString();
+    // The good schedule without its drain.
+    tl::gpu::GpuLowerOptions od = Sm90();
+    od.tma_copies = tma;
+    tl::StatusOr<tl::gpu::SimtKernel> good = tl::gpu::LowerToSimt(Parse(GemmText(c)), od);
+    ASSERT_TRUE(good.ok());
+    EXPECT_TRUE(run(*good).ok());
+    std::function<void(tl::gpu::SBlock&)> drop = [&](tl::gpu::SBlock& b) {
+      for (size_t i = 0; i < b.size(); ++i) {
+        if (std::holds_alternative<tl::gpu::SWgmmaWait>(b[i].node)) b.erase(b.begin() + static_cast<std::ptrdiff_t>(i--));
+        else if (auto* f = std::get_if<tl::gpu::SFor>(&b[i].node)) drop(f->body);
+      }
+    };
+    drop(good->body);
+    const tl::Status nd = run(*good);
+    EXPECT_NE(nd.ToString().find("accumulator C_f accessed while a wgmma group writing it is in flight"), std::string::npos)
+        << nd.ToString();
+  }
+}
+
+// Loops whose body is more than the gemm keep wait_group 0: FlashAttention
+// rescales its accumulator between k-steps; a gemm that clears its
+// accumulator writes it; the cp.async kernels of the other archs never defer.
+TEST(Wgmma, GroupsStaySynchronousWhereTheAccumulatorIsTouched) {
+  static const std::vector<TestKernel> all = TestKernels();
+  for (const TestKernel& tk : all) {
+    if (tk.name != "flash_attn" && tk.name != "flash_attn_rowvec" && tk.name != "gemm_f16_nn") continue;
+    for (GemmStrategy g : {GemmStrategy::kWgmma, GemmStrategy::kMmaSync}) {
+      tl::gpu::GpuLowerOptions o = Sm90(g);
+      o.tma_copies = true;
+      tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(tk.text), o);
+      ASSERT_TRUE(k.ok()) << tk.name << ": " << k.status().ToString();
+      const std::string d = tl::gpu::Dump(*k);
+      const bool deferred = d.find("wait_group=1") != std::string::npos;
+      EXPECT_EQ(deferred, tk.name == "gemm_f16_nn" && g == GemmStrategy::kWgmma) << tk.name << "\n" << d;
+      EXPECT_EQ(d.find("wgmma.wait_group 0") != std::string::npos, deferred) << tk.name;
+    }
+  }
 }
 
 }  // namespace

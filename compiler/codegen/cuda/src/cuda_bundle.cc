@@ -107,6 +107,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // (bisecting, like TL_CUDA_WGMMA=0).
   const char* tma_env = std::getenv("TL_CUDA_TMA");
   const bool tma = options.tma && !(tma_env && std::string(tma_env) == "0");
+  // TL_CUDA_WGMMA_OVERLAP=0 at build time: every wgmma k-step waits for its
+  // own group (wait_group 0), none kept in flight across a pipeline's k-steps.
+  const char* overlap_env = std::getenv("TL_CUDA_WGMMA_OVERLAP");
+  l90.wgmma_overlap = !(overlap_env && std::string(overlap_env) == "0");
   if (lo.async_copies && (tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
     l90.tma_copies = tma;
     if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;

@@ -445,6 +445,7 @@ class Lowerer {
     std::string bar, phase;
     int64_t stages = 0;
     bool used = false;
+    bool not_all_tma = false;   // some hoisted copy of the pipeline stayed cp.async (or synchronous)
     std::optional<Expr> stage;  // the stage of the copies just issued
   };
 
@@ -568,9 +569,11 @@ class Lowerer {
     // A copy after kAsyncCopyHint (PipelineAsyncCopies) becomes cp.async where
     // it vectorizes (4, 8, 16 bytes); otherwise it stays synchronous, which the
     // pipeline's barriers order just as well.
+    const bool hinted = async_next_;  // a hoisted copy of pipeline tma_pipe_
     const bool async = std::exchange(async_next_, false) && bufs_[a->info.buffer].where == Where::kGlobal &&
                        bufs_[b->info.buffer].where == Where::kShared;
     if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b)) return Status::Ok();
+    if (hinted && tma_pipe_ >= 0) tma_pipes_[tma_pipe_].not_all_tma = true;
     if (!atomic) {
       if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }
@@ -1389,8 +1392,18 @@ class Lowerer {
           }
         }
       }
+      if (h->name == kTmaSyncHint && !h->args.empty()) {
+        // A barrier unless every hoisted copy of the pipeline is TMA (PipelineAsyncCopies).
+        auto it = tma_pipes_.find(h->args[0].int_value);
+        if (!options_.tma_copies || it == tma_pipes_.end() || !it->second.used || it->second.not_all_tma) {
+          cur_->push_back(S(SBarrier{}));
+        }
+      }
       if (h->name == kWgmmaDeferHint) wgmma_defer_next_ = options_.gemm == GemmStrategy::kWgmma;
       if (h->name == kWgmmaDrainHint && !wgmma_deferred_.empty()) {
+        for (const std::string& c : wgmma_deferred_) {
+          out_->notes.push_back("wgmma: one group of " + c + " kept in flight across the pipeline's k-steps (wait_group 1)");
+        }
         cur_->push_back(S(SWgmmaWait{0, std::vector<std::string>(wgmma_deferred_.begin(), wgmma_deferred_.end())}));
         wgmma_deferred_.clear();
       }

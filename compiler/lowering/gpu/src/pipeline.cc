@@ -29,6 +29,31 @@
 // stage as a `let` and a wait hint naming it); a lowering that keeps cp.async
 // ignores them, and so does every other pass.
 //
+// With `defer_wgmma` (sm_90a, the gemm may become wgmma) a loop whose body,
+// besides the hoisted copies, is exactly one gemm that does not clear its
+// accumulator gets the gemm's wgmma group kept in flight across iterations:
+//
+//   for k in serial(start, stop) {
+//     wait; sync                       as above (with tma: hint tl_tma_sync P,
+//                                      a barrier unless every copy is TMA)
+//     hint tl_wgmma_defer; gemm        issue k's group; wait_group 1 retires
+//                                      k - 1's (this warpgroup's)
+//     sync                             every warpgroup retired k - 1's group
+//     if k + S - 1 < stop { async copy (k + S - 1) -> X[(k - k0 + S - 1) % S] }
+//     commit
+//   }
+//   hint tl_wgmma_drain                wait_group 0: the accumulator is final
+//   wait 0; sync
+//
+// Invariant: no copy is issued into a stage while a wgmma group reading it
+// may still be pending (the refill of the stage k - 1 read comes after the
+// sync that follows every warpgroup's wait_group 1 in iteration k), and
+// nothing but wgmma touches the accumulator while a group is pending (the
+// body is only the gemm; the drain precedes every other use after the loop).
+// Read as plain statements the order is still exact (the refilled stage is
+// not the one iteration k reads, S >= 2). A lowering that does not make the
+// gemm a wgmma ignores both hints (the extra sync is then only redundant).
+//
 // A copy is hoisted only when that is exact: `copy SRC -> X` at the top level
 // of the body, SRC a tensor parameter whose region depends only on the loop
 // variable and names bound outside the loop, X a whole shared buffer that
@@ -128,8 +153,8 @@ Expr Subst(const Expr& e, const std::string& var, const Expr& by) {
 
 class Pipeliner {
  public:
-  Pipeliner(ir::Function& f, int64_t max_stages, bool tma, std::vector<AsyncPipeline>* out)
-      : f_(f), max_stages_(max_stages), tma_(tma), out_(out), syms_(ir::CollectSymbols(f)) {
+  Pipeliner(ir::Function& f, int64_t max_stages, bool tma, bool defer_wgmma, std::vector<AsyncPipeline>* out)
+      : f_(f), max_stages_(max_stages), tma_(tma), defer_wgmma_(defer_wgmma), out_(out), syms_(ir::CollectSymbols(f)) {
     CountUses(f_.body, &all_uses_);
   }
 
@@ -260,13 +285,28 @@ class Pipeliner {
       std::get<ir::Hint>(wait.node).args.push_back(ir::HintArg{ir::HintArg::Kind::kName, 0, stage});
       body.push_back(std::move(wait));
     }
-    body.push_back(HintStmt(kAsyncWaitHint, S - 2, loc));
-    body.push_back(MakeStmt(ir::Sync{}, loc));
-    body.push_back(issue(Add(k, Int(S - 1)), StageOf(Add(k, Int(S - 1)))));
-    body.push_back(HintStmt(kAsyncCommitHint, std::nullopt, loc));
-    const Expr cur = StageOf(k);
+    // The one gemm a deferred wgmma group may come from (see the file comment).
+    std::vector<size_t> rest;
     for (size_t j = 0; j < loop.body.size(); ++j) {
-      if (std::count(prod.begin(), prod.end(), j)) continue;
+      if (!std::count(prod.begin(), prod.end(), j)) rest.push_back(j);
+    }
+    const ir::Gemm* dg = defer_wgmma_ && rest.size() == 1 ? ir::As<ir::Gemm>(loop.body[rest[0]]) : nullptr;
+    const bool defer = dg && !dg->clear_accum && !old_shape.count(dg->c.buffer);
+    body.push_back(HintStmt(kAsyncWaitHint, S - 2, loc));
+    if (defer && tma_) {
+      // Deferred, the refill has its own barrier: this one only makes other
+      // threads' cp.async copies visible, which TMA's mbarrier waits do.
+      body.push_back(HintStmt(kTmaSyncHint, id, loc));
+    } else {
+      body.push_back(MakeStmt(ir::Sync{}, loc));
+    }
+    if (!defer) {
+      body.push_back(issue(Add(k, Int(S - 1)), StageOf(Add(k, Int(S - 1)))));
+      body.push_back(HintStmt(kAsyncCommitHint, std::nullopt, loc));
+    }
+    const Expr cur = StageOf(k);
+    for (size_t j : rest) {
+      if (defer) body.push_back(HintStmt(kWgmmaDeferHint, std::nullopt, loop.body[j].loc));
       ir::Stmt s = loop.body[j];
       ir::Block one{std::move(s)};
       ir::ForEachStmt(one, [&](ir::Stmt& st) {
@@ -289,11 +329,17 @@ class Pipeliner {
       });
       body.push_back(std::move(one[0]));
     }
+    if (defer) {  // the refill after every warpgroup retired the group that read its stage
+      body.push_back(MakeStmt(ir::Sync{}, loc));
+      body.push_back(issue(Add(k, Int(S - 1)), StageOf(Add(k, Int(S - 1)))));
+      body.push_back(HintStmt(kAsyncCommitHint, std::nullopt, loc));
+    }
     ir::For serial = loop;
     serial.kind = ir::LoopKind::kSerial;
     serial.stages = 0;
     serial.body = std::move(body);
     out.push_back(MakeStmt(std::move(serial), loc));
+    if (defer) out.push_back(HintStmt(kWgmmaDrainHint, std::nullopt, loc));
     // Drained, and everyone done with the stages: a pipeline run again (an
     // enclosing loop) restarts its prologue on buffers nobody still reads.
     out.push_back(HintStmt(kAsyncWaitHint, 0, loc));
@@ -309,6 +355,7 @@ class Pipeliner {
   ir::Function& f_;
   int64_t max_stages_;
   bool tma_;
+  bool defer_wgmma_;
   std::vector<AsyncPipeline>* out_;
   ir::SymbolTable syms_;
   std::map<std::string, Uses> all_uses_;
@@ -316,9 +363,9 @@ class Pipeliner {
 
 }  // namespace
 
-std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma) {
+std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma, bool defer_wgmma) {
   std::vector<AsyncPipeline> out;
-  Pipeliner(f, max_stages, tma, &out).Run();
+  Pipeliner(f, max_stages, tma, defer_wgmma, &out).Run();
   return out;
 }
 

@@ -30,4 +30,11 @@ check cuda.compute_80 mma.sync mma.sync
 # TL_CUDA_WGMMA=0 (a build-time switch for bisecting on a device): sm_90a keeps mma.sync too.
 TL_CUDA_WGMMA=0 "$tlp" compile "$in" -o "$out/nowgmma.tlb" --target sm_90a -q
 "$tlp" inspect "$out/nowgmma.tlb" | grep -q "gemm: mma.sync (C_f: mma.sync f16)" || { echo "TL_CUDA_WGMMA=0 ignored"; exit 1; }
-echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync; TL_CUDA_WGMMA=0: ok"
+# The pipelined gemm keeps one wgmma group in flight (wait_group 1 per k-step, 0 after the loop);
+# TL_CUDA_WGMMA_OVERLAP=0 (bisecting) waits for every group.
+"$tlp" compile "$in" -o "$out/overlap.tlb" --target sm_90a --emit-source "$out/src" -q
+grep -q "wgmma.wait_group.sync.aligned 1;" "$out/src/gemm_wgmma.sm_90a.cu" || { echo "no wgmma group in flight"; exit 1; }
+TL_CUDA_WGMMA_OVERLAP=0 "$tlp" compile "$in" -o "$out/nooverlap.tlb" --target sm_90a --emit-source "$out/src0" -q
+if grep -q "wgmma.wait_group.sync.aligned 1;" "$out/src0/gemm_wgmma.sm_90a.cu"; then echo "TL_CUDA_WGMMA_OVERLAP=0 ignored"; exit 1; fi
+grep -q "wgmma.wait_group.sync.aligned 0;" "$out/src0/gemm_wgmma.sm_90a.cu" || { echo "TL_CUDA_WGMMA_OVERLAP=0: no wgmma"; exit 1; }
+echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync; TL_CUDA_WGMMA=0; a wgmma group in flight, TL_CUDA_WGMMA_OVERLAP=0: ok"

@@ -130,6 +130,11 @@ struct AsyncPipeline {
 // ends with kWgmmaDrainHint right after the loop (pipeline.cc states the
 // invariant): the wgmma lowering then leaves the gemm's group in flight
 // (SWgmma::wait_pending = 1) and drains it there (SWgmmaWait 0).
+// With `tma` too, the barrier at the top of such a loop is `hint tl_tma_sync
+// P` (kTmaSyncHint): the lowering makes it a barrier unless every hoisted copy
+// of pipeline P became TMA (the mbarrier waits then order the stage's data,
+// and the refill has its own barrier).
+inline constexpr const char* kTmaSyncHint = "tl_tma_sync";
 inline constexpr const char* kWgmmaDeferHint = "tl_wgmma_defer";
 inline constexpr const char* kWgmmaDrainHint = "tl_wgmma_drain";
 std::vector<AsyncPipeline> PipelineAsyncCopies(ir::Function& f, int64_t max_stages, bool tma = false,
