@@ -260,6 +260,60 @@ def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M
     return main
 
 
+def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=32, num_stages=4,
+              threads=128, magic_round=False):
+    """W4A16 on tensor cores with w4a16_gemv's dequantization: the same signature and packing as
+    quant_matmul(bits=4), one scale group per k-step (block_K = group_size). Each k-step turns the
+    block's weight bytes (copied into registers first, 4 per thread load) into their exact signed
+    integer values in an fp16 (dtype) tile in shared memory -- one int -> float conversion per byte,
+    the two nibbles split exactly in float32 (floor, or with magic_round the rounding constant; see
+    w4a16_gemv) -- then T.gemm(A_s, Q^T) into a per-step float32 accumulator, added to C scaled by
+    the group scales of its columns (as w4_lut_matmul, the scales act on block_M x block_N products,
+    not on every weight). For decode at M = 16 (block_M 16), where SIMT FMAs cannot keep up with
+    the weight stream. The group scales of the block's rows are loaded once, before the k loop.
+    M may be dynamic; K a multiple of group_size."""
+    if K % group_size or group_size % 8:
+        raise ValueError(f"w4a16_mma: K={K} must be a multiple of group_size={group_size}, itself of 8")
+    out_dtype = out_dtype or dtype
+    M = _dim(M)
+    block_K = group_size
+    nbytes = block_K // 2
+    groups = K // group_size
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+             Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            W_s = T.alloc_shared((block_N, nbytes), "uint8")
+            S_all = T.alloc_shared((block_N, groups), dtype)
+            Q_s = T.alloc_shared((block_N, block_K), dtype)
+            W_r = T.alloc_fragment((block_N, nbytes), "uint8")
+            C_k = T.alloc_fragment((block_M, block_N), "float32")
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.copy(Scales[bx * block_N, 0], S_all)
+            T.clear(C_f)
+            for k in T.Pipelined(groups, num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * nbytes], W_s)
+                T.copy(W_s, W_r)
+                for n, j in T.Parallel(block_N, nbytes):
+                    b = T.cast(T.cast(W_r[n, j] ^ 0x08, "int8"), "float32")  # q_lo + 16 q_hi + 8
+                    if magic_round:
+                        hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
+                    else:
+                        hi = T.floor(b * 0.0625)
+                    Q_s[n, 2 * j] = T.cast((b - hi * 16.0) - 8.0, dtype)
+                    Q_s[n, 2 * j + 1] = T.cast(hi, dtype)
+                T.clear(C_k)
+                T.gemm(A_s, Q_s, C_k, transpose_B=True)
+                for m, n in T.Parallel(block_M, block_N):
+                    C_f[m, n] += C_k[m, n] * T.cast(S_all[n, k], "float32")
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
 def quantize_ref(w, bits, group_size):
     """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
     N, K = w.shape
@@ -310,8 +364,8 @@ def quant_matmul_case(kw, rng, round_weights=True):
 
 
 def w4a16_gemv_case(kw, rng):
-    """w4a16_gemv does not round the dequantized weights to the activation dtype."""
+    """w4a16_gemv and w4a16_mma do not round the dequantized weights to the activation dtype."""
     return quant_matmul_case(dict(kw, bits=4), rng, round_weights=False)
 
 
-CASES = {"quant_matmul": quant_matmul_case, "w4a16_gemv": w4a16_gemv_case}
+CASES = {"quant_matmul": quant_matmul_case, "w4a16_gemv": w4a16_gemv_case, "w4a16_mma": w4a16_gemv_case}

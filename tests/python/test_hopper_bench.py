@@ -193,3 +193,31 @@ def test_w4a16_gemv_rejects_bad_tiles():
         qg.w4a16_gemv(1, 64, 640, block_K=256)
     with pytest.raises(ValueError, match="block_K a multiple of 8, got K=512, block_K=12"):
         qg.w4a16_gemv(1, 64, 512, block_K=12)
+
+
+@pytest.mark.parametrize("M,N,K,cfg", [
+    (16, 40, 512, dict(block_N=32)),                                # N not a multiple of block_N
+    (5, 64, 256, dict(block_N=32, num_stages=2, magic_round=True)),  # M < block_M
+    (20, 48, 384, dict(block_N=16, threads=64, magic_round=True)),   # two row blocks, the second partial
+])
+def test_w4a16_mma_matches_numpy(env, M, N, K, cfg):
+    """w4a16_mma (bench kind "mma", manifest w4a16_g128_mma): exact integer weights in the gemm tile, the
+    group scales applied to each k-step's accumulator, against float64 on every byte value."""
+    import numpy as np
+    import tilelang
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(M * 1000 + N)
+    k = tilelang.compile(qg.w4a16_mma("M", N, K, **cfg), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    q = rng.integers(-8, 8, size=(N, K))
+    u = (q & 0xF).astype(np.uint8)
+    packed = (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+    assert len(np.unique(packed)) == 256
+    s16 = (rng.random((N, K // 128)) * 0.05 + 0.01).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    k(a, packed, s16, c)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s16.astype(np.float64), 128)
+    assert np.isfinite(c).all()
+    assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+    with pytest.raises(ValueError, match="K=200 must be a multiple of group_size=128"):
+        qg.w4a16_mma(1, 64, 200)

@@ -58,13 +58,17 @@ FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
 # (table dequantization, scales on the accumulator; block_K must be the group size), "gemv" is
 # kernels.quant_gemm.w4a16_gemv (no tensor cores: one int -> float conversion per weight byte, float32
-# FMAs, block_M rows of A per block, so M = 16 runs M / block_M block rows). The first decode config is
+# FMAs, block_M rows of A per block, so M = 16 runs M / block_M block rows), "mma" is
+# kernels.quant_gemm.w4a16_mma (the same dequantization into an fp16 tile of exact integers, mma.sync,
+# group scales on a per-step accumulator; block_K must be the group size). The first decode config is
 # the standard library's manifest config (w4a16_g128_decode).
 W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (16, 32, 512, 3, 128, True),
                      (16, 128, 256, 3, 256, True), (16, 64, 128, 4, 128, "lut"), (16, 32, 128, 4, 128, "lut"),
                      (16, 128, 128, 4, 256, "lut"),
                      (1, 16, 128, 4, 64, "gemv"), (1, 16, 128, 8, 64, "gemv"), (1, 32, 128, 6, 128, "gemv"),
-                     (1, 16, 256, 4, 128, "gemv"), (4, 16, 256, 3, 128, "gemv"), (2, 16, 128, 4, 64, "gemv"))
+                     (1, 16, 256, 4, 128, "gemv"), (4, 16, 256, 3, 128, "gemv"), (2, 16, 128, 4, 64, "gemv"),
+                     (16, 32, 128, 4, 128, "mma"), (16, 64, 128, 4, 128, "mma"), (16, 16, 128, 6, 64, "mma"),
+                     (16, 32, 128, 8, 128, "mma"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -264,6 +268,9 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
+        if kind == "mma":
+            return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
+                                        num_stages=stages, threads=threads, magic_round=True)
         if kind == "gemv":
             return quant_gemm.w4a16_gemv(M, N, K, group_size=group, dtype=dtype, block_M=bm, block_N=bn,
                                          block_K=bk, num_stages=stages, threads=threads, magic_round=True)
@@ -395,7 +402,7 @@ def fits(case, cfg):
     if case.group == "attention":
         return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
     if case.group == "w4a16":
-        if cfg[5] == "lut":
+        if cfg[5] in ("lut", "mma"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "gemv":
             return p["K"] % cfg[2] == 0 and (cfg[2] % p["group"] == 0 or p["group"] % cfg[2] == 0)

@@ -28,7 +28,8 @@
 #     run(command="bash tools/device/hopper_bench.sh profile", carry=[".gpu"], timeout_s=600)
 #   ncu on one launch each of the GEMM bf16 4096^3 and 8192x8192x1024 (128x128x64, 256 threads, 3
 #   stages), FlashAttention bf16 D=128 (64x64, 128 threads, 2 stages), W4A16 M=1 w4a16_gemv (1x16x128,
-#   4 stages, 64 threads) and M=16 quant_matmul (16x32x512, 3 stages, staged scales) kernels through
+#   4 stages, 64 threads), M=16 quant_matmul (16x32x512, 3 stages, staged scales) and M=16 w4a16_mma
+#   (16x32x128, 4 stages) kernels through
 #   tools/bench/profile_kernel.py; $OUT/ncu_*.txt, the key lines printed.
 set -u -o pipefail
 
@@ -158,6 +159,7 @@ gemm_bf16_8192x1024 gemm 8192 8192 1024 bfloat16 128 128 64 256 3
 fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
 w4a16_gemv_m1 w4a16 1 8192 8192 1 16 128 4 64 gemv
 w4a16_stage_m16 w4a16 16 8192 8192 16 32 512 3 128 stage
+w4a16_mma_m16 w4a16 16 8192 8192 16 32 128 4 128 mma
 LIST
 }
 
