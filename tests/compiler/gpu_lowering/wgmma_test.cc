@@ -305,15 +305,18 @@ void CheckCubins(const cu::CudaToolchain& toolchain, const std::string& cuobjdum
   cases.push_back({"wg_spill_128x128x64_t128", 4096, 4096, 4096, 128, 128, 64, 128, false, false, "f16", "f32", 3});
   cases.push_back({"wg_spill_128x128x64_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, false, "f16", "f32", 3});
   cases.push_back({"wg_spill_128x128x64_nt_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, true, "f16", "f32", 3});
-  // The 4096^3 GEMMs also as the bundle's sm_90a variant makes them (TMA copies).
+  // The 4096^3 GEMMs also as the bundle's sm_90a variant makes them (TMA copies, staged epilogue).
   for (const GemmCase& c : std::vector<GemmCase>(cases.end() - 3, cases.end())) {
     cases.push_back(c);
     cases.back().name = "wg_tma" + c.name.substr(8);
   }
+  // hopper_bench's best config: 16-bit C, its epilogue staged in B_s's memory.
+  cases.push_back({"wg_tma_f16c_128x256x64_t256", 4096, 4096, 4096, 128, 256, 64, 256, false, false, "f16", "f16", 3});
   for (const GemmCase& c : cases) {
     const tl::ir::Function f = Parse(GemmText(c));
     tl::gpu::GpuLowerOptions o = Sm90();
     o.tma_copies = c.name.rfind("wg_tma", 0) == 0;
+    o.stage_wgmma_epilogue = o.tma_copies;  // and the epilogue through shared memory
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(f, o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
     EXPECT_EQ(o.tma_copies, !k->tensor_maps.empty()) << c.name;
@@ -324,6 +327,7 @@ void CheckCubins(const cu::CudaToolchain& toolchain, const std::string& cuobjdum
     // "serialized" below, which it reports when something touches the
     // accumulator between a wgmma and its wait).
     EXPECT_EQ(src->source.find("wgmma.wait_group.sync.aligned 1;") != std::string::npos, c.stages >= 2) << c.name;
+    EXPECT_EQ(src->source.find("tl_epi_C_f") != std::string::npos, c.name == "wg_tma_f16c_128x256x64_t256") << c.name;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, f.name, "sm_90a");
     ASSERT_TRUE(code.ok()) << c.name << ": " << code.status().ToString() << "\n" << src->source;
     std::printf("[ %s sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", c.name.c_str(),
@@ -604,6 +608,78 @@ TEST(Wgmma, GroupsStaySynchronousWhereTheAccumulatorIsTouched) {
       EXPECT_EQ(d.find("wgmma.wait_group 0") != std::string::npos, deferred) << tk.name;
     }
   }
+}
+
+// GpuLowerOptions::stage_wgmma_epilogue: the accumulator goes to global
+// memory through a padded shared tile, then 16-byte rows; the same numbers
+// (one rounding, at the first copy), partial tiles guarded; a tile that does
+// not fit next to the pipeline's stages leaves the direct store.
+TEST(Wgmma, EpilogueThroughSharedTile) {
+  // The tile takes the memory of the first dead stage buffer at least as
+  // large (A_s here): f16 128x136 (34 KiB) into 3 stages of 128x64 f16 (48
+  // KiB); 64x72 16-bit (9 KiB) into 2 stages of 64x64 (16 KiB).
+  const std::vector<GemmCase> cases = {
+      {"wg_epi_nt_t256", 200, 136, 456, 128, 128, 64, 256, false, true, "f16", "f16", 3, true},
+      {"wg_epi_f16acc", 100, 96, 200, 64, 64, 64, 128, false, false, "f16", "f16", 2, true},
+      {"wg_epi_bf16_t128", 70, 72, 64, 64, 64, 64, 128, false, false, "bf16", "bf16", 2},
+  };
+  for (const GemmCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    tl::gpu::GpuLowerOptions o = Sm90();
+    o.tma_copies = true;
+    o.stage_wgmma_epilogue = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(GemmText(c)), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const std::string d = Notes(*k) + tl::gpu::Dump(*k);
+    const std::string into = "A_s";
+    EXPECT_NE(d.find("epilogue: C_f stored through a shared tile (in " + into + "'s memory)"),
+              std::string::npos) << d;
+    {
+      // The tile's first write comes after the last use of A_s, a barrier between.
+      std::vector<const tl::gpu::SStmt*> st;
+      Flatten(k->body, &st);
+      size_t last_a = 0, first_epi = st.size(), barrier = 0;
+      for (size_t i = 0; i < st.size(); ++i) {
+        const auto& nd = st[i]->node;
+        if (const auto* w = std::get_if<tl::gpu::SWgmma>(&nd); w && (w->a.buffer == into || w->b.buffer == into)) last_a = i;
+        if (const auto* t = std::get_if<tl::gpu::STmaLoad>(&nd); t && t->dst == into) last_a = i;
+        if (std::holds_alternative<tl::gpu::SWgmmaWait>(nd)) last_a = std::max(last_a, i);
+        if (const auto* x = std::get_if<tl::gpu::SStore>(&nd); x && x->buffer == "tl_epi_C_f") first_epi = std::min(first_epi, i);
+        if (std::holds_alternative<tl::gpu::SBarrier>(nd) && i > last_a && i < first_epi) barrier = i;
+      }
+      EXPECT_GT(last_a, 0u);
+      EXPECT_LT(last_a, first_epi);
+      EXPECT_GT(barrier, last_a) << d;
+      int64_t a_off = -1, epi_off = -2;
+      for (const tl::gpu::SimtBuffer& b : k->buffers) {
+        if (b.name == into) a_off = b.shared_offset;
+        if (b.name == "tl_epi_C_f") epi_off = b.shared_offset;
+      }
+      EXPECT_EQ(a_off, epi_off);
+    }
+    const int64_t e = c.acc == "f32" ? 4 : 2;
+    EXPECT_NE(d.find("buffer tl_epi_C_f: shared[" + std::to_string(c.bm * (c.bn + 16 / e)) + "]"), std::string::npos) << d;
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    EXPECT_NE(src->source.find("*reinterpret_cast<tl_v16*>(&C["), std::string::npos) << src->source;
+    std::string dump;
+    const double err = RunCase(c, o, &dump);
+    EXPECT_LE(err, c.acc == "f32" ? 1e-5 : c.acc == "f16" ? 2e-3 : 1e-2) << dump;
+    std::printf("[ %s ] epilogue through shared memory, worst relative error %.3g\n", c.name.c_str(), err);
+  }
+  // 2 stages: A_s and B_s are 32 KiB each, an f32 tile 128x132 66 KiB: stored from registers, no memory added.
+  GemmCase two = cases[0];
+  two.acc = "f32";
+  two.stages = 2;
+  tl::gpu::GpuLowerOptions o = Sm90();
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(GemmText(two)), o);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const std::string n = Notes(*k);
+  EXPECT_NE(n.find("epilogue: C_f stored from registers: no pipeline buffer dead by then holds its 67584-byte shared tile"),
+            std::string::npos) << n;
+  EXPECT_EQ(tl::gpu::Dump(*k).find("tl_epi_"), std::string::npos);
 }
 
 }  // namespace

@@ -111,6 +111,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // own group (wait_group 0), none kept in flight across a pipeline's k-steps.
   const char* overlap_env = std::getenv("TL_CUDA_WGMMA_OVERLAP");
   l90.wgmma_overlap = !(overlap_env && std::string(overlap_env) == "0");
+  // TL_CUDA_WGMMA_EPILOGUE=0 at build time: wgmma accumulators stored to
+  // global memory straight from registers, not through a shared tile.
+  const char* epi_env = std::getenv("TL_CUDA_WGMMA_EPILOGUE");
+  l90.stage_wgmma_epilogue = !(epi_env && std::string(epi_env) == "0");
   if (lo.async_copies && (tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
     l90.tma_copies = tma;
     if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;

@@ -81,6 +81,9 @@ struct Side {
 
 class Lowerer {
  public:
+  // StageWgmmaEpilogues' tiles -> dead pipeline buffers whose memory they may take; the ones taken.
+  std::map<std::string, std::vector<std::string>> alias_;
+  std::map<std::string, std::string> aliased_;
   Lowerer(const ir::Function& f, const GpuLayoutPlan& plan, SimtKernel* out, const GpuLowerOptions& options)
       : f_(f), plan_(plan), out_(out), options_(options), syms_(ir::CollectSymbols(f)) {}
 
@@ -127,6 +130,26 @@ class Lowerer {
     out_->shared_bytes = (out_->shared_bytes + align - 1) / align * align;
     out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes, std::move(shape), swizzle});
     out_->shared_bytes += bytes;
+  }
+  // A staged epilogue tile (alias_) at the offset of a dead pipeline buffer
+  // large enough to hold it; false when none is.
+  bool AliasShared(const std::string& name, DType t, int64_t elements, const std::vector<int64_t>& shape) {
+    auto it = alias_.find(name);
+    if (it == alias_.end()) return false;
+    const int64_t bytes = elements * std::max(1, ir::BitWidth(t) / 8);
+    for (const std::string& into : it->second) {
+      for (const SimtBuffer& x : out_->buffers) {
+        if (x.name != into || x.space != Space::kShared || x.shared_offset % 16 != 0 ||
+            x.elements * std::max(1, ir::BitWidth(x.dtype) / 8) < bytes) {
+          continue;
+        }
+        const int64_t off = x.shared_offset;
+        out_->buffers.push_back({name, Space::kShared, t, elements, off, shape, SmemSwizzle::kNone});
+        aliased_[name] = into;
+        return true;
+      }
+    }
+    return false;
   }
   void AddRegs(const std::string& name, DType t, int64_t elements) {
     out_->buffers.push_back({name, Space::kRegister, t, std::max<int64_t>(elements, 1), 0, {}, SmemSwizzle::kNone});
@@ -1239,7 +1262,7 @@ class Lowerer {
           // A wgmma operand: panels of the swizzle's row bytes (swizzle.h), no padding.
           b.swizzle = sw->second;
           AddShared(a->name, a->dtype, n, dims, sw->second);
-        } else {
+        } else if (!AliasShared(a->name, a->dtype, n, dims)) {
           AddShared(a->name, a->dtype, n, dims);
         }
       } else if (a->scope == ir::MemScope::kFragment) {
@@ -1483,13 +1506,11 @@ class Lowerer {
   std::set<std::string> tma_notes_;
 };
 
-// Removes shared and fragment allocations no statement names (upstream's
-// kernels allocate tiles only some configurations use, e.g. a bias tile
-// without a bias: memory the budget would otherwise count). Returns their names.
-std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
+// Every buffer name the statements of `b` (nested ones included) use.
+std::set<std::string> BuffersNamed(const ir::Block& b) {
   std::set<std::string> used;
   auto region = [&](const ir::Region& r) { used.insert(r.buffer); };
-  ir::ForEachStmt(f.body, [&](const ir::Stmt& s) {
+  ir::ForEachStmt(b, [&](const ir::Stmt& s) {
     ir::ForEachExprOf(s, [&](const Expr& e) {
       ir::WalkExpr(e, [&](const Expr& x) {
         if (const auto* l = ir::As<ir::Load>(x)) used.insert(l->buffer);
@@ -1511,6 +1532,11 @@ std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
         },
         s.node);
   });
+  return used;
+}
+
+std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
+  const std::set<std::string> used = BuffersNamed(f.body);
   std::vector<std::string> dropped;
   std::function<void(ir::Block&)> prune = [&](ir::Block& b) {
     for (auto it = b.begin(); it != b.end();) {
@@ -1537,6 +1563,95 @@ std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
   prune(f.body);
   return dropped;
 }
+
+// GpuLowerOptions::stage_wgmma_epilogue: each top-level `copy C -> T[...]`
+// of a whole wgmma accumulator C (register fragment [m, n]) into a global
+// tensor T whose rows are a multiple of 16 bytes becomes `copy C ->
+// tl_epi_C[0:m, 0:n]; copy tl_epi_C[0:m, 0:n] -> T[...]` through a new shared
+// tile [m, n + 16 bytes] of T's dtype (the padding shifts each row by 4
+// banks: the accumulator layout's 8 rows x 4 lanes per store hit 32 banks).
+// The values are T's either way (one rounding, at the first copy);
+// InsertBarriers orders the two copies. The tile takes the memory of a
+// pipeline's stage buffer (`into`: those no later top-level statement names
+// and at least as large; the pipeline ends with wait 0, the wgmma drain and a
+// barrier, so they are dead): it costs no shared memory, so never occupancy.
+// Where no such buffer exists the copy stays direct, with a note.
+struct StagedEpilogue {
+  std::string acc, tile;
+  std::vector<std::string> into;
+};
+std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayoutPlan& plan,
+                                                const std::set<std::string>& pipeline_buffers,
+                                                std::vector<std::string>* notes) {
+  std::vector<StagedEpilogue> out;
+  const ir::SymbolTable syms = ir::CollectSymbols(f);
+  for (ir::Stmt& ks : f.body) {
+    auto* k = ir::As<ir::Kernel>(ks);
+    if (!k) continue;
+    for (size_t i = 0; i < k->body.size(); ++i) {
+      const auto* c = ir::As<ir::Copy>(k->body[i]);
+      if (!c || !plan.wgmma.count(c->src.buffer) || plan.demoted.count(c->src.buffer) || !plan.layouts.count(c->src.buffer)) {
+        continue;
+      }
+      auto cs = syms.find(c->src.buffer), ts = syms.find(c->dst.buffer);
+      if (cs == syms.end() || ts == syms.end() || ts->second.kind != ir::SymbolInfo::Kind::kTensorParam ||
+          cs->second.shape.size() != 2 || ts->second.shape.size() < 2) {
+        continue;
+      }
+      const std::optional<int64_t> m = ir::FoldInt(cs->second.shape[0]), n = ir::FoldInt(cs->second.shape[1]);
+      const std::optional<int64_t> row = ir::FoldInt(ts->second.shape.back());
+      const int64_t e = ir::BitWidth(ts->second.dtype) / 8;
+      if (!m || !n || !row || (e != 2 && e != 4) || (*row * e) % 16 != 0 || (*n * e) % 16 != 0) continue;
+      // The whole accumulator, into a tile of T whose last two extents are [m, n].
+      bool whole = c->src.dims.empty() || c->src.dims.size() == 2;
+      for (size_t d = 0; whole && d < c->src.dims.size(); ++d) {
+        whole = ir::FoldInt(c->src.dims[d].start) == 0 && c->src.dims[d].extent &&
+                ir::FoldInt(*c->src.dims[d].extent) == ir::FoldInt(cs->second.shape[d]);
+      }
+      const size_t r = c->dst.dims.size();
+      whole = whole && r == ts->second.shape.size();
+      for (size_t d = 0; whole && d < r; ++d) {
+        const std::optional<int64_t> x = c->dst.dims[d].extent ? ir::FoldInt(*c->dst.dims[d].extent) : std::optional<int64_t>(1);
+        whole = x == (d + 2 == r ? *m : d + 1 == r ? *n : 1);
+      }
+      if (!whole) continue;
+      const std::string acc = c->src.buffer, tile = "tl_epi_" + acc;
+      if (syms.count(tile)) continue;
+      StagedEpilogue st{acc, tile, {}};
+      const std::set<std::string> later = BuffersNamed(ir::Block(k->body.begin() + static_cast<std::ptrdiff_t>(i), k->body.end()));
+      const int64_t need = *m * (*n + 16 / e) * e;
+      for (const std::string& b : pipeline_buffers) {
+        auto bs = syms.find(b);
+        if (later.count(b) || bs == syms.end()) continue;
+        int64_t bytes = ir::BitWidth(bs->second.dtype) / 8;  // logical size (the storage may be padded: larger)
+        for (const Expr& d : bs->second.shape) bytes *= ir::FoldInt(d).value_or(0);
+        if (bytes >= need) st.into.push_back(b);
+      }
+      if (st.into.empty()) {
+        notes->push_back("epilogue: " + acc + " stored from registers: no pipeline buffer dead by then holds its " +
+                         std::to_string(need) + "-byte shared tile");
+        continue;
+      }
+      ir::Stmt a;
+      a.node = ir::Alloc{tile, ir::MemScope::kShared, {ir::MakeInt(*m), ir::MakeInt(*n + 16 / e)}, ts->second.dtype};
+      a.loc = k->body[i].loc;
+      const ir::Region staged{tile, {{ir::MakeInt(0), ir::MakeInt(*m)}, {ir::MakeInt(0), ir::MakeInt(*n)}}};
+      ir::Stmt to_shared = k->body[i], to_global = k->body[i];
+      std::get<ir::Copy>(to_shared.node).dst = staged;
+      std::get<ir::Copy>(to_global.node).src = staged;
+      k->body[i] = std::move(to_global);
+      k->body.insert(k->body.begin() + static_cast<std::ptrdiff_t>(i), std::move(to_shared));
+      k->body.insert(k->body.begin() + static_cast<std::ptrdiff_t>(i), std::move(a));
+      i += 2;
+      out.push_back(std::move(st));
+    }
+  }
+  return out;
+}
+
+// Removes shared and fragment allocations no statement names (upstream's
+// kernels allocate tiles only some configurations use, e.g. a bias tile
+// without a bias: memory the budget would otherwise count). Returns their names.
 
 }  // namespace
 
@@ -1607,6 +1722,17 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
 
   StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32);
   if (!plan.ok()) return plan.status();
+  std::vector<StagedEpilogue> staged_epilogues;
+  std::vector<std::string> epilogue_notes;
+  if (options.stage_wgmma_epilogue && options.gemm == GemmStrategy::kWgmma && options.vector_copies) {
+    std::set<std::string> pipeline_buffers;
+    for (const AsyncPipeline& p : async) pipeline_buffers.insert(p.buffers.begin(), p.buffers.end());
+    staged_epilogues = StageWgmmaEpilogues(f, *plan, pipeline_buffers, &epilogue_notes);
+    if (!staged_epilogues.empty()) {
+      plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32);
+      if (!plan.ok()) return plan.status();
+    }
+  }
   std::set<std::string> shared = plan->demoted;
   for (const auto& [name, info] : ir::CollectSymbols(f)) {
     if (info.kind == ir::SymbolInfo::Kind::kAlloc && info.scope == ir::MemScope::kShared) shared.insert(name);
@@ -1630,8 +1756,14 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
                         ", applied " + std::to_string(p.stages) + " (cp.async into" + bufs + ")");
   }
   Lowerer low(f, *plan, &out, options);
+  for (const StagedEpilogue& e : staged_epilogues) low.alias_[e.tile] = e.into;
   s = low.Run(passes::TheKernel(f));
   if (!s.ok()) return s;
+  out.notes.insert(out.notes.end(), epilogue_notes.begin(), epilogue_notes.end());
+  for (const StagedEpilogue& e : staged_epilogues) {
+    const std::string where = low.aliased_.count(e.tile) ? "in " + low.aliased_[e.tile] + "'s memory" : "its own memory";
+    out.notes.push_back("epilogue: " + e.acc + " stored through a shared tile (" + where + "), 16-byte rows to global memory");
+  }
   if (out.shared_bytes > options.shared_budget_bytes && !options.reuse_dead_shared) {
     GpuLowerOptions reuse = options;  // tiles that are never live together share memory
     reuse.reuse_dead_shared = true;

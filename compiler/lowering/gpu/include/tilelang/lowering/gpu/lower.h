@@ -190,6 +190,13 @@ struct GpuLowerOptions {
   // across iterations (wait_group 1, the refill after it; PipelineAsyncCopies'
   // defer_wgmma) instead of waiting for it at the end of every k-step.
   bool wgmma_overlap = true;
+  // (kWgmma) `copy C_f -> T[...]` of a wgmma accumulator into a global tensor
+  // goes through a shared tile (rows padded by 16 bytes: conflict-free
+  // register stores), then 16-byte vector stores along T's rows instead of
+  // each thread's 2-element pieces; the tile takes the memory of a pipeline
+  // stage buffer dead by then (no shared memory added), else the copy stays
+  // direct (a note says why).
+  bool stage_wgmma_epilogue = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
