@@ -154,12 +154,10 @@ profile() {
     grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issued Warp|rc=|ERR|Error" \
       "$out/ncu_$name.txt" | head -40
   done <<'LIST'
-gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 128 64 256 3
-gemm_bf16_8192x1024 gemm 8192 8192 1024 bfloat16 128 128 64 256 3
+gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 256 64 256 3
 fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
-w4a16_gemv_m1 w4a16 1 8192 8192 1 16 128 4 64 gemv
-w4a16_stage_m16 w4a16 16 8192 8192 16 32 512 3 128 stage
-w4a16_mma_m16 w4a16 16 8192 8192 16 32 128 4 128 mma
+w4a16_gemv_m1 w4a16 1 8192 8192 1 32 128 6 128 gemv
+w4a16_mma_m1 w4a16 1 8192 8192 16 64 128 4 128 mma
 LIST
 }
 
