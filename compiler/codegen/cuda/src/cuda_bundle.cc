@@ -180,7 +180,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
     // only, which every base aligns alike).
     std::vector<ParamSlot> slots = src->slots;
     uint32_t param_buffer_bytes = src->param_buffer_bytes;
-    if (!ptx) {
+    if (!ptx && !slots.empty()) {  // a kernel without parameters has no KPARAM_INFO to read
       StatusOr<CubinParamLayout> real = ReadCubinParamLayout(code->bytes, f.name);
       if (!real.ok()) return Status(StatusCode::kInternal, passes::Where(f, f.loc, ("CUDA " + arch + ": " + real.status().message()).c_str()));
       if (real->params.size() != slots.size()) {
