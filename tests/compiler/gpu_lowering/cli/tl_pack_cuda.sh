@@ -4,11 +4,7 @@
 # a CUDA compiler (NVRTC or nvcc in /usr/local/cuda*).
 set -eu
 tlp=$1 in=$2 out=$3
-if ! ls /usr/local/cuda/lib64/libnvrtc.so* /usr/local/cuda-13.0/targets/x86_64-linux/lib/libnvrtc.so* \
-     /usr/local/cuda/bin/nvcc /usr/local/cuda-13.0/bin/nvcc >/dev/null 2>&1; then
-  echo "no CUDA toolkit (NVRTC or nvcc): skipped"
-  exit 77
-fi
+. "$(dirname "$0")/cuda_toolkit.sh"
 mkdir -p "$out"
 "$tlp" compile "$in" -o "$out/cuda.tlb" --target cuda -q
 "$tlp" inspect "$out/cuda.tlb" >"$out/cuda.txt"

@@ -5,11 +5,7 @@
 # Exit 77 (ctest skip) without a CUDA compiler (NVRTC or nvcc in /usr/local/cuda*).
 set -eu
 tlp=$1 in=$2 out=$3
-if ! ls /usr/local/cuda/lib64/libnvrtc.so* /usr/local/cuda-13.0/targets/x86_64-linux/lib/libnvrtc.so* \
-     /usr/local/cuda/bin/nvcc /usr/local/cuda-13.0/bin/nvcc >/dev/null 2>&1; then
-  echo "no CUDA toolkit (NVRTC or nvcc): skipped"
-  exit 77
-fi
+. "$(dirname "$0")/cuda_toolkit.sh"
 mkdir -p "$out"
 "$tlp" compile "$in" -o "$out/wgmma.tlb" --target cuda -q
 "$tlp" inspect "$out/wgmma.tlb" >"$out/wgmma.txt"
