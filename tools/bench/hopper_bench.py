@@ -5,8 +5,9 @@ it is timed, then the median of many timed runs after warm-up (CUDA events, L2 f
 every run).
 
   GEMM bf16 and fp16 (fp32 accumulation, output in the input dtype), M x N x K = 4096^3, 8192^3,
-      8192x8192x1024, 128x8192x8192, 16x8192x8192: ours (kernels/gemm.py matmul, the best of the
-      tile configs listed below for that shape) vs torch.matmul (cuBLAS) and a Triton matmul (below).
+      8192x8192x1024, 128x8192x8192, 16x8192x8192: ours (kernels/gemm.py matmul, or matmul_splitk for
+      the split-K configs, the best of the tile configs listed below for that shape) vs torch.matmul
+      (cuBLAS) and a Triton matmul (below).
   FlashAttention forward bf16, D = 128 and 64, causal and not, B=4 H=32 S=4096 and B=1 H=32
       S=16384: ours (kernels/attention.py flash_attention) vs torch SDPA with the cuDNN and the
       flash backends.
@@ -44,12 +45,18 @@ sys.path.insert(0, REPO)
 
 GROUPS = ("gemm", "attention", "w4a16", "norm")
 
-# GEMM tile configs (block_M, block_N, block_K, threads, num_stages[, raster]), by M; raster P > 0: blocks
-# walked in panels of P row blocks (kernels.gemm.matmul raster=). The best one is reported.
+# GEMM tile configs (block_M, block_N, block_K, threads, num_stages[, raster[, split_k]]), by M; raster P > 0:
+# blocks walked in panels of P row blocks (kernels.gemm.matmul raster=); split_k S > 1: kernels.gemm.matmul_splitk
+# (S blocks per output tile, each over 1/S of K, float32 atomics into a workspace zeroed per call, then a cast
+# kernel: the zeroing, both kernels and the cast are all inside the timed call). The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 128, 32, 256, 2), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 128, 32, 256, 2, 8), (128, 256, 32, 256, 3, 8))
-GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3))
-GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4))
+GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
+                     (128, 128, 64, 256, 3, 0, 4), (128, 128, 64, 256, 5, 0, 2), (128, 256, 64, 256, 3, 0, 4),
+                     (128, 256, 64, 256, 4, 0, 4), (128, 64, 64, 128, 4, 0, 2), (64, 64, 64, 128, 4, 0, 2))
+GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
+                    (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
+                    (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8))
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
 # FlashAttention (block_M, block_N, threads, num_stages).
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2))
@@ -161,6 +168,10 @@ def gemm_case(M, N, K, dtype, configs):
 
     def program(cfg):
         bm, bn, bk, threads, stages = cfg[:5]
+        split = min(cfg[6], -(-K // bk)) if len(cfg) > 6 else 1  # at most one k-step per split (tiny shapes)
+        if split > 1:
+            return gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
+                                      block_K=bk, num_stages=stages, threads=threads)
         return gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
                            num_stages=stages, threads=threads, raster=cfg[5] if len(cfg) > 5 else 0)
 
@@ -842,13 +853,15 @@ def run_all(cases, be, target, json_path, log=print, budget_s=None):
 
 
 def self_test_configs(case):
-    """The first fitting config, plus for W4A16 and the norms the first of each kernel variant (their
-    kind: stage_scales or "lut"; stage), so every factory path runs."""
+    """The first fitting config, plus for W4A16, the norms and GEMM the first of each kernel variant (their
+    kind: stage_scales or "lut"; stage; split-K at this K), so every factory path runs."""
     picked, kinds = [], set()
     for cfg in case.configs:
         if not fits(case, cfg):
             continue
         kind = cfg[5] if case.group == "w4a16" else cfg[2] if case.group == "norm" else None
+        if case.group == "gemm":
+            kind = len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1
         if not picked or kind not in kinds:
             picked.append(cfg)
             kinds.add(kind)

@@ -1,0 +1,164 @@
+"""kernels/gemm.py matmul_splitk (issue #11's skinny GEMMs, M = 16 and 128 by 8192 x 8192): K split over
+split_k blocks per output tile, float32 atomics into a T.alloc_global workspace, then a cast kernel.
+
+- On the CPU device against float64 on fresh random inputs, with M, N and K that are not multiples of
+  the tiles (a split whose k-steps run past K reads zeros), for bf16, fp16 and f32, M as a T.dynamic
+  symbol, and every split count from 1 to the number of k-steps; called twice (the workspace is zero
+  at every call, so a second call gives the same result, not twice it).
+- Bad split counts and dtypes are rejected naming the argument and the allowed range.
+- The sm_90a CUDA source (no GPU needed): the split kernel runs wgmma on TMA-loaded tiles (M = 128
+  tiles) or mma.sync (M = 16 tiles) and adds its tile into the float32 workspace with atomics; a
+  second kernel casts; ptxas (where nvcc is installed) compiles both without spills.
+
+Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_gemm_splitk.py
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, ROOT)
+try:
+    import tilelang  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+import tilelang  # noqa: E402
+from tilelang import toolchain  # noqa: E402
+
+from kernels import gemm  # noqa: E402
+from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
+
+NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+RNG = np.random.default_rng()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def env():
+    try:
+        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
+    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
+        pytest.skip(f"no tl-pack ({e})")
+    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
+    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+
+
+def operands(M, N, K, dtype):
+    a, b = RNG.standard_normal((M, K)), RNG.standard_normal((K, N))
+    if dtype == "bfloat16":
+        A, B = to_bf16_bits(a), to_bf16_bits(b)
+        return A, B, from_bf16_bits(A).astype(np.float64), from_bf16_bits(B).astype(np.float64)
+    A, B = a.astype(dtype), b.astype(dtype)
+    return A, B, A.astype(np.float64), B.astype(np.float64)
+
+
+def decoded(C, dtype):
+    return from_bf16_bits(C).astype(np.float64) if dtype == "bfloat16" else C.astype(np.float64)
+
+
+def rel(got, ref):
+    return np.linalg.norm(got - ref) / np.linalg.norm(ref)
+
+
+# (M, N, K, split_k, block_M, block_N, block_K, dtype): ragged M, N and K; the last split partly or
+# wholly past K (K = 320 is 5 k-steps of 64: 3 splits of 2 steps); M as a dynamic symbol in one.
+CASES = [(37, 200, 320, 3, 16, 64, 64, "bfloat16"), (64, 128, 256, 4, 64, 64, 32, "float16"),
+         (5, 96, 100, 2, 16, 32, 32, "float32"), (130, 72, 192, 6, 64, 32, 32, "bfloat16")]
+# rounding once to 16 bits: ~2^-9 (bf16) / 2^-12 (fp16) relative; f32 output: summation order only
+TOL = {"bfloat16": 4e-3, "float16": 5e-4, "float32": 1e-5}
+
+
+@pytest.mark.parametrize("M,N,K,split,bm,bn,bk,dtype", CASES)
+def test_splitk_matches_float64_on_the_cpu(M, N, K, split, bm, bn, bk, dtype):
+    dynamic = M == 37
+    prog = gemm.matmul_splitk("M" if dynamic else M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm,
+                              block_N=bn, block_K=bk, num_stages=2, threads=128, cast_block=(4, 64))
+    k = tilelang.compile(prog, target="cpu")
+    assert len(k.kernel_names) == 2  # the split kernel, then the cast
+    A, B, a, b = operands(M, N, K, dtype)
+    ref = a @ b
+    for _ in range(2):  # the workspace is zero at every call (a leftover would double the second result)
+        C = np.full((M, N), 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full((M, N), np.nan, dtype)
+        k(A, B, C)
+        c = decoded(C, dtype)
+        assert np.isfinite(c).all()
+        assert rel(c, ref) < TOL[dtype], (M, N, K, split, dtype, rel(c, ref))
+
+
+def test_every_split_count_gives_the_product():
+    M, N, K, bk = 20, 64, 192, 32  # 6 k-steps
+    A, B, a, b = operands(M, N, K, "float32")
+    ref = a @ b
+    for split in range(1, 7):
+        k = tilelang.compile(gemm.matmul_splitk(M, N, K, split, dtype="float32", block_M=16, block_N=32,
+                                                block_K=bk, num_stages=2, threads=128), target="cpu")
+        C = np.full((M, N), np.nan, np.float32)
+        k(A, B, C)
+        assert rel(C.astype(np.float64), ref) < 1e-5, split
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(split_k=0), "matmul_splitk: split_k=0 must be an int in [1, 4] (K=256 is 4 k-steps of block_K=64)"),
+    (dict(split_k=5), "matmul_splitk: split_k=5 must be an int in [1, 4] (K=256 is 4 k-steps of block_K=64)"),
+    (dict(split_k=2, dtype="int8"), "matmul_splitk: dtype 'int8' not in ['bfloat16', 'float16', 'float32']"),
+    (dict(split_k=2, K="K"), "matmul_splitk: N and K must be ints, got N=128, K='K'"),
+])
+def test_bad_arguments_are_named(kw, msg):
+    args = dict(M=16, N=128, K=256, block_K=64)
+    args.update(kw)
+    with pytest.raises(ValueError) as info:
+        gemm.matmul_splitk(**args)
+    assert str(info.value) == msg
+
+
+def sm90a_sources(prog):
+    try:
+        src = tilelang.compile(prog, target="cuda").get_kernel_source()
+    except Exception as e:  # noqa: BLE001
+        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+            pytest.skip(f"no CUDA toolchain: {e}")
+        raise
+    parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+    return parts
+
+
+def ptxas_info(source, tmp_path, name):
+    if not os.access(NVCC, os.X_OK):
+        return None
+    cu = tmp_path / f"{name}.cu"
+    cu.write_text(source)
+    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / f"{name}.cubin"),
+                        str(cu)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stderr
+
+
+@pytest.mark.parametrize("M,bm,bn,bk,threads,stages,split,mma", [
+    (128, 128, 128, 64, 256, 3, 4, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"),
+    (16, 16, 64, 128, 128, 4, 2, "tl_mma_bf16("),
+])
+def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
+    """The hopper_bench configs' kernels: what runs on the H200."""
+    parts = sm90a_sources(gemm.matmul_splitk(M, 8192, 8192, split, dtype="bfloat16", out_dtype="bfloat16",
+                                             block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
+                                             threads=threads))
+    k0 = parts["main_k0.sm_90a.cu"]
+    assert mma in k0
+    assert k0.count("tl_tma_load_2d(&A_s") >= 1 and k0.count("tl_tma_load_2d(&B_s") >= 1
+    # float32 atomics of the accumulator into the workspace W (a hidden parameter), no 16-bit rounding
+    assert re.search(r"float\* __restrict__ W", k0)
+    assert re.search(r"atomicAdd\(&W\[[^;]*\], C_f\[[^;]*\]\);", k0), k0[-3000:]
+    assert "tl_f2bf" not in k0.split("atomicAdd", 1)[0].split("__global__", 1)[1]
+    # each split walks its own 8192 / split / block_K k-steps
+    steps = 8192 // bk // split
+    assert f"(bz * {steps})" in k0, k0
+    k1 = parts.get("main_k1.sm_90a.cu") or parts["main_k1.cu"]
+    assert re.search(r"C\[[^;]*\] = tl_f2bf\(\(\(float\)\(W\[", k1), k1[-2000:]
+    for name, s in (("k0", k0), ("k1", k1)):
+        info = ptxas_info(s, tmp_path, name)
+        if info is not None:
+            assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
