@@ -194,7 +194,11 @@ def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_s = T.alloc_shared((block_M, block_K), dtype)
             W_s = T.alloc_shared((block_N, nbytes), "uint8")
-            S_s = T.alloc_shared((block_N, groups), dtype)
+            # The block's scales for all of K, copied once before the k loop (block_N * K / group_size
+            # elements, 2 KiB at 16 rows, K = 8192): a per-step copy of one scale column is strided, so it
+            # was a synchronous global load inside the loop -- a DRAM round trip on every k-step's
+            # critical path (its warp stalls, then every warp at the next barrier).
+            S_all = T.alloc_shared((block_N, K // group_size), dtype)
             # Per byte j of the step: (a_2j, a_2j+1 - 16 a_2j, -8 a_2j, 0) in float32, and the scales in
             # float32: the per-byte loop then reads only float32 and the weight bytes, so nvcc merges
             # each thread's run of 4 bytes into one shared load (an fp16 conversion between the loads
@@ -206,20 +210,18 @@ def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M
             if block_M > 1:
                 out = T.alloc_fragment((block_M, block_N), "float32")
             T.clear(acc)
+            T.copy(Scales[bx * block_N, 0], S_all)
             for k in T.Pipelined(K // block_K, num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
                 T.copy(W[bx * block_N, k * nbytes], W_s)
-                if groups > 1:
-                    T.copy(Scales[bx * block_N, k * groups], S_s)
-                else:
-                    T.copy(Scales[bx * block_N, k // (group_size // block_K)], S_s)
                 for m, j, t in T.Parallel(block_M, nbytes, 4):
                     a0 = T.cast(A_s[m, 2 * j], "float32")
                     a1 = T.cast(A_s[m, 2 * j + 1], "float32")
                     A3[m, j, t] = T.if_then_else(t == 0, a0, T.if_then_else(t == 1, a1 - a0 * 16.0,
                                                                              T.if_then_else(t == 2, a0 * -8.0, 0.0)))
                 for n, g in T.Parallel(block_N, groups):
-                    S32[n, g] = T.cast(S_s[n, g], "float32")
+                    S32[n, g] = T.cast(S_all[n, k * groups + g if groups > 1 else k // (group_size // block_K)],
+                                       "float32")
 
                 def byte_dot(m, n, g, j):
                     jb = g * gstep + j  # byte within the step's row
