@@ -140,18 +140,22 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
 
 
 def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128, block_N=128, block_K=64,
-                  num_stages=3, threads=256, cast_block=(8, 512)):
+                  num_stages=3, threads=256, cast_block=(32, 128), workspace=False):
     """C = A @ B with K split over `split_k` blocks per output tile (skinny M: more blocks streaming B).
 
-    Two kernels in one program (T.alloc_global workspace W [M, N] float32, zero at every call):
+    Two kernels in one program, over a float32 workspace W [M, N] that is zero when kernel 1 starts:
       1. grid (N / block_N, M / block_M, split_k): block z accumulates its slice of
          ceil(K / block_K / split_k) k-steps in float32 registers and adds the tile into W with
          float32 atomics (a k-step past K reads zeros: any K works);
       2. W -> C, rounded once to out_dtype (the partial sums are never rounded to 16 bits).
+    workspace=False: W is a T.alloc_global workspace, allocated zeroed at every call (one more
+    device operation: the zeroing). workspace=True: W is the caller's 4th argument, which must be
+    zero before the first call; kernel 2 writes zeros back after reading each element, so every
+    call leaves it zero for the next (one workspace per concurrently running call).
     Numerics: float32 accumulation as `matmul`; the split sums add in an unspecified order.
     Parameters as `matmul` (A [M, K], B [K, N], no transposes, no epilogue); M may be a str naming a
     `T.dynamic` symbol; N and K are ints. cast_block: the (rows, columns) tile of kernel 2.
-    Signature: (A, B, C); C is written."""
+    Signature: (A, B, C) or, with workspace=True, (A, B, C, W [M, N] float32); C is written."""
     if dtype not in ("float16", "bfloat16", "float32"):
         raise ValueError(f"matmul_splitk: dtype {dtype!r} not in ['bfloat16', 'float16', 'float32']")
     if not isinstance(N, int) or not isinstance(K, int):
@@ -164,31 +168,49 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
     out_dtype = out_dtype or accum
     per_split = -(-steps // split_k)  # k-steps per split; the last split's tail past K reads zeros
     cb_m, cb_n = cast_block
-    ragged_n = N % cb_n != 0  # a Python bool: the column guard is only printed where it can fail
     M = _dim(M)
+
+    @T.macro
+    def split(A, B, W, bx, by, bz):
+        A_s = T.alloc_shared((block_M, block_K), dtype)
+        B_s = T.alloc_shared((block_K, block_N), dtype)
+        C_f = T.alloc_fragment((block_M, block_N), accum)
+        T.clear(C_f)
+        for k in T.Pipelined(per_split, num_stages=num_stages):
+            T.copy(A[by * block_M, (bz * per_split + k) * block_K], A_s)
+            T.copy(B[(bz * per_split + k) * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.atomic_add(W[by * block_M, bx * block_N], C_f)
+
+    @T.macro
+    def cast(C, W, bx, by):
+        # whole-tile copies (edges guarded by the copy), so both sides vectorize
+        w_f = T.alloc_fragment((cb_m, cb_n), accum)
+        T.copy(W[by * cb_m, bx * cb_n], w_f)
+        T.copy(w_f, C[by * cb_m, bx * cb_n])
+        if workspace:
+            T.clear(w_f)
+            T.copy(w_f, W[by * cb_m, bx * cb_n])
+
+    grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k)
+    cast_grid = (T.ceildiv(N, cb_n), T.ceildiv(M, cb_m))
+    if workspace:
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype),
+                 W: T.Tensor((M, N), accum)):
+            with T.Kernel(*grid, threads=threads) as (bx, by, bz):
+                split(A, B, W, bx, by, bz)
+            with T.Kernel(*cast_grid, threads=128) as (bx, by):
+                cast(C, W, bx, by)
+        return main
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype)):
         W = T.alloc_global((M, N), accum)
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k, threads=threads) as (bx, by, bz):
-            A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_K, block_N), dtype)
-            C_f = T.alloc_fragment((block_M, block_N), accum)
-            T.clear(C_f)
-            for k in T.Pipelined(per_split, num_stages=num_stages):
-                T.copy(A[by * block_M, (bz * per_split + k) * block_K], A_s)
-                T.copy(B[(bz * per_split + k) * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.atomic_add(W[by * block_M, bx * block_N], C_f)
-        with T.Kernel(T.ceildiv(N, cb_n), T.ceildiv(M, cb_m), threads=128) as (bx, by):
-            if ragged_n:
-                for i, j in T.Parallel(cb_m, cb_n):
-                    if by * cb_m + i < M and bx * cb_n + j < N:
-                        C[by * cb_m + i, bx * cb_n + j] = W[by * cb_m + i, bx * cb_n + j]
-            else:
-                for i, j in T.Parallel(cb_m, cb_n):
-                    if by * cb_m + i < M:
-                        C[by * cb_m + i, bx * cb_n + j] = W[by * cb_m + i, bx * cb_n + j]
+        with T.Kernel(*grid, threads=threads) as (bx, by, bz):
+            split(A, B, W, bx, by, bz)
+        with T.Kernel(*cast_grid, threads=128) as (bx, by):
+            cast(C, W, bx, by)
 
     return main
 

@@ -1,10 +1,11 @@
 """kernels/gemm.py matmul_splitk (issue #11's skinny GEMMs, M = 16 and 128 by 8192 x 8192): K split over
-split_k blocks per output tile, float32 atomics into a T.alloc_global workspace, then a cast kernel.
+split_k blocks per output tile, float32 atomics into a float32 workspace (a T.alloc_global one zeroed per
+call, or the caller's, which the cast kernel leaves zero), then a cast kernel.
 
 - On the CPU device against float64 on fresh random inputs, with M, N and K that are not multiples of
   the tiles (a split whose k-steps run past K reads zeros), for bf16, fp16 and f32, M as a T.dynamic
-  symbol, and every split count from 1 to the number of k-steps; called twice (the workspace is zero
-  at every call, so a second call gives the same result, not twice it).
+  symbol, and every split count from 1 to the number of k-steps; called three times (the workspace is
+  zero at every call, so a later call gives the same result, not a multiple; the caller's is zero after).
 - Bad split counts and dtypes are rejected naming the argument and the allowed range.
 - The sm_90a CUDA source (no GPU needed): the split kernel runs wgmma on TMA-loaded tiles (M = 128
   tiles) or mma.sync (M = 16 tiles) and adds its tile into the float32 workspace with atomics; a
@@ -72,21 +73,26 @@ CASES = [(37, 200, 320, 3, 16, 64, 64, "bfloat16"), (64, 128, 256, 4, 64, 64, 32
 TOL = {"bfloat16": 4e-3, "float16": 5e-4, "float32": 1e-5}
 
 
+@pytest.mark.parametrize("workspace", [False, True])
 @pytest.mark.parametrize("M,N,K,split,bm,bn,bk,dtype", CASES)
-def test_splitk_matches_float64_on_the_cpu(M, N, K, split, bm, bn, bk, dtype):
+def test_splitk_matches_float64_on_the_cpu(M, N, K, split, bm, bn, bk, dtype, workspace):
     dynamic = M == 37
     prog = gemm.matmul_splitk("M" if dynamic else M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm,
-                              block_N=bn, block_K=bk, num_stages=2, threads=128, cast_block=(4, 64))
+                              block_N=bn, block_K=bk, num_stages=2, threads=128, cast_block=(4, 64),
+                              workspace=workspace)
+    assert [p.name for p in prog.params] == (["A", "B", "C", "W"] if workspace else ["A", "B", "C"])
     k = tilelang.compile(prog, target="cpu")
     assert len(k.kernel_names) == 2  # the split kernel, then the cast
     A, B, a, b = operands(M, N, K, dtype)
+    W = np.zeros((M, N), np.float32)
     ref = a @ b
-    for _ in range(2):  # the workspace is zero at every call (a leftover would double the second result)
+    for _ in range(3):  # the workspace is zero at every call (a leftover would double the next result)
         C = np.full((M, N), 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full((M, N), np.nan, dtype)
-        k(A, B, C)
+        k(A, B, C, W) if workspace else k(A, B, C)
         c = decoded(C, dtype)
         assert np.isfinite(c).all()
         assert rel(c, ref) < TOL[dtype], (M, N, K, split, dtype, rel(c, ref))
+        assert not W.any()  # the caller's workspace: zero again after every call
 
 
 def test_every_split_count_gives_the_product():
@@ -142,10 +148,10 @@ def ptxas_info(source, tmp_path, name):
     (16, 16, 64, 128, 128, 4, 2, "tl_mma_bf16("),
 ])
 def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
-    """The hopper_bench configs' kernels: what runs on the H200."""
+    """The hopper_bench configs' kernels: what runs on the H200 (the caller's workspace)."""
     parts = sm90a_sources(gemm.matmul_splitk(M, 8192, 8192, split, dtype="bfloat16", out_dtype="bfloat16",
                                              block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
-                                             threads=threads))
+                                             threads=threads, workspace=True))
     k0 = parts["main_k0.sm_90a.cu"]
     assert mma in k0
     assert k0.count("tl_tma_load_2d(&A_s") >= 1 and k0.count("tl_tma_load_2d(&B_s") >= 1
@@ -157,7 +163,8 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
     steps = 8192 // bk // split
     assert f"(bz * {steps})" in k0, k0
     k1 = parts.get("main_k1.sm_90a.cu") or parts["main_k1.cu"]
-    assert re.search(r"C\[[^;]*\] = tl_f2bf\(\(\(float\)\(W\[", k1), k1[-2000:]
+    assert re.search(r"\bW\[[^;]*\] : ", k1) and re.search(r"C\[[^;]*\] = tl_f2bf\(\(\(float\)\(w_f\[", k1), k1
+    assert re.search(r"\bW\[[^;]*\] = w_f\[", k1), k1  # zeros written back
     for name, s in (("k0", k0), ("k1", k1)):
         info = ptxas_info(s, tmp_path, name)
         if info is not None:
