@@ -316,6 +316,142 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
     return main
 
 
+_W4H2_HELPERS = r"""
+__device__ __forceinline__ unsigned tl_w4h2_fma(unsigned a, unsigned b, unsigned c) {
+  unsigned d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+__device__ __forceinline__ float tl_w4h2_sum(unsigned h) {
+  float lo, hi;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(lo), "=f"(hi) : "r"(h));
+  return lo + hi;
+}
+__device__ __forceinline__ float tl_w4h2_h2f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+"""
+
+
+def _w4h2_source(name, rows, wstride, sstride, astride):
+    """CUDA C++ of one thread's k-step in w4a16_gemv_h2: 32 weights (16 bytes, 4 words of 8 nibbles)
+    of each of `rows` rows (wstride bytes apart in the weight tile, their scales sstride halves apart,
+    their float32 accumulators astride apart) against the same 32 activations. Per word x: (x & 0x000f000f) ^ 0x64086408 is the half2
+    (1024 + (n0 ^ 8), 1024 + (n4 ^ 8)) -- n ^ 8 is the excess-8 form of the signed nibble q, so one
+    fma (x * 1 - 1032) gives (q0, q4) exactly; the high nibbles give 1024 + 16 (n ^ 8), and
+    x / 16 - 72 = q; x >> 8 gives (q2, q6), (q3, q7). The activations are paired to match with 4
+    byte permutes per word (shared by all rows). Products accumulate in two half2 registers per row
+    (8 products per half, |q| <= 8), converted to float32 once per 32 weights, times the group scale."""
+    return _W4H2_HELPERS + f"""
+__device__ __forceinline__ void {name}(const unsigned char* w, const unsigned short* a, const unsigned short* s,
+                                        float* acc) {{
+  const uint4* a4 = reinterpret_cast<const uint4*>(a);
+  unsigned ap[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {{
+    const uint4 v = a4[i];  // a[8i .. 8i+7]: pairs (a0, a4), (a1, a5), (a2, a6), (a3, a7)
+    ap[i][0] = __byte_perm(v.x, v.z, 0x5410);
+    ap[i][1] = __byte_perm(v.x, v.z, 0x7632);
+    ap[i][2] = __byte_perm(v.y, v.w, 0x5410);
+    ap[i][3] = __byte_perm(v.y, v.w, 0x7632);
+  }}
+#pragma unroll
+  for (int r = 0; r < {rows}; ++r) {{
+    const uint4 q = *reinterpret_cast<const uint4*>(w + r * {wstride});
+    const unsigned words[4] = {{q.x, q.y, q.z, q.w}};
+    unsigned h0 = 0u, h1 = 0u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {{
+      const unsigned x = words[i], y = x >> 8;
+      const unsigned q0 = tl_w4h2_fma((x & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);  // x - 1032
+      const unsigned q1 = tl_w4h2_fma((x & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);  // x / 16 - 72
+      const unsigned q2 = tl_w4h2_fma((y & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);
+      const unsigned q3 = tl_w4h2_fma((y & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);
+      h0 = tl_w4h2_fma(q0, ap[i][0], h0);
+      h1 = tl_w4h2_fma(q1, ap[i][1], h1);
+      h0 = tl_w4h2_fma(q2, ap[i][2], h0);
+      h1 = tl_w4h2_fma(q3, ap[i][3], h1);
+    }}
+    acc[r * {astride}] += tl_w4h2_h2f(s[r * {sstride}]) * (tl_w4h2_sum(h0) + tl_w4h2_sum(h1));
+  }}
+}}
+"""
+
+
+def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=256, num_stages=6, threads=128):
+    """W4A16 decode for CUDA only (the dequantization is imported CUDA source: T.import_source +
+    T.call_extern, which the CPU, HIP and Vulkan backends refuse naming the kernel): the same
+    signature and packing as w4a16_gemv with fp16 activations and scales (A [M, K], W uint8 [N, K/2],
+    Scales [N, K / group_size], C [M, N]).
+
+    Why: w4a16_gemv spends ~10 instructions per weight byte in float32 (an int -> float conversion,
+    the exact nibble split, FMAs) plus per-k-step overhead. Here each thread takes 16 weight bytes (32
+    weights) of each of its rows per k-step in one 16-byte shared load and turns them into fp16 pairs
+    with bit operations (0x6400 magic: 1024 + nibble), so a word of 8 weights costs 1 shift, 4 lop3,
+    4 fma.f16x2 to exact integers and 4 fma.f16x2 of products: ~3.5 instructions per byte; A is
+    paired once per k-step for all the thread's rows. Each block owns block_N rows, one row of A
+    (grid.y = M: meant for M = 1..4) and walks K in k-steps of block_K with a num_stages pipeline of
+    the weight bytes and A (TMA); the block's scales for all of K are staged once. Per 32 weights the
+    products accumulate in fp16 (8 per half, |q| <= 8), then float32 times the group scale; the
+    threads of one row (block_K / 32) are summed at the end.
+
+    block_K: a multiple of 32 dividing K; group_size a multiple of 32; threads a multiple of
+    block_K / 32 with block_N a multiple of threads / (block_K / 32) (rows per thread = block_N *
+    (block_K / 32) / threads)."""
+    if group_size % 32 or K % group_size:
+        raise ValueError(f"w4a16_gemv_h2: group_size={group_size} must be a multiple of 32 dividing K={K}")
+    if block_K % 32 or K % block_K:
+        raise ValueError(f"w4a16_gemv_h2: block_K={block_K} must be a multiple of 32 dividing K={K}")
+    chunks = block_K // 32  # threads per row
+    if threads % chunks or block_N % (threads // chunks):
+        raise ValueError(f"w4a16_gemv_h2: threads={threads} must be a multiple of block_K / 32 = {chunks} and "
+                         f"block_N={block_N} a multiple of threads / {chunks} = {max(1, threads // chunks)}")
+    out_dtype = out_dtype or "float16"
+    M = _dim(M)
+    nbytes = block_K // 2
+    rstride = threads // chunks  # rows between one thread's rows
+    rows = block_N // rstride
+    groups = K // group_size
+    name = f"tl_w4a16_h2_r{rows}_w{rstride * nbytes}_s{rstride * groups}_a{threads}"
+    src = _w4h2_source(name, rows, rstride * nbytes, rstride * groups, threads)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), W: T.Tensor((N, K // 2), "uint8"),
+             Scales: T.Tensor((N, K // group_size), "float16"), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), M, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((1, block_K), "float16")
+            W_s = T.alloc_shared((block_N, nbytes), "uint8")
+            S_all = T.alloc_shared((block_N, groups), "float16")
+            # accumulator i of thread-slot t at [i, t]: the extern call of slot t owns column t
+            acc = T.alloc_shared((rows, threads), "float32")
+            red = T.alloc_fragment((block_N, chunks), "float32")
+            row = T.alloc_fragment((block_N,), "float32")
+            T.import_source(src)
+            for i, t in T.Parallel(rows, threads):
+                acc[i, t] = 0.0
+            T.copy(Scales[bx * block_N, 0], S_all)
+            for k in T.Pipelined(K // block_K, num_stages=num_stages):
+                T.copy(A[by, k * block_K], A_s)
+                T.copy(W[bx * block_N, k * nbytes], W_s)
+                # slot t = 2 p + h: chunk t % chunks of rows t // chunks + i * rstride (a (threads / 2, 2) loop:
+                # the default layout gives each thread one slot)
+                for p, h in T.Parallel(threads // 2, 2):
+                    T.call_extern(name, T.address_of(W_s[(2 * p + h) // chunks, ((2 * p + h) % chunks) * 16]),
+                                  T.address_of(A_s[0, ((2 * p + h) % chunks) * 32]),
+                                  T.address_of(S_all[(2 * p + h) // chunks,
+                                                     (k * block_K + ((2 * p + h) % chunks) * 32) // group_size]),
+                                  T.address_of(acc[0, 2 * p + h]), dtype="handle")
+            for n, c in T.Parallel(block_N, chunks):
+                red[n, c] = acc[n // rstride, (n % rstride) * chunks + c]
+            T.reduce_sum(red, row, dim=1)
+            for n in T.Parallel(block_N):
+                C[by, bx * block_N + n] = T.cast(row[n], out_dtype)
+
+    return main
+
+
 def quantize_ref(w, bits, group_size):
     """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
     N, K = w.shape

@@ -7,7 +7,10 @@ merging each thread's run of elements into one shared-memory access:
   loads or stores across an asm statement): no f16 `asm("cvt...` in the source;
 - a value cast to f16 and stored to an f16 buffer is converted once (no tl_f2h(tl_rh(...)));
 - PTX: 4 weight bytes per thread in one ld.shared.v4.u8, the fp16 weight tile of w4a16_mma stored
-  16 bytes at a time (st.shared.v4.u32), one int -> float conversion per weight byte.
+  16 bytes at a time (st.shared.v4.u32), one int -> float conversion per weight byte;
+- w4a16_gemv_h2 (CUDA only, imported source): 16 weight bytes per row in one ld.shared.v4.u32, 8
+  fma.rn.f16x2 per word of 8 weights and no int -> float conversion; its bit operations are checked
+  on a numpy model (every byte value, each weight position exactly) and refused off CUDA.
 
 Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_w4a16_cuda_source.py
 """
@@ -17,6 +20,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -93,3 +97,111 @@ def test_mma_source_and_ptx(tmp_path):
     assert count(ptx, "st.shared.v4.u32") >= 8 and count(ptx, "st.shared.u16") == 0
     assert count(ptx, "cvt.rn.f32.s16") == 16
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8
+
+
+# ---- w4a16_gemv_h2 (CUDA only: imported CUDA source) ---------------------------------------------
+
+def _f16_fma(a, b, c):
+    """a * b + c on float16 arrays, rounded once (float64 holds the exact value for fp16 operands)."""
+    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16)
+
+
+def _halves(u):
+    u = np.asarray(u, np.uint32)
+    return (u & 0xFFFF).astype(np.uint16).view(np.float16), (u >> 16).astype(np.uint16).view(np.float16)
+
+
+def _fma2(a, b, c):  # fma.rn.f16x2 on uint32 arrays
+    (al, ah), (bl, bh), (cl, ch) = _halves(a), _halves(b), _halves(c)
+    lo, hi = _f16_fma(al, bl, cl), _f16_fma(ah, bh, ch)
+    return lo.view(np.uint16).astype(np.uint32) | (hi.view(np.uint16).astype(np.uint32) << 16)
+
+
+def _prmt(x, y, sel):  # __byte_perm
+    src = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(src[(sel >> (4 * i)) & 0xF] << (8 * i) for i in range(4)).astype(np.uint32)
+
+
+def _h2_model(A, W, S, group):
+    """numpy model of w4a16_gemv_h2's imported per-thread function, bit for bit up to the float32 sums:
+    A [M, K] f16, W [N, K/2] uint8, S [N, K/group] f16 -> C [M, N] float64."""
+    M, K = A.shape
+    N = W.shape[0]
+    words = np.ascontiguousarray(W).view(np.uint32).reshape(N, K // 32, 4)  # [n, chunk, word]
+    out = np.zeros((M, N))
+    for m in range(M):
+        a = np.ascontiguousarray(A[m]).view(np.uint32).reshape(K // 32, 4, 4)  # [chunk, uint4, xyzw]
+        h0 = np.zeros((N, K // 32), np.uint32)
+        h1 = np.zeros((N, K // 32), np.uint32)
+        for i in range(4):
+            vx, vy, vz, vw = (a[:, i, j].astype(np.uint64) for j in range(4))
+            ap = [_prmt(vx, vz, 0x5410), _prmt(vx, vz, 0x7632), _prmt(vy, vw, 0x5410), _prmt(vy, vw, 0x7632)]
+            x = words[:, :, i]
+            y = x >> np.uint32(8)
+            one, m1032 = np.uint32(0x3C003C00), np.uint32(0xE408E408)
+            sixteenth, m72 = np.uint32(0x2C002C00), np.uint32(0xD480D480)
+            q0 = _fma2((x & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
+            q1 = _fma2((x & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
+            q2 = _fma2((y & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
+            q3 = _fma2((y & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
+            h0 = _fma2(q0, ap[0][None, :], h0)
+            h1 = _fma2(q1, ap[1][None, :], h1)
+            h0 = _fma2(q2, ap[2][None, :], h0)
+            h1 = _fma2(q3, ap[3][None, :], h1)
+        part = sum(h.astype(np.float32) for hh in (h0, h1) for h in _halves(hh))  # [n, chunk] float32
+        s = S.astype(np.float32)[:, (np.arange(K // 32) * 32) // group]
+        out[m] = (s * part).astype(np.float64).sum(axis=1)
+    return out
+
+
+def test_gemv_h2_decoder_model_matches_float64():
+    """The bit operations of w4a16_gemv_h2's imported source (the constants are asserted in the source
+    below): every byte value decodes to its two signed nibbles, paired with the right activations."""
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(3)
+    M, N, K, group = 2, 24, 512, 128
+    A = rng.standard_normal((M, K)).astype(np.float16)
+    W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, group)
+    W[0] = np.arange(256, dtype=np.uint8)  # every byte value
+    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
+    q[0] = np.where(nib >= 8, nib - 16, nib)
+    S = scales.astype(np.float16)
+    ref = qg.quant_matmul_ref(A.astype(np.float64), q, S.astype(np.float64), group)
+    got = _h2_model(A, W, S, group)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3  # fp16 products, 8 per half, float32 after
+    # a single weight: exact (one product, no fp16 accumulation error)
+    A1 = np.zeros((1, K), np.float16)
+    for k in (0, 1, 2, 5, 7, 8, 31, 32, 100, 511):
+        A1[:] = 0
+        A1[0, k] = 1.0
+        np.testing.assert_array_equal(_h2_model(A1, W, S, group)[0],
+                                      (q[:, k] * S.astype(np.float32)[:, k // group]).astype(np.float32))
+
+
+@pytest.mark.parametrize("block_N,block_K,threads,rows", [(16, 256, 128, 1), (32, 256, 128, 2), (64, 256, 128, 4),
+                                                          (32, 512, 256, 2)])
+def test_gemv_h2_source_and_ptx(tmp_path, block_N, block_K, threads, rows):
+    from kernels import quant_gemm as qg
+    s = sm90a_source(qg.w4a16_gemv_h2(1, 8192, 8192, block_N=block_N, block_K=block_K, threads=threads))
+    for const in ("0x64086408u", "0x64806480u", "0x3c003c00u", "0xe408e408u", "0x2c002c00u", "0xd480d480u",
+                  "0x000f000fu", "0x00f000f0u", "0x5410", "0x7632"):
+        assert const in s, const  # the numpy model's constants
+    assert f"tl_w4a16_h2_r{rows}_" in s
+    ptx = ptx_of(s, tmp_path)
+    assert count(ptx, "fma.rn.f16x2") == 32 * rows  # 8 per word: 4 to exact integers, 4 products
+    assert count(ptx, "ld.shared.v4.u32") >= rows + 4  # 16 weight bytes per row, 64 bytes of A, 16 at a time
+    assert count(ptx, "cvt.rn.f32.s16") == 0 and count(ptx, "ld.shared.u8") == 0  # no int -> float per byte
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+def test_gemv_h2_refused_off_cuda_and_bad_tiles():
+    from kernels import quant_gemm as qg
+    with pytest.raises(tilelang.TileLangUnimplementedFeature, match=r"calls extern function 'tl_w4a16_h2_r1_\w+', "
+                                                                    r"target cpu"):
+        tilelang.compile(qg.w4a16_gemv_h2(1, 64, 512), target="cpu")
+    with pytest.raises(ValueError, match=r"block_K=96 must be a multiple of 32 dividing K=512"):
+        qg.w4a16_gemv_h2(1, 64, 512, block_K=96)
+    with pytest.raises(ValueError, match=r"block_N=8 a multiple of threads / 8 = 16"):
+        qg.w4a16_gemv_h2(1, 64, 512, block_N=8)
+    with pytest.raises(ValueError, match=r"group_size=48 must be a multiple of 32"):
+        qg.w4a16_gemv_h2(1, 64, 480, group_size=48)
