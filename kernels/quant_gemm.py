@@ -263,7 +263,7 @@ def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M
 
 
 def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=32, num_stages=4,
-              threads=128, magic_round=False):
+              threads=128, magic_round=False, h2_dequant=False):
     """W4A16 on tensor cores with w4a16_gemv's dequantization: the same signature and packing as
     quant_matmul(bits=4), one scale group per k-step (block_K = group_size). Each k-step turns the
     block's weight bytes (copied into registers first, 4 per thread load) into their exact signed
@@ -273,14 +273,23 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
     the group scales of its columns (as w4_lut_matmul, the scales act on block_M x block_N products,
     not on every weight). For decode at M = 16 (block_M 16), where SIMT FMAs cannot keep up with
     the weight stream. The group scales of the block's rows are loaded once, before the k loop.
-    M may be dynamic; K a multiple of group_size."""
+    M may be dynamic; K a multiple of group_size.
+    h2_dequant (CUDA only, float16): the fp16 tile is made by imported CUDA source instead -- 16 weight
+    bytes per call, the bit operations of w4a16_gemv_h2 (1024 + nibble as fp16, one fma.f16x2 per
+    pair to the exact integer), 4 byte permutes per word into k order, 16-byte shared stores: ~3.5
+    instructions per byte instead of ~10; block_N * group_size / 32 an even number of calls."""
     if K % group_size or group_size % 8:
         raise ValueError(f"w4a16_mma: K={K} must be a multiple of group_size={group_size}, itself of 8")
+    if h2_dequant and (dtype != "float16" or group_size % 32 or (block_N * group_size // 32) % 2):
+        raise ValueError(f"w4a16_mma: h2_dequant needs float16 (got {dtype}), group_size a multiple of 32 (got "
+                         f"{group_size}) and an even block_N * group_size / 32 (block_N={block_N})")
     out_dtype = out_dtype or dtype
     M = _dim(M)
     block_K = group_size
     nbytes = block_K // 2
     groups = K // group_size
+    chunks = nbytes // 16  # h2_dequant: calls per row
+    deq = "tl_w4h2_deq32"
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
@@ -290,23 +299,34 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
             W_s = T.alloc_shared((block_N, nbytes), "uint8")
             S_all = T.alloc_shared((block_N, groups), dtype)
             Q_s = T.alloc_shared((block_N, block_K), dtype)
-            W_r = T.alloc_fragment((block_N, nbytes), "uint8")
+            if not h2_dequant:
+                W_r = T.alloc_fragment((block_N, nbytes), "uint8")
             C_k = T.alloc_fragment((block_M, block_N), "float32")
             C_f = T.alloc_fragment((block_M, block_N), "float32")
+            if h2_dequant:
+                T.import_source(_W4H2_DEQUANT)
             T.copy(Scales[bx * block_N, 0], S_all)
             T.clear(C_f)
             for k in T.Pipelined(groups, num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
                 T.copy(W[bx * block_N, k * nbytes], W_s)
-                T.copy(W_s, W_r)
-                for n, j in T.Parallel(block_N, nbytes):
-                    b = T.cast(T.cast(W_r[n, j] ^ 0x08, "int8"), "float32")  # q_lo + 16 q_hi + 8
-                    if magic_round:
-                        hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
-                    else:
-                        hi = T.floor(b * 0.0625)
-                    Q_s[n, 2 * j] = T.cast((b - hi * 16.0) - 8.0, dtype)
-                    Q_s[n, 2 * j + 1] = T.cast(hi, dtype)
+                if h2_dequant:
+                    # call 2 p + h: row (2 p + h) // chunks, bytes 16 ((2 p + h) % chunks) (a (calls / 2, 2)
+                    # loop: the default layout gives each thread one call per pass)
+                    for p, h in T.Parallel(block_N * chunks // 2, 2):
+                        T.call_extern(deq, T.address_of(W_s[(2 * p + h) // chunks, ((2 * p + h) % chunks) * 16]),
+                                      T.address_of(Q_s[(2 * p + h) // chunks, ((2 * p + h) % chunks) * 32]),
+                                      dtype="handle")
+                else:
+                    T.copy(W_s, W_r)
+                    for n, j in T.Parallel(block_N, nbytes):
+                        b = T.cast(T.cast(W_r[n, j] ^ 0x08, "int8"), "float32")  # q_lo + 16 q_hi + 8
+                        if magic_round:
+                            hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
+                        else:
+                            hi = T.floor(b * 0.0625)
+                        Q_s[n, 2 * j] = T.cast((b - hi * 16.0) - 8.0, dtype)
+                        Q_s[n, 2 * j + 1] = T.cast(hi, dtype)
                 T.clear(C_k)
                 T.gemm(A_s, Q_s, C_k, transpose_B=True)
                 for m, n in T.Parallel(block_M, block_N):
@@ -331,6 +351,24 @@ __device__ __forceinline__ float tl_w4h2_h2f(unsigned short h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
+}
+"""
+
+# w4a16_mma(h2_dequant=True): 16 weight bytes (32 int4, k order) -> 32 exact fp16 integers in k order.
+_W4H2_DEQUANT = _W4H2_HELPERS + r"""
+__device__ __forceinline__ void tl_w4h2_deq32(const unsigned char* w, unsigned short* out) {
+  const uint4 v = *reinterpret_cast<const uint4*>(w);
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned x = words[i], y = x >> 8;
+    const unsigned q04 = tl_w4h2_fma((x & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);  // (q0, q4)
+    const unsigned q15 = tl_w4h2_fma((x & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);  // (q1, q5)
+    const unsigned q26 = tl_w4h2_fma((y & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);  // (q2, q6)
+    const unsigned q37 = tl_w4h2_fma((y & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);  // (q3, q7)
+    *reinterpret_cast<uint4*>(out + 8 * i) = make_uint4(__byte_perm(q04, q15, 0x5410), __byte_perm(q26, q37, 0x5410),
+                                                        __byte_perm(q04, q15, 0x7632), __byte_perm(q26, q37, 0x7632));
+  }
 }
 """
 

@@ -205,3 +205,46 @@ def test_gemv_h2_refused_off_cuda_and_bad_tiles():
         qg.w4a16_gemv_h2(1, 64, 512, block_N=8)
     with pytest.raises(ValueError, match=r"group_size=48 must be a multiple of 32"):
         qg.w4a16_gemv_h2(1, 64, 480, group_size=48)
+
+
+def _deq32_model(W):
+    """numpy model of w4a16_mma(h2_dequant=True)'s imported tl_w4h2_deq32: W [N, 16 m] uint8 -> [N, 32 m] fp16."""
+    N = W.shape[0]
+    words = np.ascontiguousarray(W).view(np.uint32)  # [N, 4 m]
+    one, m1032 = np.uint32(0x3C003C00), np.uint32(0xE408E408)
+    sixteenth, m72 = np.uint32(0x2C002C00), np.uint32(0xD480D480)
+    x = words
+    y = x >> np.uint32(8)
+    q04 = _fma2((x & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
+    q15 = _fma2((x & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
+    q26 = _fma2((y & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
+    q37 = _fma2((y & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
+    c = lambda v: v.astype(np.uint64)  # noqa: E731
+    out = np.stack([_prmt(c(q04), c(q15), 0x5410), _prmt(c(q26), c(q37), 0x5410),
+                    _prmt(c(q04), c(q15), 0x7632), _prmt(c(q26), c(q37), 0x7632)], axis=-1)  # [N, words, 4]
+    return out.reshape(N, -1).astype(np.uint32).view(np.float16).reshape(N, -1)
+
+
+def test_mma_h2_dequant_model_is_exact():
+    """Every byte value at every position of a 16-byte run becomes its two signed nibbles, in k order."""
+    from kernels import quant_gemm as qg
+    W = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    W = np.concatenate([W, np.roll(W, 5, axis=1)])
+    nib = np.stack([W & 15, W >> 4], axis=-1).reshape(W.shape[0], -1).astype(np.int64)
+    np.testing.assert_array_equal(_deq32_model(W).astype(np.int64), np.where(nib >= 8, nib - 16, nib))
+    with pytest.raises(ValueError, match=r"h2_dequant needs float16 \(got bfloat16\)"):
+        qg.w4a16_mma(16, 64, 512, dtype="bfloat16", h2_dequant=True)
+
+
+@pytest.mark.parametrize("block_N,threads", [(32, 128), (64, 256)])
+def test_mma_h2_source_and_ptx(tmp_path, block_N, threads):
+    from kernels import quant_gemm as qg
+    s = sm90a_source(qg.w4a16_mma(16, 8192, 8192, block_N=block_N, num_stages=4, threads=threads, h2_dequant=True))
+    for const in ("0x64086408u", "0x64806480u", "0xe408e408u", "0xd480d480u", "0x5410", "0x7632"):
+        assert const in s, const
+    ptx = ptx_of(s, tmp_path)
+    calls = block_N * 4 // threads  # 16-byte calls per thread and k-step
+    assert count(ptx, "fma.rn.f16x2") == 16 * calls  # 4 per word of 8 weights, to exact integers
+    assert count(ptx, "st.shared.v4.u32") >= 4 * calls  # the fp16 tile 16 bytes at a time
+    assert count(ptx, "cvt.rn.f32.s16") == 0 and "ld.local" not in ptx
+    assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8
