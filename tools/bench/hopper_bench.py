@@ -102,7 +102,13 @@ NORM_CONFIGS = ((1, 256, "shared", 1), (2, 256, "shared", 1), (1, 512, "shared",
                 (1, 512, "pipelined", 16), (2, 256, "pipelined", 8), (1, 128, "fragment", 1), (4, 128, "fragment", 1),
                 # (..., num_stages): deeper row pipelines (more bytes in flight per SM, fewer blocks per SM)
                 (1, 256, "pipelined", 16, 3), (1, 256, "pipelined", 32, 4), (1, 128, "pipelined", 16, 3),
-                (1, 512, "pipelined", 16, 3))
+                (1, 512, "pipelined", 16, 3),
+                # one wave of blocks (the 09:23 best, 8 rows per block, is 2048 blocks = 5.2 waves of the 396 that
+                # fit at 3 per SM: the last wave runs 17 % full): RMSNorm 2 stages fits 3 blocks per SM (65.6 KB
+                # of shared memory) -> 42 rows, 391 blocks; softmax 4 per SM (49.2 KB) -> 32 rows, 512 blocks;
+                # with 3 stages 2 and 3 per SM -> 63 and 42 rows; 21 rows: two full waves at 3 per SM
+                (1, 256, "pipelined", 42), (1, 256, "pipelined", 32), (1, 256, "pipelined", 63, 3),
+                (1, 256, "pipelined", 42, 3), (1, 256, "pipelined", 21))
 NORM_SHAPE = (16384, 8192)
 
 # --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
