@@ -402,7 +402,11 @@ struct Machine {
 
   // SMma per thread, as simt_ir.h defines it (warp-collective: every lane active).
   void Mma(const SMma& n, const std::vector<uint8_t>& mask) {
-    const int64_t kk = MmaK(n.kind);
+    const int64_t kk = MmaStepK(n.kind, n.sm75);  // Turing's m16n8k8 / m8n8k16 (SMma::sm75)
+    if (n.sm75 && n.kind != MmaKind::kF16 && n.kind != MmaKind::kI8) {
+      error = std::string("mma: no sm_75 instruction for ") + MmaKindName(n.kind);
+      return;
+    }
     for (size_t t = 0; t < mask.size(); ++t) {
       if (!mask[t]) {
         error = "mma under divergence (thread " + std::to_string(t) + " inactive)";

@@ -73,13 +73,18 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   lo.shared_budget_bytes = budget;
   lo.symbol_params = true;  // the CUDA runtime fills ParamSlot.symbol slots
   lo.extern_calls = true;   // T.call_extern into T.import_source'd CUDA source
-  // Tensor cores (mma.sync) when every requested arch is sm_80 or later.
-  bool mma = !archs.empty();
+  // Tensor cores (mma.sync) when every requested arch is sm_80 or later;
+  // Turing's shapes (f16 m16n8k8, s8 m8n8k16; GpuLowerOptions::mma_sm75)
+  // when the oldest is sm_75 (they run on every later arch too, so one
+  // lowering serves the list); SIMT FMA below that.
+  int oldest = archs.empty() ? 0 : 1000;
   for (const std::string& a : archs) {
     const size_t digits = a.find_first_of("0123456789");
-    mma = mma && digits != std::string::npos && std::atoi(a.c_str() + digits) >= 80;
+    oldest = std::min(oldest, digits == std::string::npos ? 0 : std::atoi(a.c_str() + digits));
   }
-  lo.gemm = mma ? gpu::GemmStrategy::kMmaSync : gpu::GemmStrategy::kSimtFma;
+  const bool mma = oldest >= 80;
+  lo.gemm = oldest >= 75 ? gpu::GemmStrategy::kMmaSync : gpu::GemmStrategy::kSimtFma;
+  lo.mma_sm75 = oldest >= 75 && oldest < 80;
   lo.tf32 = options.tf32;
   lo.vector_copies = true;
   lo.async_copies = mma;  // cp.async needs sm_80 as mma.sync does

@@ -51,10 +51,26 @@ template <int N> __device__ __forceinline__ void tl_cp_async_wait() { asm volati
 __device__ __forceinline__ unsigned tl_pack16(unsigned short lo, unsigned short hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 __device__ __forceinline__ unsigned tl_pack8(signed char a, signed char b, signed char c, signed char d) { return (unsigned)(unsigned char)a | ((unsigned)(unsigned char)b << 8) | ((unsigned)(unsigned char)c << 16) | ((unsigned)(unsigned char)d << 24); }
 __device__ __forceinline__ unsigned tl_tf32(float f) { unsigned r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f)); return r; }
-__device__ __forceinline__ void tl_mma_f16(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
-__device__ __forceinline__ void tl_mma_bf16(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
-__device__ __forceinline__ void tl_mma_tf32(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
-__device__ __forceinline__ void tl_mma_s8(int* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); }
+)";
+
+constexpr const char* kMmaPrelude = R"(// mma.sync (printed only into kernels that use it) through one template in namespace tl,
+// mma_sync<A, B, C, M, N, K, trans_a, trans_b>(c, a, b): A row-major (trans_a = false) times B column-major
+// (trans_b = true), PTX's .row.col; c holds the thread's accumulator registers, a and b its operand registers in
+// the PTX ISA's fragment order. Only the shapes below exist (an unlisted combination is an incomplete type: a
+// compile error, never a wrong instruction). sm_80+: m16n8k16 f16/bf16 -> f32, m16n8k8 tf32 -> f32, m16n8k32
+// s8 -> s32; sm_75 (Turing): m16n8k8 f16 -> f32, m8n8k16 s8 -> s32.
+namespace tl {
+enum class DataType : int { kFloat16, kBFloat16, kTensorFloat32, kFloat32, kInt8, kInt32 };
+template <DataType A, DataType B, DataType C, int M, int N, int K, bool TransA, bool TransB> struct MmaAtom;
+template <> struct MmaAtom<DataType::kFloat16, DataType::kFloat16, DataType::kFloat32, 16, 8, 16, false, true> { static __device__ __forceinline__ void run(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); } };
+template <> struct MmaAtom<DataType::kBFloat16, DataType::kBFloat16, DataType::kFloat32, 16, 8, 16, false, true> { static __device__ __forceinline__ void run(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); } };
+template <> struct MmaAtom<DataType::kTensorFloat32, DataType::kTensorFloat32, DataType::kFloat32, 16, 8, 8, false, true> { static __device__ __forceinline__ void run(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); } };
+template <> struct MmaAtom<DataType::kInt8, DataType::kInt8, DataType::kInt32, 16, 8, 32, false, true> { static __device__ __forceinline__ void run(int* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1])); } };
+template <> struct MmaAtom<DataType::kFloat16, DataType::kFloat16, DataType::kFloat32, 16, 8, 8, false, true> { static __device__ __forceinline__ void run(float* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};" : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b[0])); } };
+template <> struct MmaAtom<DataType::kInt8, DataType::kInt8, DataType::kInt32, 8, 8, 16, false, true> { static __device__ __forceinline__ void run(int* c, const unsigned* a, const unsigned* b) { asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};" : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b[0])); } };
+template <DataType A, DataType B, DataType C, int M, int N, int K, bool TransA, bool TransB, typename Acc>
+__device__ __forceinline__ void mma_sync(Acc* c, const unsigned* a, const unsigned* b) { MmaAtom<A, B, C, M, N, K, TransA, TransB>::run(c, a, b); }
+}  // namespace tl
 )";
 
 // TMA and mbarriers (sm_90), printed only into kernels that use them.
@@ -215,6 +231,8 @@ class Printer {
     if (!err_.empty()) return Status(StatusCode::kUnimplemented, "CUDA printer: " + err_);
     o << "}\n";
     out.source = o.str();
+    // The mma atoms go right after the common prelude, once an SMma printed them.
+    if (mma_) out.source.insert(std::char_traits<char>::length(kPrelude), kMmaPrelude);
     return out;
   }
 
@@ -488,9 +506,11 @@ class Printer {
 
   // SMma (simt_ir.h): per k-step, the warp's A and B fragments (ldmatrix for
   // 16-bit operands on 16-byte-aligned rows, else per-element shared loads),
-  // then m_tiles x n_tiles mma.sync. C's slots follow MmaAccumulatorLayout,
+  // then m_tiles x n_tiles mma.sync (with SMma::sm75 Turing's m16n8k8 f16, or
+  // 2 m_tiles x n_tiles m8n8k16 s8). C's slots follow MmaAccumulatorLayout,
   // so register indices are constants once the loops unroll.
   void Mma(const gpu::SMma& n, const std::string& pad, std::ostringstream& o) {
+    mma_ = true;
     const bool b16 = n.kind == gpu::MmaKind::kF16 || n.kind == gpu::MmaKind::kBF16;
     // Bases (a stage of a pipelined buffer is an offset known only at run
     // time) must be provably multiples of 8 elements: 16-byte rows for ldmatrix.
@@ -503,7 +523,8 @@ class Printer {
     const std::string ars = std::to_string(n.a_row_stride), acs = std::to_string(n.a_col_stride);
     const std::string bks = std::to_string(n.b_k_stride), bns = std::to_string(n.b_n_stride);
     const std::string p1 = pad + "  ", p2 = pad + "    ", p3 = pad + "      ";
-    o << pad << "{  // mma." << gpu::MmaKindName(n.kind) << " k-step: " << n.c << " += " << n.a << " * " << n.b << "\n";
+    o << pad << "{  // mma." << gpu::MmaKindName(n.kind) << " " << gpu::MmaShapeName(n.kind, n.sm75) << " k-step: " << n.c
+      << " += " << n.a << " * " << n.b << "\n";
     // This warp is (tl_w, tl_wc) of the wm x C warp grid (SMma in simt_ir.h):
     // tl_w picks its rows of A and C, tl_wc its columns of B and C.
     const std::string WM = std::to_string(n.R / 8), WC = std::to_string(n.C);
@@ -522,7 +543,31 @@ class Printer {
     };
     const std::string row = "(2 * tl_j + (tl_q & 1)) * " + R + " + tl_w * 8 + tl_g";  // A row of register q
     o << p1 << "#pragma unroll\n" << p1 << "for (int tl_j = 0; tl_j < " << MT << "; ++tl_j) {\n";
-    if (a_ld) {
+    if (n.sm75) {
+      // Turing: per 16-row tile two A registers, q = 0 for rows g, q = 1 for
+      // rows g + 8 (h of the SMma formula), each at k0 + 2t (f16 m16n8k8: two
+      // halves) or k0 + 4t (s8 m8n8k16, one instruction per q: four bytes).
+      if (a_ld && n.a_col_stride == 1) {  // row-major M x K: lane l addresses row l%8 of matrix q = (l/8)%2
+        o << p2 << "const int tl_q = (tl_l >> 3) & 1;\n"
+          << p2 << "tl_ldsm_x2(tl_fa[tl_j], &" << n.a << "[tl_ab + ((2 * tl_j + tl_q) * " << R
+          << " + tl_w * 8 + (tl_l & 7)) * " << ars << " + tl_k0]);\n";
+      } else if (a_ld) {  // stored K x M: transposing load over the 8 k rows
+        o << p2 << "const int tl_q = (tl_l >> 3) & 1;\n"
+          << p2 << "tl_ldsm_x2_t(tl_fa[tl_j], &" << n.a << "[tl_ab + (tl_k0 + (tl_l & 7)) * " << acs
+          << " + (2 * tl_j + tl_q) * " << R << " + tl_w * 8]);\n";
+      } else {
+        o << p2 << "#pragma unroll\n" << p2 << "for (int tl_q = 0; tl_q < 2; ++tl_q) {\n";
+        if (b16) {
+          const std::string k = "tl_k0 + 2 * tl_t";
+          o << p3 << "tl_fa[tl_j][tl_q] = tl_pack16(" << A(row, k) << ", " << A(row, k + " + 1") << ");\n";
+        } else {
+          const std::string k = "tl_k0 + 4 * tl_t";
+          o << p3 << "tl_fa[tl_j][tl_q] = tl_pack8(" << A(row, k) << ", " << A(row, k + " + 1") << ", "
+            << A(row, k + " + 2") << ", " << A(row, k + " + 3") << ");\n";
+        }
+        o << p2 << "}\n";
+      }
+    } else if (a_ld) {
       if (n.a_col_stride == 1) {  // row-major M x K: lane l addresses row (q&1)*8 + l%8 of matrix q = l/8
         o << p2 << "const int tl_q = tl_l >> 3;\n"
           << p2 << "tl_ldsm_x4(tl_fa[tl_j], &" << n.a << "[tl_ab + ((2 * tl_j + (tl_q & 1)) * " << R
@@ -547,18 +592,47 @@ class Printer {
       o << p2 << "}\n";
     }
     o << p1 << "}\n";
-    if (b_ld) {
+    // The warp's n-tile `ntile` is the tile ntile * C + tl_wc of B; lane l
+    // addresses row l%8 of the 8x8 matrix at k block `kblk` of that tile.
+    auto addr = [&](const std::string& ntile, const std::string& kblk) {
+      const std::string nt = "((" + ntile + ") * " + WC + " + tl_wc)";
+      if (n.b_n_stride == 1) {  // stored K x N: rows are k
+        return "&" + n.b + "[tl_bb + (tl_k0 + " + kblk + " * 8 + (tl_l & 7)) * " + bks + " + " + nt + " * 8]";
+      }
+      return "&" + n.b + "[tl_bb + (" + nt + " * 8 + (tl_l & 7)) * " + bns + " + tl_k0 + " + kblk + " * 8]";
+    };
+    if (n.sm75 && b_ld) {
+      // Turing f16: one B register per n-tile (k0 + 2t, k0 + 2t + 1); x2 loads
+      // n-tiles 2p and 2p + 1 (matrix q = (l/8)%2), an odd last tile twice.
+      const std::string ld2 = n.b_n_stride == 1 ? "tl_ldsm_x2_t" : "tl_ldsm_x2";
+      o << p1 << "#pragma unroll\n" << p1 << "for (int tl_p = 0; tl_p < " << (n.n_tiles + 1) / 2 << "; ++tl_p) {\n";
+      o << p2 << "const int tl_q = (tl_l >> 3) & 1;\n" << p2 << "unsigned tl_r[2];\n";
+      if (n.n_tiles % 2) {
+        o << p2 << "const int tl_nt = 2 * tl_p + tl_q < " << NT << " ? 2 * tl_p + tl_q : " << n.n_tiles - 1 << ";\n";
+        o << p2 << ld2 << "(tl_r, " << addr("tl_nt", "0") << ");\n";
+        o << p2 << "tl_fb[2 * tl_p][0] = tl_r[0];\n";
+        o << p2 << "if (2 * tl_p + 1 < " << NT << ") tl_fb[2 * tl_p + 1][0] = tl_r[1];\n";
+      } else {
+        o << p2 << ld2 << "(tl_r, " << addr("2 * tl_p + tl_q", "0") << ");\n";
+        o << p2 << "tl_fb[2 * tl_p][0] = tl_r[0]; tl_fb[2 * tl_p + 1][0] = tl_r[1];\n";
+      }
+      o << p1 << "}\n";
+    } else if (n.sm75) {
+      o << p1 << "#pragma unroll\n" << p1 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+      const std::string col = "(tl_n * " + WC + " + tl_wc) * 8 + tl_g";
+      if (b16) {
+        const std::string k = "tl_k0 + 2 * tl_t";
+        o << p2 << "tl_fb[tl_n][0] = tl_pack16(" << B(k, col) << ", " << B(k + " + 1", col) << ");\n";
+      } else {
+        const std::string k = "tl_k0 + 4 * tl_t";
+        o << p2 << "tl_fb[tl_n][0] = tl_pack8(" << B(k, col) << ", " << B(k + " + 1", col) << ", " << B(k + " + 2", col)
+          << ", " << B(k + " + 3", col) << ");\n";
+      }
+      o << p1 << "}\n";
+    } else if (b_ld) {
       const std::string ld = n.b_n_stride == 1 ? "tl_ldsm_x4_t" : "tl_ldsm_x4";
       const std::string ld2 = n.b_n_stride == 1 ? "tl_ldsm_x2_t" : "tl_ldsm_x2";
-      // Matrix q: n-tile 2p + q/2, k block q%2; lane l addresses its row l%8.
-      auto addr = [&](const std::string& ntile, const std::string& kblk) {
-        // The warp's n-tile `ntile` is the tile ntile * C + tl_wc of B.
-        const std::string nt = "((" + ntile + ") * " + WC + " + tl_wc)";
-        if (n.b_n_stride == 1) {  // stored K x N: rows are k
-          return "&" + n.b + "[tl_bb + (tl_k0 + " + kblk + " * 8 + (tl_l & 7)) * " + bks + " + " + nt + " * 8]";
-        }
-        return "&" + n.b + "[tl_bb + (" + nt + " * 8 + (tl_l & 7)) * " + bns + " + tl_k0 + " + kblk + " * 8]";
-      };
+      // Matrix q: n-tile 2p + q/2, k block q%2.
       o << p1 << "#pragma unroll\n" << p1 << "for (int tl_p = 0; tl_p < " << n.n_tiles / 2 << "; ++tl_p) {\n";
       o << p2 << "const int tl_q = tl_l >> 3;\n" << p2 << "unsigned tl_r[4];\n";
       o << p2 << ld << "(tl_r, " << addr("2 * tl_p + (tl_q >> 1)", "(tl_q & 1)") << ");\n";
@@ -586,14 +660,30 @@ class Printer {
       }
       o << p2 << "}\n" << p1 << "}\n";
     }
-    const char* fn = n.kind == gpu::MmaKind::kF16    ? "tl_mma_f16"
-                     : n.kind == gpu::MmaKind::kBF16 ? "tl_mma_bf16"
-                     : n.kind == gpu::MmaKind::kTF32 ? "tl_mma_tf32"
-                                                     : "tl_mma_s8";
+    // tl::mma_sync<A, B, C, M, N, K, false, true> (the prelude's atoms).
+    const char* dt = n.kind == gpu::MmaKind::kF16    ? "tl::DataType::kFloat16"
+                     : n.kind == gpu::MmaKind::kBF16 ? "tl::DataType::kBFloat16"
+                     : n.kind == gpu::MmaKind::kTF32 ? "tl::DataType::kTensorFloat32"
+                                                     : "tl::DataType::kInt8";
+    const bool i8 = n.kind == gpu::MmaKind::kI8;
+    const std::string shape = n.sm75 && i8 ? "8, 8, 16" : "16, 8, " + std::to_string(gpu::MmaStepK(n.kind, n.sm75));
+    const std::string fn = std::string("tl::mma_sync<") + dt + ", " + dt + ", " +
+                           (i8 ? "tl::DataType::kInt32" : "tl::DataType::kFloat32") + ", " + shape + ", false, true>";
     const std::string cs = std::to_string(n.c_col_slots);
-    const std::string ct = n.kind == gpu::MmaKind::kI8 ? "int" : "float";
+    const std::string ct = i8 ? "int" : "float";
     o << p1 << "#pragma unroll\n" << p1 << "for (int tl_j = 0; tl_j < " << MT << "; ++tl_j) {\n";
     o << p2 << "#pragma unroll\n" << p2 << "for (int tl_n = 0; tl_n < " << NT << "; ++tl_n) {\n";
+    if (n.sm75 && i8) {
+      // m8n8k16: C rows g (h = 0, A register 0) and g + 8 (h = 1, register 1)
+      // are two instructions of two accumulator registers each.
+      o << p3 << "#pragma unroll\n" << p3 << "for (int tl_h = 0; tl_h < 2; ++tl_h) {\n";
+      const std::string base = n.c + "[(2 * tl_j + tl_h) * " + cs + " + 2 * tl_n";
+      o << p3 << "  int tl_c[2] = {" << base << "], " << base << " + 1]};\n";
+      o << p3 << "  " << fn << "(tl_c, &tl_fa[tl_j][tl_h], tl_fb[tl_n]);\n";
+      o << p3 << "  " << base << "] = tl_c[0]; " << base << " + 1] = tl_c[1];\n";
+      o << p3 << "}\n" << p2 << "}\n" << p1 << "}\n" << pad << "}\n";
+      return;
+    }
     o << p3 << ct << " tl_c[4] = {" << n.c << "[2 * tl_j * " << cs << " + 2 * tl_n], " << n.c << "[2 * tl_j * " << cs
       << " + 2 * tl_n + 1], " << n.c << "[(2 * tl_j + 1) * " << cs << " + 2 * tl_n], " << n.c << "[(2 * tl_j + 1) * "
       << cs << " + 2 * tl_n + 1]};\n";
@@ -685,6 +775,7 @@ class Printer {
   }
 
   const gpu::SimtKernel& k_;
+  bool mma_ = false;    // an SMma was printed (kMmaPrelude)
   bool wgmma_ = false;  // the kernel has SWgmma: sm_90a only (wgmma prelude, 1024-byte aligned shared memory)
   std::map<std::string, const gpu::SimtBuffer*> bufs_;
   std::map<std::string, DType> globals_;

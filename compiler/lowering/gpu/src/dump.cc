@@ -70,7 +70,7 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
               << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "[" << ir::Print(n.b_base)
               << " ks=" << n.b_k_stride << " ns=" << n.b_n_stride << "] k0=" << ir::Print(n.k0) << " tiles="
               << n.m_tiles << "x" << n.n_tiles << " R=" << n.R << (n.C > 1 ? " C=" + std::to_string(n.C) : std::string())
-              << "\n";
+              << (n.sm75 ? " sm75 " + MmaShapeName(n.kind, true) : std::string()) << "\n";
           } else if constexpr (std::is_same_v<T, SAmdMma>) {
             o << pad << MatrixCoreName(n.core) << "." << MmaKindName(n.kind) << " " << n.c << " += " << n.a << "["
               << ir::Print(n.a_base) << " rs=" << n.a_row_stride << " cs=" << n.a_col_stride << "] * " << n.b << "["
@@ -116,6 +116,17 @@ int64_t MmaK(MmaKind k) {
     case MmaKind::kI8: return 32;
   }
   return 16;
+}
+
+int64_t MmaStepK(MmaKind kind, bool sm75) {
+  if (sm75 && kind == MmaKind::kF16) return 8;
+  if (sm75 && kind == MmaKind::kI8) return 16;
+  return MmaK(kind);
+}
+
+std::string MmaShapeName(MmaKind kind, bool sm75) {
+  const int64_t k = MmaStepK(kind, sm75);
+  return (sm75 && kind == MmaKind::kI8 ? "m8n8k" : "m16n8k") + std::to_string(k);
 }
 
 const char* MmaKindName(MmaKind k) {

@@ -121,7 +121,7 @@ FragmentLayout LoopLayout(const ir::Parallel& p, const ir::SymbolTable& syms, co
 // The tensor-core instruction for gemm `g` under kMmaSync, or nullopt (SIMT
 // FMA) with the reason in *why.
 std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, bool tf32,
-                              GemmStrategy strategy, std::string* why) {
+                              GemmStrategy strategy, std::string* why, bool sm75 = false) {
   const bool amd = strategy == GemmStrategy::kMfma || strategy == GemmStrategy::kWmma;
   const MatrixCore core = strategy == GemmStrategy::kWmma ? MatrixCore::kWmma : MatrixCore::kMfma;
   const std::string inst = amd ? MatrixCoreName(core) : "mma.sync";
@@ -150,6 +150,11 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
     kind = MmaKind::kTF32;
   }
   if (a.dtype == ir::DType::kI8 && b.dtype == ir::DType::kI8 && c.dtype == ir::DType::kI32) kind = MmaKind::kI8;
+  if (!amd && sm75 && kind && *kind != MmaKind::kF16 && *kind != MmaKind::kI8) {
+    *why = "no " + inst + " on sm_75 for " + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " +
+           ir::DTypeName(c.dtype) + " (Turing's atoms: f16 m16n8k8, s8 m8n8k16)";
+    return std::nullopt;
+  }
   if (!kind) {
     *why = "no " + inst + " for " + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " +
            ir::DTypeName(c.dtype);
@@ -173,11 +178,12 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
     }
     return kind;
   }
-  if (!MmaAccumulatorFits(cs[0], cs[1], threads) || k % MmaK(*kind) != 0) {
+  const int64_t kstep = MmaStepK(*kind, sm75);
+  if (!MmaAccumulatorFits(cs[0], cs[1], threads) || k % kstep != 0) {
     *why = "shape " + std::to_string(cs[0]) + "x" + std::to_string(cs[1]) + "x" + std::to_string(k) + " over " +
            std::to_string(threads) + " threads does not fit (no warp grid wm x wn with M a multiple of 16 wm and N of 8 wn;"
            " K a multiple of " +
-           std::to_string(MmaK(*kind)) + ")";
+           std::to_string(kstep) + ")";
     return std::nullopt;
   }
   return kind;
@@ -263,7 +269,8 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
   return WgmmaFit{*kind, *WgmmaOperandSwizzle(as[na - 2], as[na - 1], e), *WgmmaOperandSwizzle(bs[nb - 2], bs[nb - 1], e)};
 }
 
-StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32) {
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32,
+                                        bool sm75) {
   GpuLayoutPlan plan;
   plan.threads = threads;
   const ir::SymbolTable syms = ir::CollectSymbols(f);
@@ -397,13 +404,15 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
     if (wg != wgmma.end()) {
       mma = wg->second.kind;
     } else if (strategy != GemmStrategy::kSimtFma) {
-      mma = MmaFor(*g, syms, threads, tf32, strategy == GemmStrategy::kWgmma ? GemmStrategy::kMmaSync : strategy, &why);
+      mma = MmaFor(*g, syms, threads, tf32, strategy == GemmStrategy::kWgmma ? GemmStrategy::kMmaSync : strategy, &why,
+                   sm75 && strategy == GemmStrategy::kMmaSync);
     }
     const FragmentLayout l = !mma ? GemmAccumulatorLayout(sh[0], sh[1], threads)
                              : wg != wgmma.end() ? WgmmaAccumulatorLayout(sh[0], sh[1], threads)
                              : amd ? AmdMatrixAccumulatorLayout(sh[0], sh[1], threads)
                                    : MmaAccumulatorLayout(sh[0], sh[1], threads);
     std::string inst = strategy == GemmStrategy::kMfma ? "mfma" : strategy == GemmStrategy::kWmma ? "wmma" : "mma.sync";
+    if (mma && sm75 && strategy == GemmStrategy::kMmaSync) inst += " " + MmaShapeName(*mma, true);
     if (wg != wgmma.end()) inst = "wgmma";
     if (wg == wgmma.end() && wgmma_why.count(g)) inst = "mma.sync, not wgmma: " + wgmma_why.at(g) + ";";
     auto it = plan.layouts.find(g->c.buffer);

@@ -780,7 +780,9 @@ class Lowerer {
     m.a_col_stride = op->a_col_stride;
     m.b_k_stride = op->b_k_stride;
     m.b_n_stride = op->b_n_stride;
-    if (M != L.rows || N != L.cols || K % MmaK(kind) != 0) {
+    m.sm75 = options_.mma_sm75;
+    const int64_t kstep = MmaStepK(kind, m.sm75);
+    if (M != L.rows || N != L.cols || K % kstep != 0) {
       return Err(st, "gemm: operand shapes " + std::to_string(M) + "x" + std::to_string(K) + " and " +
                          std::to_string(K) + "x" + std::to_string(N) + " do not match the accumulator " +
                          std::to_string(L.rows) + "x" + std::to_string(L.cols));
@@ -1720,7 +1722,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   out.block_vars = k0.block_vars;
   for (const Expr& g : k0.grid) out.grid.push_back(ir::FoldConstants(g));
 
-  StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32);
+  StatusOr<GpuLayoutPlan> plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32, options.mma_sm75);
   if (!plan.ok()) return plan.status();
   std::vector<StagedEpilogue> staged_epilogues;
   std::vector<std::string> epilogue_notes;
@@ -1729,7 +1731,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     for (const AsyncPipeline& p : async) pipeline_buffers.insert(p.buffers.begin(), p.buffers.end());
     staged_epilogues = StageWgmmaEpilogues(f, *plan, pipeline_buffers, &epilogue_notes);
     if (!staged_epilogues.empty()) {
-      plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32);
+      plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32, options.mma_sm75);
       if (!plan.ok()) return plan.status();
     }
   }

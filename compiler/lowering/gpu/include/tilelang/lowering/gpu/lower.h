@@ -84,8 +84,10 @@ struct GpuLayoutPlan {
   std::map<std::string, SmemSwizzle> swizzle;     // shared buffers only wgmma gemms read: their swizzle
   std::vector<std::string> notes;
 };
+// `sm75`: kMmaSync with Turing's shapes only (GpuLowerOptions::mma_sm75).
 StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads,
-                                        GemmStrategy gemm = GemmStrategy::kSimtFma, bool tf32 = false);
+                                        GemmStrategy gemm = GemmStrategy::kSimtFma, bool tf32 = false,
+                                        bool sm75 = false);
 
 // The layout a T.Parallel loop iterates with under `plan` (see the rules
 // above); the lowering and the tests use the same function.
@@ -163,6 +165,10 @@ struct GpuLowerOptions {
   bool symbol_params = false;
   GemmStrategy gemm = GemmStrategy::kSimtFma;
   bool tf32 = false;  // kMmaSync: f32 gemms on tensor cores as tf32
+  // kMmaSync on Turing (sm_75; CUDA sets it when the oldest requested arch is
+  // sm_75): f16 x f16 -> f32/f16 as m16n8k8 and s8 x s8 -> s32 as m8n8k16
+  // (SMma::sm75); bf16 and tf32 have no Turing atoms and stay SIMT FMA.
+  bool mma_sm75 = false;
   // Copies between global and shared memory as 4/8/16-byte SCopyVec where
   // the last dim is contiguous and provably aligned (global bases then need
   // SimtKernel::param_align).

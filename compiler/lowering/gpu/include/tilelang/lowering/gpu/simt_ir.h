@@ -101,6 +101,13 @@ struct SComment { std::string text; };
 enum class MmaKind : uint8_t { kF16, kBF16, kTF32, kI8 };
 int64_t MmaK(MmaKind k);  // 16, 16, 8, 32
 const char* MmaKindName(MmaKind k);
+// Turing (sm_75) has fewer mma.sync shapes (PTX ISA "Matrix shape"): f16 as
+// m16n8k8 and s8 as m8n8k16 (two per 16-row tile: rows g and g + 8 of the
+// C fragment below are each one m8n8 C); no bf16, no tf32. The k-step of
+// `kind` with (sm75) or without those: kF16 8, kI8 16; else MmaK(kind).
+int64_t MmaStepK(MmaKind kind, bool sm75);
+// "m16n8k16", "m16n8k8", "m8n8k16", "m16n8k32" (the instruction SMma uses).
+std::string MmaShapeName(MmaKind kind, bool sm75);
 
 // One k-step of a warp's tensor-core GEMM (emitted only with
 // GemmStrategy::kMmaSync; printers that do not know it must reject it).
@@ -110,7 +117,7 @@ const char* MmaKindName(MmaKind k);
 //   for j < m_tiles, h < 2, n < n_tiles, e < 2:
 //     row = (2j + h) * R + wr * 8 + l / 4         (C fragment row)
 //     col = (n * C + wc) * 8 + 2 * (l % 4) + e    (C fragment column)
-//     c[(2j + h) * c_col_slots + 2n + e] += sum over kk < MmaK(kind) of
+//     c[(2j + h) * c_col_slots + 2n + e] += sum over kk < MmaStepK(kind, sm75) of
 //         A(row, k0 + kk) * B(k0 + kk, col)
 //   A(x, y) = a[a_base + x * a_row_stride + y * a_col_stride]   (shared)
 //   B(x, y) = b[b_base + x * b_k_stride + y * b_n_stride]       (shared)
@@ -125,6 +132,9 @@ struct SMma {
   int64_t a_row_stride = 0, a_col_stride = 0, b_k_stride = 0, b_n_stride = 0;
   int64_t m_tiles = 1, n_tiles = 1, R = 8, c_col_slots = 2;
   int64_t C = 1;  // warp columns
+  // Turing instruction shapes (MmaStepK): the same per-thread meaning with a
+  // k-step of 8 (kF16) or 16 (kI8); only kF16 and kI8 exist there.
+  bool sm75 = false;
 };
 
 // AMD matrix cores: MFMA on CDNA (gfx90a, gfx94x; wavefront 64) and WMMA on
