@@ -10,7 +10,8 @@ merging each thread's run of elements into one shared-memory access:
   16 bytes at a time (st.shared.v4.u32), one int -> float conversion per weight byte;
 - w4a16_gemv_h2 (CUDA only, imported source): 16 weight bytes per row in one ld.shared.v4.u32, 8
   fma.rn.f16x2 per word of 8 weights and no int -> float conversion; its bit operations are checked
-  on a numpy model (every byte value, each weight position exactly) and refused off CUDA.
+  on a numpy model (every byte value, each weight position exactly), the exact imported C++ text runs
+  on the host (its three asm helpers replaced by _Float16 code) against float64, and it is refused off CUDA.
 
 Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_w4a16_cuda_source.py
 """
@@ -248,3 +249,131 @@ def test_mma_h2_source_and_ptx(tmp_path, block_N, threads):
     assert count(ptx, "st.shared.v4.u32") >= 4 * calls  # the fp16 tile 16 bytes at a time
     assert count(ptx, "cvt.rn.f32.s16") == 0 and "ld.local" not in ptx
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8
+
+
+_HOST_PRELUDE = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#define __device__
+#define __forceinline__ inline
+struct uint4 { unsigned x, y, z, w; };
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's, selector bits 2:0 per byte
+  unsigned char in[8];
+  std::memcpy(in, &x, 4);
+  std::memcpy(in + 4, &y, 4);
+  unsigned r = 0;
+  for (int n = 0; n < 4; ++n) r |= unsigned(in[(s >> (4 * n)) & 7]) << (8 * n);
+  return r;
+}
+static inline _Float16 h16(unsigned bits) { unsigned short b = bits & 0xffff; _Float16 f; std::memcpy(&f, &b, 2); return f; }
+static inline unsigned b16(_Float16 f) { unsigned short b; std::memcpy(&b, &f, 2); return b; }
+// fma.rn.f16x2: the exact a * b + c of fp16 operands fits a double; one rounding to fp16
+static inline unsigned tl_w4h2_fma(unsigned a, unsigned b, unsigned c) {
+  auto f = [](unsigned x, unsigned y, unsigned z) { return b16((_Float16)((double)h16(x) * (double)h16(y) + (double)h16(z))); };
+  return f(a, b, c) | (f(a >> 16, b >> 16, c >> 16) << 16);
+}
+static inline float tl_w4h2_sum(unsigned v) { return (float)h16(v) + (float)h16(v >> 16); }
+static inline float tl_w4h2_h2f(unsigned short v) { return (float)h16(v); }
+"""
+
+
+def _host_run(tmp_path, source, main, inputs):
+    """Compiles `source` (CUDA text of the kernels above, without its asm helpers) with the host prelude
+    and `main`, runs it on the byte strings `inputs` (stdin), returns stdout bytes."""
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        pytest.skip("no host C++ compiler")
+    cc = tmp_path / "h2_host.cc"
+    cc.write_text(_HOST_PRELUDE + source + main)
+    exe = tmp_path / "h2_host"
+    r = subprocess.run([cxx, "-std=c++17", "-O1", "-o", str(exe), str(cc)], capture_output=True, text=True)
+    if r.returncode != 0 and "_Float16" in r.stderr:
+        pytest.skip(f"{cxx} has no _Float16")
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = subprocess.run([str(exe)], input=b"".join(inputs), capture_output=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+@pytest.mark.parametrize("block_N,block_K,threads", [(16, 256, 128), (32, 256, 128), (32, 512, 256)])
+def test_gemv_h2_source_runs_on_the_host(tmp_path, block_N, block_K, threads):
+    """The exact C++ text w4a16_gemv_h2 imports (its three asm helpers replaced by host fp16 code), driven
+    with the tile program's slot mapping over a whole [N, K] problem, against float64."""
+    from kernels import quant_gemm as qg
+    N, K, group = 64, 1024, 128
+    chunks, nbytes = block_K // 32, block_K // 2
+    rstride = threads // chunks
+    rows, groups = block_N // rstride, K // group
+    name = "h2dot"
+    src = qg._w4h2_source(name, rows, rstride * nbytes, rstride * groups, threads)[len(qg._W4H2_HELPERS):]
+    main = f"""
+int main() {{
+  const int N = {N}, K = {K}, BN = {block_N}, BK = {block_K}, NB = {nbytes}, CH = {chunks}, RS = {rstride}, G = {groups};
+  std::vector<unsigned short> A(K), S(N * G);
+  std::vector<unsigned char> W(N * K / 2);
+  if (fread(A.data(), 2, K, stdin) != (size_t)K || fread(W.data(), 1, W.size(), stdin) != W.size() ||
+      fread(S.data(), 2, S.size(), stdin) != S.size()) return 2;
+  std::vector<float> C(N);
+  for (int bx = 0; bx < N / BN; ++bx) {{
+    std::vector<float> acc({rows} * {threads}, 0.f);
+    std::vector<unsigned short> S_all(BN * G);
+    for (int n = 0; n < BN; ++n) for (int g = 0; g < G; ++g) S_all[n * G + g] = S[(bx * BN + n) * G + g];
+    for (int k = 0; k < K / BK; ++k) {{
+      std::vector<unsigned char> W_s(BN * NB);  // the k-step's tiles, as the TMA copies place them
+      for (int n = 0; n < BN; ++n) std::memcpy(&W_s[n * NB], &W[(bx * BN + n) * (K / 2) + k * NB], NB);
+      const unsigned short* A_s = &A[k * BK];
+      for (int t = 0; t < {threads}; ++t)  // the T.Parallel slot t = 2 p + h
+        {name}(&W_s[(t / CH) * NB + (t % CH) * 16], &A_s[(t % CH) * 32], &S_all[(t / CH) * G + (k * BK + (t % CH) * 32) / {group}],
+               &acc[t]);
+    }}
+    for (int n = 0; n < BN; ++n) {{
+      float r = 0.f;
+      for (int c = 0; c < CH; ++c) r += acc[(n / RS) * {threads} + (n % RS) * CH + c];
+      C[bx * BN + n] = r;
+    }}
+  }}
+  fwrite(C.data(), 4, N, stdout);
+  return 0;
+}}
+"""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((1, K)).astype(np.float16)
+    W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, group)
+    W[0, :256] = np.arange(256, dtype=np.uint8)
+    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
+    q[0] = np.where(nib >= 8, nib - 16, nib)
+    S = scales.astype(np.float16)
+    out = _host_run(tmp_path, src, main, [A.tobytes(), np.ascontiguousarray(W).tobytes(), S.tobytes()])
+    got = np.frombuffer(out, np.float32).astype(np.float64)
+    ref = qg.quant_matmul_ref(A.astype(np.float64), q, S.astype(np.float64), group)[0]
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+    np.testing.assert_allclose(got, _h2_model(A, W, S, group)[0], rtol=1e-5, atol=1e-5)  # the numpy model agrees
+
+
+def test_mma_h2_dequant_source_runs_on_the_host(tmp_path):
+    """The exact C++ text of w4a16_mma(h2_dequant=True)'s tl_w4h2_deq32 on the host: every byte value at
+    every position of a 16-byte run decodes to its two signed nibbles in k order."""
+    from kernels import quant_gemm as qg
+    src = qg._W4H2_DEQUANT[len(qg._W4H2_HELPERS):]
+    W = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    W = np.concatenate([W, np.roll(W, 5, axis=1), np.roll(W, 11, axis=0)])
+    main = f"""
+int main() {{
+  unsigned char w[{W.size}];
+  if (fread(w, 1, sizeof w, stdin) != sizeof w) return 2;
+  for (int r = 0; r < {W.shape[0]}; ++r) {{
+    alignas(16) unsigned short out[32];
+    alignas(16) unsigned char row[16];
+    std::memcpy(row, w + 16 * r, 16);
+    tl_w4h2_deq32(row, out);
+    fwrite(out, 2, 32, stdout);
+  }}
+  return 0;
+}}
+"""
+    out = np.frombuffer(_host_run(tmp_path, src, main, [W.tobytes()]), np.float16).reshape(W.shape[0], 32)
+    nib = np.stack([W & 15, W >> 4], axis=-1).reshape(W.shape[0], -1).astype(np.int64)
+    np.testing.assert_array_equal(out.astype(np.int64), np.where(nib >= 8, nib - 16, nib))
