@@ -4,7 +4,7 @@
   python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER]
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND   (hopper_bench's
-      W4_CONFIGS_* tuple after the shape: KIND gemv | mma | lut | stage | plain; group size 128, fp16)
+      W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | lut | stage | plain; group size 128, fp16)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
 "cuda"), so a config the bench precompiled is a cache hit), the inputs are random torch tensors on
@@ -43,9 +43,11 @@ def main():
         from kernels import quant_gemm
         M, N, K, bm, bn, bk, stages, threads = (int(v) for v in a.args[:8])
         kind = a.args[8]
-        if kind == "mma":
+        if kind in ("mma", "mma_h2"):
             prog = quant_gemm.w4a16_mma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
-                                        threads=threads, magic_round=True)
+                                        threads=threads, magic_round=True, h2_dequant=kind == "mma_h2")
+        elif kind == "h2":
+            prog = quant_gemm.w4a16_gemv_h2(M, N, K, block_N=bn, block_K=bk, num_stages=stages, threads=threads)
         elif kind == "gemv":
             prog = quant_gemm.w4a16_gemv(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
                                          threads=threads, magic_round=True)
