@@ -23,6 +23,9 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+# flash_attn / fla references (reference_shims/README.md), last as in compat_plugin: the examples
+# that import them at module level (linear_attention) then import, and their kernels are built.
+sys.path.append(os.path.join(HERE, "reference_shims"))
 from compat_reason import reason_of  # noqa: E402
 
 
@@ -120,6 +123,8 @@ SPECS = [
                          block_N=128, block_K=32, num_stages=3, threads=256)),
     ("linear_attention", "example_linear_attn_fwd", "fused_chunk_linear_attn_fwd",
      lambda m, T: m.tl_fused_chunk_fwd_kernel.get_tir(1, 512, 16, 128, 128)),
+    ("linear_attention", "example_linear_attn_bwd", "fused_chunk_linear_attn_bwd",
+     lambda m, T: m.tl_fused_chunk_bwd_kernel.get_tir(1, 1024, 16, 128, 128)),
     ("dequantize_gemm", "example_dequant_gemm_fp4_hopper", "dequant gemm fp4 (hopper)",
      lambda m, T: m.matmul.get_tir(256, 256, 256, T.float16, T.float16, T.float32, num_bits=4, block_M=128,
                                    block_N=128, block_K=128, num_stages=2, threads=256, split=1)),

@@ -21,6 +21,19 @@ RESERVED = {"tileir", "func", "dynamic", "kernel", "alloc", "var", "let", "for",
             "if", "else", "copy", "fill", "gemm", "reduce", "cumsum", "atomic_add", "sync", "hint",
             "true", "false", "inf", "nan", "loc", "select", "cast", "grid", "threads", "serial",
             "unroll", "pipelined", "tensor", "shared", "fragment", "local"}
+# C++ keywords (valid Python names such as `do`, `new`, `int`): the CUDA, HIP and CPU backends print
+# value names as C++ identifiers, so such a buffer or parameter is renamed (`do_`) like a Tile IR word
+# (upstream's linear attention backward names its shared dO tile `do`).
+CXX_KEYWORDS = {
+    "alignas", "alignof", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+    "char8_t", "char16_t", "char32_t", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+    "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do",
+    "double", "dynamic_cast", "enum", "explicit", "export", "extern", "float", "friend", "goto", "inline", "int",
+    "long", "mutable", "namespace", "new", "noexcept", "not_eq", "nullptr", "operator", "or_eq", "private",
+    "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "short", "signed", "sizeof",
+    "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw",
+    "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
+    "xor_eq"}
 
 
 def _stack():
@@ -58,7 +71,7 @@ class Builder:
         base = re.sub(r"[^A-Za-z0-9_]", "_", hint or "v") or "v"
         if base[0].isdigit():
             base = "_" + base
-        if base in RESERVED:
+        if base in RESERVED or base in CXX_KEYWORDS:
             base += "_"
         name, n = base, 0
         while name in self.names:
@@ -69,8 +82,8 @@ class Builder:
 
     def claim(self, name):
         """Register a parameter's or symbol's name; error if taken. A Tile IR keyword
-        (`kernel`, `copy`, ...) is renamed (`kernel_`), as other values are."""
-        if name in RESERVED:
+        (`kernel`, `copy`, ...) or C++ keyword (`do`) is renamed (`kernel_`), as other values are."""
+        if name in RESERVED or name in CXX_KEYWORDS:
             return self.fresh(name)
         if name in self.names:
             raise error(f"name {name!r} is used twice")
