@@ -377,3 +377,32 @@ int main() {{
     out = np.frombuffer(_host_run(tmp_path, src, main, [W.tobytes()]), np.float16).reshape(W.shape[0], 32)
     nib = np.stack([W & 15, W >> 4], axis=-1).reshape(W.shape[0], -1).astype(np.int64)
     np.testing.assert_array_equal(out.astype(np.int64), np.where(nib >= 8, nib - 16, nib))
+
+
+@pytest.mark.parametrize("M,N,K", [(16, 64, 512), (5, 96, 1024)])
+def test_mma_two_groups_per_step_matches_float64(M, N, K):
+    """w4a16_mma(groups_per_step=2) on the CPU (the float dequantization; the tile program is the same for
+    h2_dequant but for the extern call): two groups' tiles and accumulators per k-step, each scaled by its
+    own group scale."""
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(5)
+    k = tilelang.compile(qg.w4a16_mma(M, N, K, block_N=32, num_stages=3, threads=128, groups_per_step=2),
+                         out_idx=[3], target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, 128)
+    s = scales.astype(np.float16)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s.astype(np.float64), 128)
+    got = np.asarray(k(a, W, s), np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-3  # fp16 output rounding
+    with pytest.raises(ValueError, match=r"groups_per_step=3 must be 1 or 2"):
+        qg.w4a16_mma(M, N, K, groups_per_step=3)
+
+
+def test_mma_h2_two_groups_per_step_ptx(tmp_path):
+    from kernels import quant_gemm as qg
+    s = sm90a_source(qg.w4a16_mma(16, 8192, 8192, block_N=32, num_stages=4, threads=128, h2_dequant=True,
+                                  groups_per_step=2))
+    ptx = ptx_of(s, tmp_path)
+    assert count(ptx, "fma.rn.f16x2") == 32  # two 16-byte calls per thread and k-step
+    assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 16  # two k=128 gemms
+    assert "ld.local" not in ptx

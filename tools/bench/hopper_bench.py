@@ -89,7 +89,8 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 32, 128, 4, 128, "mma"), (16, 64, 128, 4, 128, "mma"), (16, 16, 128, 6, 64, "mma"),
                      (16, 32, 128, 8, 128, "mma"), (16, 32, 128, 6, 256, "mma"), (16, 64, 128, 6, 256, "mma"),
                      (16, 32, 128, 4, 128, "mma_h2"), (16, 64, 128, 4, 128, "mma_h2"), (16, 32, 128, 6, 256, "mma_h2"),
-                     (16, 64, 128, 6, 256, "mma_h2"), (16, 128, 128, 4, 256, "mma_h2"), (16, 32, 128, 8, 128, "mma_h2"))
+                     (16, 64, 128, 6, 256, "mma_h2"), (16, 128, 128, 4, 256, "mma_h2"), (16, 32, 128, 8, 128, "mma_h2"),
+                     (16, 32, 128, 4, 128, "mma_h2g2"), (16, 64, 128, 3, 256, "mma_h2g2"), (16, 32, 128, 3, 128, "mma_h2g2"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -321,10 +322,11 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
-        if kind in ("mma", "mma_h2"):  # mma_h2: the fp16 tile made by imported CUDA source (CUDA only)
+        if kind in ("mma", "mma_h2", "mma_h2g2"):  # mma_h2*: the fp16 tile made by imported CUDA source (CUDA
+            # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                         num_stages=stages, threads=threads, magic_round=True,
-                                        h2_dequant=kind == "mma_h2")
+                                        h2_dequant=kind != "mma", groups_per_step=2 if kind == "mma_h2g2" else 1)
         if kind == "h2":  # CUDA only (imported CUDA source); bk is the k-step, the group size stays W4_GROUP
             return quant_gemm.w4a16_gemv_h2(M, N, K, group_size=group, block_N=bn, block_K=bk, num_stages=stages,
                                             threads=threads)
