@@ -8,8 +8,9 @@ call, or the caller's, which the cast kernel leaves zero), then a cast kernel.
   zero at every call, so a later call gives the same result, not a multiple; the caller's is zero after).
 - Bad split counts and dtypes are rejected naming the argument and the allowed range.
 - The sm_90a CUDA source (no GPU needed): the split kernel runs wgmma on TMA-loaded tiles (M = 128
-  tiles) or mma.sync (M = 16 tiles) and adds its tile into the float32 workspace with atomics; a
-  second kernel casts; ptxas (where nvcc is installed) compiles both without spills.
+  tiles) or mma.sync (M = 16 tiles) and adds its tile into the float32 workspace with f32x2 vector
+  atomics (red.global.add.v2.f32); a second kernel casts; ptxas (where nvcc is installed) compiles
+  both without spills.
 
 Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_gemm_splitk.py
 """
@@ -144,8 +145,8 @@ def ptxas_info(source, tmp_path, name):
 
 
 @pytest.mark.parametrize("M,bm,bn,bk,threads,stages,split,mma", [
-    (128, 128, 128, 64, 256, 3, 4, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"),
-    (16, 16, 64, 128, 128, 4, 2, "tl_mma_bf16("),
+    (128, 128, 128, 64, 256, 3, 4, r"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.bf16\.bf16"),
+    (16, 16, 64, 128, 128, 4, 2, r"tl_mma_bf16\(|mma_sync<"),  # mma.sync m16n8k16 (either printer spelling)
 ])
 def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
     """The hopper_bench configs' kernels: what runs on the H200 (the caller's workspace)."""
@@ -153,12 +154,15 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
                                              block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
                                              threads=threads, workspace=True))
     k0 = parts["main_k0.sm_90a.cu"]
-    assert mma in k0
+    assert re.search(mma, k0.split("__global__", 1)[1]), mma
     assert k0.count("tl_tma_load_2d(&A_s") >= 1 and k0.count("tl_tma_load_2d(&B_s") >= 1
-    # float32 atomics of the accumulator into the workspace W (a hidden parameter), no 16-bit rounding
+    # float32 atomics of the accumulator into the workspace W, no 16-bit rounding: neighbouring column pairs
+    # of the accumulator (slots 2s, 2s + 1) as one f32x2 vector atomic (red.global.add.v2.f32 on sm_90)
     assert re.search(r"float\* __restrict__ W", k0)
-    assert re.search(r"atomicAdd\(&W\[[^;]*\], C_f\[[^;]*\]\);", k0), k0[-3000:]
-    assert "tl_f2bf" not in k0.split("atomicAdd", 1)[0].split("__global__", 1)[1]
+    pair = re.search(r"tl_atomic_add_f32x2\(&W\[[^;]*\], \(float\)\(C_f\[([^;]*)\]\), \(float\)\(C_f\[([^;]*)\]\)\);", k0)
+    assert pair and pair.group(2) == f"({pair.group(1)} + 1)", k0[-3000:]
+    body = k0.split("__global__", 1)[1]
+    assert "tl_f2bf" not in body and "atomicAdd(" not in body
     # each split walks its own 8192 / split / block_K k-steps
     steps = 8192 // bk // split
     assert f"(bz * {steps})" in k0, k0
@@ -169,3 +173,12 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
         info = ptxas_info(s, tmp_path, name)
         if info is not None:
             assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+    if os.access(NVCC, os.X_OK):
+        (tmp_path / "k0.cu").write_text(k0)
+        r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k0.ptx"), str(tmp_path / "k0.cu")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        ptx = (tmp_path / "k0.ptx").read_text()
+        # every accumulator element in exactly one pair: bm * bn / threads / 2 vector atomics per thread
+        assert len(re.findall(r"red\.global\.add\.v2\.f32", ptx)) == bm * bn // threads // 2
+        assert not re.search(r"(atom|red)\.global\.add\.f32", ptx)

@@ -629,6 +629,33 @@ TEST_P(Run, CumsumSplitK) {
   }
 }
 
+TEST_P(Run, SplitKAtomicsAndHalfAtomics) {
+  // Split-K (kernels/gemm.py matmul_splitk's shape of program): on sm_90a TMA tiles, wgmma, and the
+  // accumulator added into f32 C with atomics; twice (C accumulates: the second launch adds the product again).
+  std::mt19937 rng(31);
+  Tensor a = Random({100, 448}, true, rng), b = Random({448, 136}, true, rng), c = Random({100, 136}, false, rng, true);
+  Launch(Named("splitk_tma"), {&a, &b, &c});
+  const std::vector<double> ref = RefGemm(a, b, 100, 136, 448, false, false);
+  Expect(c.values, ref, 1e-5, "splitk_tma");
+  Launch(Named("splitk_tma"), {&a, &b, &c});
+  std::vector<double> twice(ref);
+  for (double& v : twice) v *= 2;
+  Expect(c.values, twice, 1e-5, "splitk_tma twice");
+  // f16 atomics: Y + 4 rows of X, each add rounded to f16 (a few units of 2^-11 off the exact sum).
+  Tensor x = Random({4, 200}, true, rng), y = Random({200}, true, rng);
+  std::vector<double> want(y.values);
+  for (int r = 0; r < 4; ++r) {
+    for (int j = 0; j < 200; ++j) want[j] += x.values[r * 200 + j];
+  }
+  Launch(Named("atomic_add_f16"), {&x, &y});
+  Expect(y.values, want, 4e-3, "atomic_add_f16");
+  // Accumulator column pairs into f16 C (f16x2 atomics on CUDA): three split partials, each rounded to f16
+  // and added with one more f16 rounding (|C| < 20: a few units of 2^-7 at most).
+  Tensor c16 = Random({100, 136}, true, rng, true);
+  Launch(Named("splitk_f16c"), {&a, &b, &c16});
+  Expect(c16.values, ref, 1e-2, "splitk_f16c");
+}
+
 TEST_F(Timing, Gemm2048) {
   // 2048^3 f16 -> f32 (mma.sync where the bundle is built for sm_80+); 256 sampled entries checked.
   std::mt19937 rng(5);

@@ -312,6 +312,54 @@ func @gemm_tma(A: tensor[200, 152] f16, B: tensor[152, 136] f16, C: tensor[200, 
   }
 }
 )"});
+  // Split-K as kernels/gemm.py matmul_splitk: K = 448 is 14 k-steps of 32 over 3 splits of 5 (the last
+  // split's 5th step lies past K: its TMA box reads zeros), 128 x 64 tiles partial in M (100 rows), pipelined
+  // (TMA + wgmma on sm_90a), each split's tile added into f32 C with atomics.
+  k.push_back({"splitk_tma", R"(tileir 1
+
+func @splitk_tma(A: tensor[100, 448] f16, B: tensor[448, 136] f16, C: tensor[100, 136] f32) {
+  kernel grid(ceildiv(136, 64), ceildiv(100, 128), 3) threads(256) -> (bx, by, bz) {
+    alloc A_s: shared[128, 32] f16
+    alloc B_s: shared[32, 64] f16
+    alloc C_f: fragment[128, 64] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, 5, stages=3) {
+      copy A[by * 128:128, (bz * 5 + k) * 32:32] -> A_s
+      copy B[(bz * 5 + k) * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    atomic_add C_f -> C[by * 128:128, bx * 64:64]
+  }
+}
+)"});
+  // The same split-K into an f16 C: each split's f32 accumulator rounded to f16 and added in column pairs
+  // (f16x2 vector atomics on CUDA).
+  k.push_back({"splitk_f16c", R"(tileir 1
+
+func @splitk_f16c(A: tensor[100, 448] f16, B: tensor[448, 136] f16, C: tensor[100, 136] f16) {
+  kernel grid(ceildiv(136, 64), ceildiv(100, 64), 3) threads(128) -> (bx, by, bz) {
+    alloc A_s: shared[64, 32] f16
+    alloc B_s: shared[32, 64] f16
+    alloc C_f: fragment[64, 64] f32
+    fill C_f, 0.0:f32
+    for k in pipelined(0, 5, stages=2) {
+      copy A[by * 64:64, (bz * 5 + k) * 32:32] -> A_s
+      copy B[(bz * 5 + k) * 32:32, bx * 64:64] -> B_s
+      gemm A_s, B_s -> C_f
+    }
+    atomic_add C_f -> C[by * 64:64, bx * 64:64]
+  }
+}
+)"});
+  // atomic_add into 16-bit floats: 4 rows of X added into Y (f16 runs; bf16 is compiled for every arch:
+  // red.add.noftz.bf16 on sm_90a, a compare-and-swap loop before).
+  for (const char* dt : {"f16", "bf16"}) {
+    const std::string name = std::string("atomic_add_") + dt;
+    k.push_back({name, "tileir 1\n\nfunc @" + name + "(X: tensor[4, 200] " + dt + ", Y: tensor[200] " + dt +
+                           ") {\n  kernel grid(ceildiv(200, 64), 4) threads(64) -> (bx, by) {\n"
+                           "    alloc x: fragment[64] f32\n    copy X[by, bx * 64:64] -> x\n"
+                           "    atomic_add x -> Y[bx * 64:64]\n  }\n}\n"});
+  }
   k.push_back({"gemm_big", R"(tileir 1
 
 func @gemm_big(A: tensor[2048, 2048] f16, B: tensor[2048, 2048] f16, C: tensor[2048, 2048] f32) {

@@ -741,6 +741,10 @@ struct Machine {
               Store(n.buffer, n.index, n.value, mask, false);
             } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
               Store(n.buffer, n.index, n.value, mask, true);
+              for (size_t i = 0; i < n.more.size(); ++i) {  // a vector atomic: element by element
+                Store(n.buffer, ir::MakeBinary(ir::BinaryOp::kAdd, n.index, ir::MakeInt(static_cast<int64_t>(i) + 1)),
+                      n.more[i], mask, true);
+              }
             } else if constexpr (std::is_same_v<T, SFor>) {
               const DType dt = ir::ExprDType(n.start);
               std::vector<uint8_t> live = mask;

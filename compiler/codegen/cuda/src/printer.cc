@@ -29,6 +29,41 @@ __device__ __forceinline__ float tl_bf2f(unsigned short h) { return __uint_as_fl
 __device__ __forceinline__ unsigned short tl_f2bf(float f) { unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float tl_rh(float f) { return tl_h2f(tl_f2h(f)); }
 __device__ __forceinline__ float tl_rbf(float f) { return tl_bf2f(tl_f2bf(f)); }
+// atomic_add into 16-bit floats: the value rounded to the element type, added by the memory system (red: no
+// return value; f16 needs sm_70, bf16 sm_90). Before sm_90 bf16 adds through a compare-and-swap loop on the
+// aligned 32-bit word holding the element (sum in f32, rounded once).
+__device__ __forceinline__ void tl_atomic_add_f16(unsigned short* p, float v) { asm volatile("red.add.noftz.f16 [%0], %1;" :: "l"(p), "h"(tl_f2h(v)) : "memory"); }
+__device__ __forceinline__ void tl_atomic_add_bf16(unsigned short* p, float v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.add.noftz.bf16 [%0], %1;" :: "l"(p), "h"(tl_f2bf(v)) : "memory");
+#else
+  unsigned* w = (unsigned*)((unsigned long long)p & ~3ull);
+  const unsigned sh = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned old = *w, seen;
+  do {
+    seen = old;
+    const unsigned sum = tl_f2bf(tl_bf2f((unsigned short)(seen >> sh)) + v);
+    old = atomicCAS(w, seen, (seen & ~(0xFFFFu << sh)) | (sum << sh));
+  } while (old != seen);
+#endif
+}
+// Two neighbouring elements (p 8-byte aligned for f32, 4-byte for 16-bit types) as one vector atomic where the
+// arch has it: f32x2 on sm_90 (red.global.add.v2.f32), f16x2 (sm_70), bf16x2 on sm_90; else one by one.
+__device__ __forceinline__ void tl_atomic_add_f32x2(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(p), "f"(a), "f"(b) : "memory");
+#else
+  atomicAdd(p, a); atomicAdd(p + 1, b);
+#endif
+}
+__device__ __forceinline__ void tl_atomic_add_f16x2(unsigned short* p, float a, float b) { asm volatile("red.add.noftz.f16x2 [%0], %1;" :: "l"(p), "r"((unsigned)tl_f2h(a) | ((unsigned)tl_f2h(b) << 16)) : "memory"); }
+__device__ __forceinline__ void tl_atomic_add_bf16x2(unsigned short* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.add.noftz.bf16x2 [%0], %1;" :: "l"(p), "r"((unsigned)tl_f2bf(a) | ((unsigned)tl_f2bf(b) << 16)) : "memory");
+#else
+  tl_atomic_add_bf16(p, a); tl_atomic_add_bf16(p + 1, b);
+#endif
+}
 template <typename T> __device__ __forceinline__ T tl_floordiv(T a, T b) { T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
 template <typename T> __device__ __forceinline__ T tl_floormod(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 template <typename T> __device__ __forceinline__ T tl_ceildiv(T a, T b) { return -tl_floordiv<T>(-a, b); }
@@ -395,8 +430,29 @@ class Printer {
               o << pad << n.buffer << "[" << E(n.index) << "] = " << StoreVal(n.buffer, t, v) << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
               const DType t = BufType(n.buffer);
+              // A value cast to a 16-bit element type is rounded once, by the helper (as SStore).
+              auto val = [&](const Expr& x) {
+                const auto* c = ir::As<ir::Cast>(x);
+                return "(float)(" + ((c && Is16F(t) && c->dtype == t) ? E(*c->value) : E(x)) + ")";
+              };
+              if (n.more.size() == 1 && (t == DType::kF32 || Is16F(t))) {  // a pair: one vector atomic
+                o << pad << (t == DType::kF32 ? "tl_atomic_add_f32x2(&" : t == DType::kF16 ? "tl_atomic_add_f16x2(&"
+                                                                                          : "tl_atomic_add_bf16x2(&")
+                  << n.buffer << "[" << E(n.index) << "], " << val(n.value) << ", " << val(n.more[0]) << ");\n";
+                return;
+              }
+              if (!n.more.empty()) {
+                err_ = "kernel '" + k_.name + "': a vector atomic_add of " + std::to_string(n.more.size() + 1) + " " +
+                       ir::DTypeName(t) + " elements (" + n.buffer + ")";
+              }
+              if (Is16F(t)) {
+                o << pad << (t == DType::kF16 ? "tl_atomic_add_f16(&" : "tl_atomic_add_bf16(&") << n.buffer << "["
+                  << E(n.index) << "], " << val(n.value) << ");\n";
+                return;
+              }
               if (!(t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kU32 || t == DType::kU64)) {
-                err_ = std::string("atomic_add on ") + ir::DTypeName(t) + " is not supported (f32, f64, i32, u32, u64)";
+                err_ = "kernel '" + k_.name + "': atomic_add on " + ir::DTypeName(t) + " (" + n.buffer +
+                       ") is not supported (f16, bf16, f32, f64, i32, u32, u64)";
               }
               o << pad << "atomicAdd(&" << n.buffer << "[" << E(n.index) << "], " << E(n.value) << ");\n";
             } else if constexpr (std::is_same_v<T, gpu::SFor>) {

@@ -389,9 +389,12 @@ class Printer {
                     t == DType::kI64 || t == DType::kU64)) {
                 Fail(std::string("atomic_add on ") + ir::DTypeName(t) + " is not supported (f32, f64, i32, u32, i64, u64)");
               }
-              // Device ("agent") scope, relaxed: what atomicAdd is in HIP.
-              o << pad << "__hip_atomic_fetch_add(&" << n.buffer << "[" << E(n.index) << "], (" << ValueType(t) << ")("
-                << E(n.value) << "), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n";
+              // Device ("agent") scope, relaxed: what atomicAdd is in HIP. SAtomicAdd::more: one add per element.
+              for (size_t i = 0; i <= n.more.size(); ++i) {
+                const std::string at = i == 0 ? E(n.index) : "(" + E(n.index) + ") + " + std::to_string(i);
+                o << pad << "__hip_atomic_fetch_add(&" << n.buffer << "[" << at << "], (" << ValueType(t) << ")("
+                  << E(i == 0 ? n.value : n.more[i - 1]) << "), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n";
+              }
             } else if constexpr (std::is_same_v<T, gpu::SFor>) {
               const DType t = ir::ExprDType(n.start);
               const std::optional<int64_t> step = ir::FoldInt(n.step);

@@ -1146,6 +1146,15 @@ class Emitter {
   }
 
   void AtomicAdd(const gpu::SAtomicAdd& n) {
+    if (!n.more.empty()) {  // no vector atomics here: one add per element
+      AtomicAdd(gpu::SAtomicAdd{n.buffer, n.index, n.value});
+      for (size_t i = 0; i < n.more.size(); ++i) {
+        AtomicAdd(gpu::SAtomicAdd{n.buffer, ir::FoldConstants(ir::MakeBinary(ir::BinaryOp::kAdd, n.index,
+                                                                             ir::MakeInt(static_cast<int64_t>(i) + 1))),
+                                  n.more[i]});
+      }
+      return;
+    }
     const BufInfo* bi = Buf(n.buffer);
     if (!bi) return;
     const BufInfo info = *bi;

@@ -23,7 +23,9 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
           } else if constexpr (std::is_same_v<T, SStore>) {
             o << pad << n.buffer << "[" << ir::Print(n.index) << "] = " << ir::Print(n.value) << "\n";
           } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
-            o << pad << "atomic_add " << n.buffer << "[" << ir::Print(n.index) << "], " << ir::Print(n.value) << "\n";
+            o << pad << "atomic_add " << n.buffer << "[" << ir::Print(n.index) << "], " << ir::Print(n.value);
+            for (const ir::Expr& m : n.more) o << ", " << ir::Print(m);
+            o << "\n";
           } else if constexpr (std::is_same_v<T, SFor>) {
             o << pad << "for " << n.var << " in " << (n.unroll ? "unroll" : "serial") << "(" << ir::Print(n.start)
               << ", " << ir::Print(n.stop) << ", " << ir::Print(n.step) << ") {\n";

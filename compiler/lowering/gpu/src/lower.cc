@@ -412,6 +412,25 @@ class Lowerer {
     return lanes * bytes >= 4 ? lanes : 1;
   }
 
+  // Whether atomic_add of register fragment `a` (layout L) into global `b` may add neighbouring column
+  // pairs as one vector atomic (SAtomicAdd::more): f32/f16/bf16, an even number v of consecutive columns
+  // per thread and of columns in all, the fragment's columns along b's contiguous last dim, b's rows and
+  // the region's first column even (a pair is wholly inside or outside b and 2-element aligned).
+  bool AtomicPairs(const Side& a, const Side& b, const FragmentLayout& L) {
+    const Buf& bb = bufs_[b.info.buffer];
+    if (!options_.vector_copies || bb.where != Where::kGlobal || L.replicated || L.v % 2 != 0 || L.cols % 2 != 0 ||
+        !(bb.dtype == DType::kF32 || bb.dtype == DType::kF16 || bb.dtype == DType::kBF16)) {
+      return false;
+    }
+    const size_t ra = a.info.starts.size(), rb = b.info.starts.size();
+    if (a.kept.empty() || a.kept.size() != b.kept.size() || a.kept.back() != static_cast<int>(ra) - 1 ||
+        b.kept.back() != static_cast<int>(rb) - 1 || a.info.extents[ra - 1] != b.info.extents[rb - 1]) {
+      return false;
+    }
+    const std::optional<int64_t> row = ir::FoldInt(bb.shape.back());
+    return MultipleOf(ir::FoldConstants(ToI32(b.info.starts[rb - 1])), 2) && (rb == 1 || (row && *row % 2 == 0));
+  }
+
   // Vectorized copy (VectorLanes > 1): each thread moves `lanes` elements at
   // a time; a vector is wholly inside or outside a guarded tensor dim (the
   // dim is a multiple of the lanes), out-of-bounds sources give zeros.
@@ -630,9 +649,23 @@ class Lowerer {
       const FragmentLayout& L = *sb.layout;
       std::optional<Expr> once;  // replicated: one lane stores
       if (L.replicated && L.g > 1) once = Eq(TMod(Tid(), L.g), I(0));
-      code = LayoutLoop(L, [&](const std::vector<Expr>& full, Expr slot, Expr) {
-        return emit(CompactOf(*a, full), slot, std::nullopt, once);
+      const bool pairs = atomic && AtomicPairs(*a, *b, L);
+      code = LayoutLoop(L, [&](const std::vector<Expr>& full, Expr slot, Expr) -> StatusOr<SBlock> {
+        const std::vector<Expr> q = CompactOf(*a, full);
+        if (!pairs || SideGuard(*a, SideIndex(*a, q))) return emit(q, slot, std::nullopt, once);
+        // Slots 2s and 2s + 1 hold columns 2c and 2c + 1 of one row (LayoutLoop: v is even): the even slot
+        // adds both as one vector atomic; the odd one (dead code once unrolled) adds nothing.
+        const std::vector<Expr> di = SideIndex(*b, q);
+        SStmt w = S(SAtomicAdd{b->info.buffer, SideAddr(*b, di, std::nullopt), CastTo(dt, SideLoad(*a, {}, slot)),
+                               {CastTo(dt, SideLoad(*a, {}, ir::FoldConstants(Add(slot, I(1)))))}});
+        SBlock out;
+        out.push_back(IfS(Eq(TMod(slot, 2), I(0)), {IfS(SideGuard(*b, di), {std::move(w)})}));
+        return out;
       }, &err);
+      if (pairs) {
+        int64_t& al = out_->param_align[b->info.buffer];
+        al = std::max<int64_t>(al, 2 * (ir::BitWidth(dt) / 8));
+      }
     } else {
       code = FlatLoop(Compact(*b), [&](const std::vector<Expr>& q) {
         return emit(q, std::nullopt, std::nullopt, std::nullopt);

@@ -77,7 +77,12 @@ struct SLet { std::string name; ir::DType dtype; ir::Expr value; };            /
 struct SVar { std::string name; ir::DType dtype; std::optional<ir::Expr> init; };  // mutable scalar
 struct SAssign { std::string name; ir::Expr value; };
 struct SStore { std::string buffer; ir::Expr index; ir::Expr value; };          // value in buffer dtype
-struct SAtomicAdd { std::string buffer; ir::Expr index; ir::Expr value; };     // global or shared
+// buffer[index] += value, atomically (global or shared). `more`: the values of the next elements,
+// buffer[index + 1 + i] += more[i], as one vector atomic of 1 + more.size() elements where the target has
+// one (CUDA: f32x2 on sm_90, f16x2, bf16x2 on sm_90); the lowering emits it only into a global buffer with
+// `index` a multiple of the lanes and the base aligned (SimtKernel::param_align). A printer without vector
+// atomics adds the elements one by one.
+struct SAtomicAdd { std::string buffer; ir::Expr index; ir::Expr value; std::vector<ir::Expr> more = {}; };
 struct SFor {
   std::string var;
   ir::Expr start, stop, step;
