@@ -478,6 +478,11 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
     name = f"tl_w4a16_h2_r{rows}_w{rstride * nbytes}_s{rstride * groups}_a{threads}"
     src = _w4h2_source(name, rows, rstride * nbytes, rstride * groups, threads)
 
+    def group_of(k, c):  # the scale column of chunk c (32 weights) of k-step k
+        if block_K % group_size == 0:  # k * block_K is a whole number of groups: no division per k-step
+            return k * (block_K // group_size) + (c * 32) // group_size
+        return (k * block_K + c * 32) // group_size
+
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), W: T.Tensor((N, K // 2), "uint8"),
              Scales: T.Tensor((N, K // group_size), "float16"), C: T.Tensor((M, N), out_dtype)):
@@ -501,8 +506,7 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
                 for p, h in T.Parallel(threads // 2, 2):
                     T.call_extern(name, T.address_of(W_s[(2 * p + h) // chunks, ((2 * p + h) % chunks) * 16]),
                                   T.address_of(A_s[0, ((2 * p + h) % chunks) * 32]),
-                                  T.address_of(S_all[(2 * p + h) // chunks,
-                                                     (k * block_K + ((2 * p + h) % chunks) * 32) // group_size]),
+                                  T.address_of(S_all[(2 * p + h) // chunks, group_of(k, (2 * p + h) % chunks)]),
                                   T.address_of(acc[0, 2 * p + h]), dtype="handle")
             for n, c in T.Parallel(block_N, chunks):
                 red[n, c] = acc[n // rstride, (n % rstride) * chunks + c]
