@@ -184,13 +184,15 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
 
     @T.macro
     def cast(C, W, bx, by):
-        # whole-tile copies (edges guarded by the copy), so both sides vectorize
-        w_f = T.alloc_fragment((cb_m, cb_n), accum)
-        T.copy(W[by * cb_m, bx * cb_n], w_f)
-        T.copy(w_f, C[by * cb_m, bx * cb_n])
+        # through shared memory: W is read (and zeroed) in 16-byte accesses, C written in coalesced rows;
+        # whole-tile copies, edges guarded by the copies
+        w_s = T.alloc_shared((cb_m, cb_n), accum)
+        T.copy(W[by * cb_m, bx * cb_n], w_s)
+        T.copy(w_s, C[by * cb_m, bx * cb_n])
         if workspace:
-            T.clear(w_f)
-            T.copy(w_f, W[by * cb_m, bx * cb_n])
+            z_s = T.alloc_shared((cb_m, cb_n), accum)
+            T.clear(z_s)
+            T.copy(z_s, W[by * cb_m, bx * cb_n])
 
     grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k)
     cast_grid = (T.ceildiv(N, cb_n), T.ceildiv(M, cb_m))

@@ -167,8 +167,10 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
     steps = 8192 // bk // split
     assert f"(bz * {steps})" in k0, k0
     k1 = parts.get("main_k1.sm_90a.cu") or parts["main_k1.cu"]
-    assert re.search(r"\bW\[[^;]*\] : ", k1) and re.search(r"C\[[^;]*\] = tl_f2bf\(\(\(float\)\(w_f\[", k1), k1
-    assert re.search(r"\bW\[[^;]*\] = w_f\[", k1), k1  # zeros written back
+    # W read in 16-byte accesses into shared memory, C written from there, zeros written back 16 bytes at a time
+    assert re.search(r"\*reinterpret_cast<tl_v16\*>\(&w_s\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&W\[", k1), k1
+    assert re.search(r"C\[[^;]*\] = tl_f2bf\(\(\(float\)\(w_s\[", k1), k1
+    assert re.search(r"\*reinterpret_cast<tl_v16\*>\(&W\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&z_s\[", k1), k1
     for name, s in (("k0", k0), ("k1", k1)):
         info = ptxas_info(s, tmp_path, name)
         if info is not None:
