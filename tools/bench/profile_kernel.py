@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One of our benchmark kernels, launched a few times on the GPU, for a profiler (ncu) to look at.
 
-  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER]
+  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT]]
+      (SPLIT > 1: kernels.gemm.matmul_splitk with the caller's workspace, as hopper_bench's split-K configs;
+      each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND   (hopper_bench's
       W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | lut | stage | plain; group size 128, fp16)
@@ -34,11 +36,18 @@ def main():
         dtype = a.args[3]
         bm, bn, bk, threads, stages = (int(v) for v in a.args[4:9])
         raster = int(a.args[9]) if len(a.args) > 9 else 0
-        prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
-                           num_stages=stages, threads=threads, raster=raster)
+        split = int(a.args[10]) if len(a.args) > 10 else 1
+        if split > 1:
+            prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
+                                      block_K=bk, num_stages=stages, threads=threads, workspace=True)
+        else:
+            prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
+                               num_stages=stages, threads=threads, raster=raster)
         t = getattr(torch, dtype)
         args = [torch.randn((M, K), device=dev, dtype=t), torch.randn((K, N), device=dev, dtype=t),
                 torch.empty((M, N), device=dev, dtype=t)]
+        if split > 1:
+            args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
     elif a.kind == "w4a16":
         from kernels import quant_gemm
         M, N, K, bm, bn, bk, stages, threads = (int(v) for v in a.args[:8])
