@@ -599,8 +599,15 @@ struct Machine {
               " warpgroups, n = " + std::to_string(n.n);
       return;
     }
-    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
+    const bool ra = !n.a_frag.empty();
+    if ((!ra && n.a.starts.size() != static_cast<size_t>(n.k_steps)) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
       error = "wgmma: operand starts do not match k_steps";
+      return;
+    }
+    if (ra && (n.kind == MmaKind::kI8 || n.wait_pending != 0 ||
+               n.a_slots.size() != static_cast<size_t>(n.k_steps * n.m_tiles * 8))) {
+      error = "wgmma: register operand A " + n.a_frag + " with " + std::to_string(n.a_slots.size()) + " slots, wait_group " +
+              std::to_string(n.wait_pending);
       return;
     }
     if (n.wait_pending < 0) {
@@ -613,8 +620,8 @@ struct Machine {
     for (int64_t ks = 0; ks < n.k_steps; ++ks)
     for (int64_t wg = 0; wg < n.warpgroups; ++wg) {
       const size_t t0 = static_cast<size_t>(wg * 128);
-      const Expr& sa = n.a.starts[static_cast<size_t>(ks)];
       const Expr& sb = n.b.starts[static_cast<size_t>(ks)];
+      const Expr& sa = n.a_frag.empty() ? n.a.starts[static_cast<size_t>(ks)] : sb;  // register A: no descriptor
       const int64_t a_start = static_cast<int64_t>(Eval(sa, t0)), b_start = static_cast<int64_t>(Eval(sb, t0));
       for (size_t t = t0; t < t0 + 128; ++t) {  // warpgroup-uniform operands
         if (Eval(sa, t) != a_start || Eval(sb, t) != b_start) {
@@ -666,12 +673,13 @@ struct Machine {
       const int64_t a_start = g->a_start[at], b_start = g->b_start[at];
       for (int64_t j = 0; j < n.m_tiles && error.empty(); ++j) {
         const int64_t qa = j * n.warpgroups + wg;
-        const WgmmaDescFields da = DecodeWgmmaDesc(
+        const bool ra = !n.a_frag.empty();
+        const WgmmaDescFields da = ra ? WgmmaDescFields{} : DecodeWgmmaDesc(
             WgmmaDescriptor(static_cast<uint32_t>(a_start + qa * n.a.tile_bytes), n.a.lbo, n.a.sbo, n.a.swizzle));
         for (int64_t q = 0; q < n.n_tiles && error.empty(); ++q) {
           const WgmmaDescFields db = DecodeWgmmaDesc(
               WgmmaDescriptor(static_cast<uint32_t>(b_start + q * n.b.tile_bytes), n.b.lbo, n.b.sbo, n.b.swizzle));
-          if (da.base_offset != 0 || db.base_offset != 0) {
+          if ((!ra && da.base_offset != 0) || db.base_offset != 0) {
             error = "wgmma: nonzero descriptor base offset";
             return;
           }
@@ -679,8 +687,34 @@ struct Machine {
           const bool i8 = n.kind == MmaKind::kI8;
           const uint32_t KK = i8 ? 32 : 16, eb = i8 ? 1 : 2;
           std::vector<double> A(64 * KK), B(KK * static_cast<size_t>(n.n));
-          for (uint32_t x = 0; x < 64; ++x) {
-            for (uint32_t kk = 0; kk < KK; ++kk) A[x * KK + kk] = read(n.a, WgmmaElementByte(da, n.a.mn_major, eb, x, kk));
+          if (ra) {
+            // Register A: each lane's four .b32 registers (the fragment slots the
+            // lowering named) placed by the ISA's A fragment (wgmma_model.h),
+            // each element rounded to the operand type as the packing cvt does.
+            std::vector<int> seen(64 * KK, 0);
+            for (int64_t tw = 0; tw < 128; ++tw) {
+              const std::vector<double>& R = Buf(n.a_frag, t0 + static_cast<size_t>(tw));
+              for (uint32_t r = 0; r < 4; ++r) {
+                for (uint32_t h = 0; h < 2; ++h) {
+                  const size_t slot = static_cast<size_t>(n.a_slots[static_cast<size_t>(((ks * n.m_tiles + j) * 4 + r) * 2 + h)]);
+                  uint32_t row = 0, col = 0;
+                  WgmmaARegisterElement(static_cast<uint32_t>(tw), r, h, &row, &col);
+                  if (slot >= R.size()) {
+                    error = "wgmma: register operand A slot " + std::to_string(slot) + " out of range";
+                    return;
+                  }
+                  A[row * KK + col] = Round(R[slot], n.kind == MmaKind::kF16 ? DType::kF16 : DType::kBF16);
+                  ++seen[row * KK + col];
+                }
+              }
+            }
+            for (int c : seen) {
+              if (c != 1 && error.empty()) error = "wgmma: the register A fragment model does not cover the 64x16 tile once";
+            }
+          } else {
+            for (uint32_t x = 0; x < 64; ++x) {
+              for (uint32_t kk = 0; kk < KK; ++kk) A[x * KK + kk] = read(n.a, WgmmaElementByte(da, n.a.mn_major, eb, x, kk));
+            }
           }
           for (uint32_t kk = 0; kk < KK; ++kk) {
             for (uint32_t x = 0; x < static_cast<uint32_t>(n.n); ++x) {

@@ -70,4 +70,18 @@ inline uint32_t WgmmaElementByte(const WgmmaDescFields& d, bool mn_major, uint32
   return WgmmaSwizzle(d.mode, a);
 }
 
+// Register operand A of wgmma.mma_async m64nNk16 (f16/bf16), from the PTX
+// ISA's figure "WGMMA .m64nNk16 register fragment layout for matrix A": the
+// 64x16 tile is four 16x16 blocks, block w held by warp w of the warpgroup;
+// inside a block the layout of mma.m16n8k16's A: lane l (groupID l / 4,
+// threadID_in_group l % 4) holds a0..a7 in four .b32 registers, register r =
+// (a_{2r}, a_{2r+1}) low half first, a_i at row groupID + 8 ((i / 2) % 2) and
+// column 2 threadID_in_group + (i % 2) + 8 (i / 4). `t` is the thread's index
+// in the warpgroup (0..127), `half` 0 = the low 16 bits.
+inline void WgmmaARegisterElement(uint32_t t, uint32_t reg, uint32_t half, uint32_t* row, uint32_t* col) {
+  const uint32_t warp = t / 32, lane = t % 32, i = 2 * reg + half;
+  *row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+  *col = 2 * (lane % 4) + (i % 2) + 8 * (i / 4);
+}
+
 }  // namespace tl::gpu::test

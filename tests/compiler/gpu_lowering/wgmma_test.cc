@@ -682,4 +682,281 @@ TEST(Wgmma, EpilogueThroughSharedTile) {
   EXPECT_EQ(tl::gpu::Dump(*k).find("tl_epi_"), std::string::npos);
 }
 
+// ---------------------------------------------------------------------------
+// Register operand A: a gemm whose A is an f16/bf16 register fragment that is
+// a copy of a wgmma accumulator (attention's P = cast(S)) keeps the
+// accumulator's layout and feeds wgmma from registers (4 x .b32 per k-step)
+// instead of going through shared memory.
+
+struct ChainCase {
+  std::string name;
+  int64_t M, N, D, threads;
+  std::string dt;
+  bool vt = false;  // V given as [D, N] (B K-major, trans_b)
+};
+
+// S = Q K^T * 0.125 (f32), P = cast(S) (dt), O = P V (f32): one block.
+std::string ChainText(const ChainCase& c) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  const std::string M = n(c.M), N = n(c.N), D = n(c.D);
+  const std::string vshape = c.vt ? D + ", " + N : N + ", " + D;
+  std::string t = "tileir 1\n\nfunc @" + c.name + "(Q: tensor[" + M + ", " + D + "] " + c.dt + ", K: tensor[" + N + ", " + D +
+                  "] " + c.dt + ", V: tensor[" + vshape + "] " + c.dt + ", O: tensor[" + M + ", " + D + "] f32) {\n";
+  t += "  kernel grid(1, 1) threads(" + n(c.threads) + ") -> (bx, by) {\n";
+  t += "    alloc Q_s: shared[" + M + ", " + D + "] " + c.dt + "\n";
+  t += "    alloc K_s: shared[" + N + ", " + D + "] " + c.dt + "\n";
+  t += "    alloc V_s: shared[" + vshape + "] " + c.dt + "\n";
+  t += "    alloc S_f: fragment[" + M + ", " + N + "] f32\n";
+  t += "    alloc P_f: fragment[" + M + ", " + N + "] " + c.dt + "\n";
+  t += "    alloc O_f: fragment[" + M + ", " + D + "] f32\n";
+  t += "    copy Q[0:" + M + ", 0:" + D + "] -> Q_s\n";
+  t += "    copy K[0:" + N + ", 0:" + D + "] -> K_s\n";
+  t += "    copy V[0:" + (c.vt ? D + ", 0:" + N : N + ", 0:" + D) + "] -> V_s\n";
+  t += "    fill S_f, 0.0:f32\n";
+  t += "    gemm Q_s, K_s -> S_f trans_b\n";
+  t += "    parallel (i, j) in (" + M + ", " + N + ") {\n      S_f[i, j] = S_f[i, j] * 0.125:f32\n    }\n";
+  t += "    copy S_f -> P_f\n";
+  t += "    fill O_f, 0.0:f32\n";
+  t += "    gemm P_f, V_s -> O_f" + std::string(c.vt ? " trans_b" : "") + "\n";
+  t += "    copy O_f -> O[0:" + M + ", 0:" + D + "]\n  }\n}\n";
+  return t;
+}
+
+// Lowers (sm_90a, as the bundle's variant: TMA, staged epilogues) and runs
+// the chain in the interpreter against float64 (P rounded to dt as the
+// kernel does); `mutate` may change the lowered kernel first. Returns the
+// worst relative error; *k_out the lowered kernel.
+double RunChain(const ChainCase& c, tl::gpu::SimtKernel* k_out,
+                const std::function<void(tl::gpu::SimtKernel&)>& mutate = nullptr) {
+  tl::gpu::GpuLowerOptions o = Sm90();
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ChainText(c)), o);
+  EXPECT_TRUE(k.ok()) << c.name << ": " << k.status().ToString();
+  if (!k.ok()) return 1e9;
+  if (mutate) mutate(*k);
+  *k_out = *k;
+  std::mt19937 rng(static_cast<uint32_t>(c.M * 5 + c.N * 3 + c.D));
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::map<std::string, std::vector<double>> t;
+  t["Q"].resize(static_cast<size_t>(c.M * c.D));
+  t["K"].resize(static_cast<size_t>(c.N * c.D));
+  t["V"].resize(static_cast<size_t>(c.N * c.D));
+  for (const char* x : {"Q", "K", "V"}) {
+    for (double& v : t[x]) v = RoundTo(d(rng), c.dt);
+  }
+  t["O"].assign(static_cast<size_t>(c.M * c.D), -7);
+  const std::vector<double> q = t["Q"], kk = t["K"], v = t["V"];
+  const tl::Status st = tl::gpu::test::Interpret(*k, &t);
+  EXPECT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+  if (!st.ok()) return 1e9;
+  double worst = 0;
+  std::vector<double> p(static_cast<size_t>(c.N));
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double s = 0;
+      for (int64_t x = 0; x < c.D; ++x) s += q[static_cast<size_t>(i * c.D + x)] * kk[static_cast<size_t>(j * c.D + x)];
+      p[static_cast<size_t>(j)] = RoundTo(static_cast<float>(s) * 0.125, c.dt);
+    }
+    for (int64_t x = 0; x < c.D; ++x) {
+      double o_ref = 0;
+      for (int64_t j = 0; j < c.N; ++j) {
+        o_ref += p[static_cast<size_t>(j)] * v[static_cast<size_t>(c.vt ? x * c.N + j : j * c.D + x)];
+      }
+      worst = std::max(worst, std::fabs(t["O"][static_cast<size_t>(i * c.D + x)] - o_ref) / (1 + std::fabs(o_ref)));
+    }
+  }
+  return worst;
+}
+
+std::vector<ChainCase> ChainCases() {
+  return {
+      {"ra_bf16_64x64x64_t128", 64, 64, 64, 128, "bf16"},
+      // Two warpgroups, f16, V K-major (trans_b).
+      {"ra_f16_128x128x128_t256", 128, 128, 128, 256, "f16", true},
+      // Two m-tiles per warpgroup; N = 176: one n = 176 instruction for S, 11 register k-steps for O.
+      {"ra_bf16_128x176x64_t128", 128, 176, 64, 128, "bf16"},
+      // FlashAttention's 128 x 128 / 256-thread, d 128 tile.
+      {"ra_bf16_128x128x128_t256", 128, 128, 128, 256, "bf16"},
+  };
+}
+
+TEST(Wgmma, RegisterOperandA) {
+  for (const ChainCase& c : ChainCases()) {
+    tl::gpu::SimtKernel k;
+    const double err = RunChain(c, &k);
+    const std::string notes = Notes(k), dump = tl::gpu::Dump(k);
+    // Rounding P can differ from the float64 reference's in the last bit where S's f32 sums round differently.
+    EXPECT_LE(err, 1e-3) << c.name << "\n" << notes << dump;
+    EXPECT_NE(notes.find("fragment P_f: wgmma register operand A, layout"), std::string::npos) << c.name << "\n" << notes;
+    EXPECT_EQ(notes.find("fragment P_f kept in shared memory"), std::string::npos) << c.name << "\n" << notes;
+    EXPECT_NE(dump.find("P_f@regs["), std::string::npos) << c.name << "\n" << dump;
+    for (const tl::gpu::SimtBuffer& b : k.buffers) {
+      if (b.name == "P_f") {
+        EXPECT_EQ(b.space, tl::gpu::Space::kRegister) << c.name;
+      }
+    }
+    std::printf("[ wgmma register A %s ] worst relative error %.3g\n", c.name.c_str(), err);
+    // The same kernel with the two halves of every A register swapped (columns
+    // 2t and 2t + 1 exchanged) reads the wrong P: the interpreter's ISA model
+    // of the A fragment, not the lowering's slot formula, places the values.
+    const double bad = RunChain(c, &k, [](tl::gpu::SimtKernel& x) {
+      Walk(x.body, [](tl::gpu::SStmt& s) {
+        if (auto* w = std::get_if<tl::gpu::SWgmma>(&s.node); w && !w->a_frag.empty()) {
+          for (size_t i = 0; i + 1 < w->a_slots.size(); i += 2) std::swap(w->a_slots[i], w->a_slots[i + 1]);
+        }
+      });
+    });
+    EXPECT_GT(bad, 0.05) << c.name << ": swapped register halves still match";
+  }
+  // Where wgmma does not fit (64 threads), P goes through shared memory as
+  // before, with a note saying why, and the numbers stay right (mma.sync).
+  {
+    const ChainCase c{"ra_misfit_64x64x64_t64", 64, 64, 64, 64, "bf16"};
+    tl::gpu::SimtKernel k;
+    EXPECT_LE(RunChain(c, &k), 1e-2);
+    const std::string notes = Notes(k);
+    EXPECT_NE(notes.find("fragment P_f: not a wgmma register operand A (the gemm is not wgmma: shape 64x64x64 over 64 threads"),
+              std::string::npos)
+        << notes;
+    EXPECT_NE(notes.find("fragment P_f kept in shared memory"), std::string::npos) << notes;
+  }
+}
+
+// The repository root (TL_FRONTEND_GOLDEN_DIR is tests/python/frontend/golden
+// seen from this directory).
+std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../.."; }
+
+// Tile IR of kernels/attention.py's flash_attention (the library kernel,
+// emitted by the Python frontend with Debian's python3), or empty.
+std::string AttentionIr(const std::string& args, std::string* err) {
+  const std::string root = RepoRoot();
+  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
+      {"/usr/bin/python3", "-c",
+       "import tilelang\nfrom kernels.attention import flash_attention\nprint(tilelang.emit(flash_attention(" + args + "), 'fa'))\n"},
+      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
+  if (r.exit_code != 0) {
+    *err = r.err;
+    return "";
+  }
+  return r.out;
+}
+
+struct FaCase {
+  int64_t B, H, S, D;
+  bool causal;
+  int64_t bm, bn, threads, stages;
+  std::string Args() const {
+    char b[256];
+    std::snprintf(b, sizeof b, "%lld, %lld, %lld, %lld, %lld, %lld, is_causal=%s, block_M=%lld, block_N=%lld, num_stages=%lld, "
+                  "threads=%lld, dtype='bfloat16'", (long long)B, (long long)H, (long long)H, (long long)S, (long long)S,
+                  (long long)D, causal ? "True" : "False", (long long)bm, (long long)bn, (long long)stages, (long long)threads);
+    return b;
+  }
+};
+
+// hopper_bench's FlashAttention configs at small shapes (ragged last blocks).
+std::vector<FaCase> FaCases() {
+  return {
+      {1, 2, 100, 64, true, 64, 64, 128, 2},
+      {1, 1, 200, 128, false, 128, 128, 256, 2},
+      {1, 1, 300, 64, true, 128, 176, 256, 2},
+      {1, 1, 150, 128, true, 128, 64, 256, 2},
+  };
+}
+
+// kernels/attention.py's flash_attention through the sm_90a lowering in the
+// interpreter vs float64 softmax(Q K^T / sqrt(d)) V on random bf16 inputs:
+// acc_s_cast stays in registers and feeds the second wgmma.
+TEST(Wgmma, LibraryFlashAttentionRegisterA) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  for (const FaCase& c : FaCases()) {
+    std::string err;
+    const std::string ir = AttentionIr(c.Args(), &err);
+    ASSERT_FALSE(ir.empty()) << c.Args() << ": " << err;
+    tl::gpu::GpuLowerOptions o = Sm90();
+    o.tma_copies = true;
+    o.stage_wgmma_epilogue = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
+    const std::string notes = Notes(*k);
+    EXPECT_NE(notes.find("fragment acc_s_cast: wgmma register operand A"), std::string::npos) << c.Args() << "\n" << notes;
+    EXPECT_EQ(notes.find("acc_s_cast kept in shared memory"), std::string::npos) << c.Args() << "\n" << notes;
+    std::mt19937 rng(static_cast<uint32_t>(c.S + c.D + c.bn));
+    std::uniform_real_distribution<double> d(-1, 1);
+    const int64_t n = c.B * c.H * c.S * c.D;
+    std::map<std::string, std::vector<double>> t;
+    for (const char* x : {"Q", "K", "V"}) {
+      t[x].resize(static_cast<size_t>(n));
+      for (double& v : t[x]) v = RoundTo(d(rng) * 2, "bf16");
+    }
+    t["O"].assign(static_cast<size_t>(n), -7);
+    const std::vector<double> q = t["Q"], kk = t["K"], v = t["V"];
+    const tl::Status st = tl::gpu::test::Interpret(*k, &t);
+    ASSERT_TRUE(st.ok()) << c.Args() << ": " << st.ToString();
+    double worst = 0;
+    for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
+      const double* Q = &q[static_cast<size_t>(bh * c.S * c.D)];
+      const double* K = &kk[static_cast<size_t>(bh * c.S * c.D)];
+      const double* V = &v[static_cast<size_t>(bh * c.S * c.D)];
+      for (int64_t i = 0; i < c.S; ++i) {
+        const int64_t keys = c.causal ? i + 1 : c.S;
+        std::vector<double> p(static_cast<size_t>(keys));
+        double m = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double s = 0;
+          for (int64_t x = 0; x < c.D; ++x) s += Q[i * c.D + x] * K[j * c.D + x];
+          p[static_cast<size_t>(j)] = s / std::sqrt(static_cast<double>(c.D));
+          m = std::max(m, p[static_cast<size_t>(j)]);
+        }
+        for (double& x : p) sum += (x = std::exp(x - m));
+        for (int64_t x = 0; x < c.D; ++x) {
+          double acc = 0;
+          for (int64_t j = 0; j < keys; ++j) acc += p[static_cast<size_t>(j)] * V[j * c.D + x];
+          acc /= sum;
+          const double got = t["O"][static_cast<size_t>((bh * c.S + i) * c.D + x)];
+          worst = std::max(worst, std::fabs(got - acc) / (1 + std::fabs(acc)));
+        }
+      }
+    }
+    // bf16 probabilities and output: a few bf16 ulps.
+    EXPECT_LE(worst, 1e-2) << c.Args();
+    std::printf("[ library flash_attention %s ] worst relative error %.3g\n", c.Args().c_str(), worst);
+  }
+}
+
+// The printed CUDA source of the library kernel at hopper_bench's shapes:
+// P packed from registers into the wgmma (no shared P tile), compiled for
+// sm_90a by the local toolkit (ptxas: registers, no spills).
+TEST(Wgmma, LibraryFlashAttentionSm90aCubins) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (const FaCase& c : std::vector<FaCase>{{4, 32, 4096, 128, false, 64, 64, 128, 2},
+                                             {4, 32, 4096, 128, false, 128, 128, 256, 2},
+                                             {4, 32, 4096, 64, true, 128, 128, 256, 2},
+                                             {4, 32, 4096, 128, false, 128, 176, 256, 2},
+                                             {4, 32, 4096, 64, false, 128, 176, 256, 2}}) {
+    std::string err;
+    const std::string ir = AttentionIr(c.Args(), &err);
+    ASSERT_FALSE(ir.empty()) << c.Args() << ": " << err;
+    tl::gpu::GpuLowerOptions o = Sm90();
+    o.tma_copies = true;
+    o.stage_wgmma_epilogue = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    EXPECT_NE(src->source.find("tl_pack_bf16x2(acc_s_cast["), std::string::npos) << c.Args();
+    EXPECT_NE(src->source.find("float acc_s_cast["), std::string::npos) << c.Args() << ": acc_s_cast is not a register array";
+    EXPECT_EQ(src->source.find("acc_s_cast = reinterpret_cast"), std::string::npos) << c.Args() << ": acc_s_cast in shared memory";
+    EXPECT_EQ(Notes(*k).find("acc_s_cast kept in shared memory"), std::string::npos) << c.Args();
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, "fa", "sm_90a");
+    ASSERT_TRUE(code.ok()) << c.Args() << ": " << code.status().ToString();
+    std::printf("[ flash_attention %s sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
+                c.Args().c_str(), code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << c.Args() << ": " << code->log;
+  }
+}
+
 }  // namespace

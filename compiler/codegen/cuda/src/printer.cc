@@ -129,7 +129,11 @@ __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, 
 // wgmma (sm_90a), printed only into kernels with SWgmma: the descriptor of
 // an operand at shared address `addr` (wgmma.h: bits 0-13 are addr >> 4, the
 // rest constant per operand).
+// A register operand A packs two 16-bit elements (held as floats) into one
+// .b32, `lo` in the low half: one cvt for the pair.
 constexpr const char* kWgmmaPrelude = R"(__device__ __forceinline__ unsigned long long tl_wgmma_desc(unsigned addr, unsigned long long bits) { return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4); }
+__device__ __forceinline__ unsigned tl_pack_f16x2(float lo, float hi) { unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+__device__ __forceinline__ unsigned tl_pack_bf16x2(float lo, float hi) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
 )";
 
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
@@ -767,10 +771,25 @@ class Printer {
     const std::string shape = "m64n" + std::to_string(n.n) + (i8 ? "k32.s32." : "k16.f32.") + ty + "." + ty;
     const std::string p1 = pad + "  ";
     char hex[64];
-    o << pad << "{  // wgmma.m64n" << n.n << "k16." << ty << " k-step: " << n.c << " += " << n.a.buffer << " * " << n.b.buffer << "\n";
-    if (n.a.starts.size() != static_cast<size_t>(n.k_steps) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
+    o << pad << "{  // wgmma.m64n" << n.n << "k16." << ty << " k-step: " << n.c << " += "
+      << (n.a_frag.empty() ? n.a.buffer : n.a_frag + " (registers)") << " * " << n.b.buffer << "\n";
+    const bool ra = !n.a_frag.empty();  // register operand A (simt_ir.h)
+    if ((!ra && n.a.starts.size() != static_cast<size_t>(n.k_steps)) || n.b.starts.size() != static_cast<size_t>(n.k_steps)) {
       err_ = "wgmma with " + std::to_string(n.a.starts.size()) + " operand starts for " + std::to_string(n.k_steps) + " k-steps";
       return;
+    }
+    if (ra) {
+      auto b = bufs_.find(n.a_frag);
+      bool ok = !i8 && b != bufs_.end() && b->second->space == gpu::Space::kRegister && !k_.addressed.count(n.a_frag) &&
+                b->second->dtype == (n.kind == gpu::MmaKind::kF16 ? DType::kF16 : DType::kBF16) && n.wait_pending == 0 &&
+                n.a_slots.size() == static_cast<size_t>(n.k_steps * n.m_tiles * 8);
+      for (int64_t x : n.a_slots) ok = ok && b != bufs_.end() && x >= 0 && x < b->second->elements;
+      if (!ok) {
+        err_ = "wgmma register operand A " + n.a_frag + " (not a 16-bit register fragment of the instruction's type, or " +
+               std::to_string(n.a_slots.size()) + " slots for " + std::to_string(n.k_steps) + " k-steps x " +
+               std::to_string(n.m_tiles) + " m-tiles)";
+        return;
+      }
     }
     o << p1 << "const unsigned tl_wg = (unsigned)tl_tid >> 7;\n";
     o << p1 << "(void)tl_wg;\n";
@@ -780,27 +799,52 @@ class Printer {
     const int regs = static_cast<int>(n.n / 2);
     for (int64_t ks = 0; ks < n.k_steps; ++ks) {
     o << p1 << "{  // k-step " << ks << "\n";
-    o << p1 << "const unsigned tl_sa = tl_smem_base + (unsigned)(" << E(n.a.starts[static_cast<size_t>(ks)])
-      << "), tl_sb = tl_smem_base + (unsigned)(" << E(n.b.starts[static_cast<size_t>(ks)]) << ");\n";
+    if (ra) {
+      o << p1 << "const unsigned tl_sb = tl_smem_base + (unsigned)(" << E(n.b.starts[static_cast<size_t>(ks)]) << ");\n";
+    } else {
+      o << p1 << "const unsigned tl_sa = tl_smem_base + (unsigned)(" << E(n.a.starts[static_cast<size_t>(ks)])
+        << "), tl_sb = tl_smem_base + (unsigned)(" << E(n.b.starts[static_cast<size_t>(ks)]) << ");\n";
+    }
     for (int64_t j = 0; j < n.m_tiles; ++j) {
       std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(da));
+      if (ra) {  // the A fragment's four registers of this k-step and m-tile
+        const std::string pk = n.kind == gpu::MmaKind::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(";
+        o << p1 << "{\n" << p1 << "  const unsigned tl_ra[4] = {";
+        for (int64_t r = 0; r < 4; ++r) {
+          const size_t at = static_cast<size_t>(((ks * n.m_tiles + j) * 4 + r) * 2);
+          o << (r ? ", " : "") << pk << n.a_frag << "[" << n.a_slots[at] << "], " << n.a_frag << "[" << n.a_slots[at + 1] << "])";
+        }
+        o << "};\n";
+      } else {
       o << p1 << "{\n" << p1 << "  const unsigned long long tl_da = tl_wgmma_desc(tl_sa + (" << j * n.warpgroups << "u + tl_wg) * "
         << n.a.tile_bytes << "u, " << hex << ");\n";
+      }
       for (int64_t q = 0; q < n.n_tiles; ++q) {
         std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(db));
         o << p1 << "  {\n" << p1 << "    const unsigned long long tl_db = tl_wgmma_desc(tl_sb + " << q * n.b.tile_bytes << "u, " << hex
           << ");\n";
-        o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << regs + 2 << ", 0;\\n wgmma.mma_async.sync.aligned."
+        const int in0 = ra ? regs + 3 : regs;  // inputs: A (or a0..a3), B, the scale-d flag
+        o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << in0 + 2 << ", 0;\\n wgmma.mma_async.sync.aligned."
           << shape << " {";
         for (int i = 0; i < regs; ++i) o << (i ? ", " : "") << "%" << i;
-        o << "}, %" << regs << ", %" << regs + 1 << ", p";
-        if (!i8) o << ", 1, 1, " << (n.a.mn_major ? 1 : 0) << ", " << (n.b.mn_major ? 1 : 0);
+        if (ra) {  // {a0, a1, a2, a3}, B, p, scale A, scale B, transpose B (a register A has no transpose)
+          o << "}, {%" << regs << ", %" << regs + 1 << ", %" << regs + 2 << ", %" << regs + 3 << "}, %" << in0 + 1 << ", p";
+          o << ", 1, 1, " << (n.b.mn_major ? 1 : 0);
+        } else {
+          o << "}, %" << regs << ", %" << regs + 1 << ", p";
+          if (!i8) o << ", 1, 1, " << (n.a.mn_major ? 1 : 0) << ", " << (n.b.mn_major ? 1 : 0);
+        }
         o << ";\\n}\"\n" << p1 << "        : ";
         for (int i = 0; i < regs; ++i) {
           const int64_t slot = (2 * j + (i / 2) % 2) * n.c_col_slots + 2 * (q * n.n / 8 + i / 4) + i % 2;
           o << (i ? ", " : "") << (i8 ? "\"+r\"(" : "\"+f\"(") << n.c << "[" << slot << "])";
         }
-        o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");\n" << p1 << "  }\n";
+        if (ra) {
+          o << "\n" << p1 << "        : \"r\"(tl_ra[0]), \"r\"(tl_ra[1]), \"r\"(tl_ra[2]), \"r\"(tl_ra[3]), \"l\"(tl_db), \"r\"(1) : \"memory\");\n"
+            << p1 << "  }\n";
+        } else {
+          o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");\n" << p1 << "  }\n";
+        }
       }
       o << p1 << "}\n";
     }

@@ -86,7 +86,13 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
                 << " " << SwizzleName(x.swizzle) << (x.mn_major ? " mn-major" : " k-major") << "]";
             };
             o << pad << "wgmma.m64n" << n.n << "k" << WgmmaK(n.kind) << "." << MmaKindName(n.kind) << " " << n.c << " += ";
-            op(n.a);
+            if (n.a_frag.empty()) {
+              op(n.a);
+            } else {
+              o << n.a_frag << "@regs[";
+              for (size_t i = 0; i < n.a_slots.size() && i < 8; ++i) o << (i ? " " : "") << n.a_slots[i];
+              o << (n.a_slots.size() > 8 ? " ...]" : "]");
+            }
             o << " * ";
             op(n.b);
             o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << " wait_group=" << n.wait_pending << "\n";

@@ -191,11 +191,17 @@ std::optional<MmaKind> MmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, in
 
 // Whether gemm `g` fits wgmma (kWgmma; see lower.h), with the swizzles of
 // its two operand buffers; else nullopt with the reason in *why.
+// With `a_regs` A is a register fragment (wgmma's register operand A): K-major
+// only (the register form has no transpose of A), a whole [M, K] fragment;
+// its layout is then WgmmaAccumulatorLayout(M, K) (see InferOnce).
 struct WgmmaFit {
   MmaKind kind;
   SmemSwizzle a, b;
+  bool a_regs = false;
+  int64_t m = 0, k = 0;
 };
-std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, std::string* why) {
+std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms, int64_t threads, std::string* why,
+                                 bool a_regs = false) {
   const ir::SymbolInfo& a = syms.at(g.a.buffer);
   const ir::SymbolInfo& b = syms.at(g.b.buffer);
   const ir::SymbolInfo& c = syms.at(g.c.buffer);
@@ -220,6 +226,12 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
   }
   if (!kind) {
     *why = std::string("no wgmma for ") + ir::DTypeName(a.dtype) + " x " + ir::DTypeName(b.dtype) + " -> " + ir::DTypeName(c.dtype);
+    return std::nullopt;
+  }
+  if (a_regs && (*kind == MmaKind::kI8 || g.trans_a || a.shape.size() != 2)) {
+    *why = *kind == MmaKind::kI8 ? "i8 register operand A is not supported"
+           : g.trans_a           ? "transpose_A (wgmma's register operand A is K-major only)"
+                                 : "A is not a 2-D fragment";
     return std::nullopt;
   }
   const std::vector<int64_t> cs = ConstShape(c.shape), as = ConstShape(a.shape), bs = ConstShape(b.shape);
@@ -258,6 +270,19 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
            std::to_string(kstep) + ")";
     return std::nullopt;
   }
+  if (a_regs) {
+    if (m != as[0] || k != as[1]) {
+      *why = "A region is not the whole " + std::to_string(as[0]) + "x" + std::to_string(as[1]) + " fragment";
+      return std::nullopt;
+    }
+    const std::string pb = WgmmaOperandProblem(bs[nb - 2], bs[nb - 1], e, ir::FoldInt(rb->starts[nb - 2]),
+                                               ir::FoldInt(rb->starts[nb - 1]), g.trans_b, instr_n, n / instr_n);
+    if (!pb.empty()) {
+      *why = "B " + g.b.buffer + ": " + pb;
+      return std::nullopt;
+    }
+    return WgmmaFit{*kind, SmemSwizzle::kNone, *WgmmaOperandSwizzle(bs[nb - 2], bs[nb - 1], e), true, m, k};
+  }
   const std::string pa = WgmmaOperandProblem(as[na - 2], as[na - 1], e, ir::FoldInt(ra->starts[na - 2]),
                                              ir::FoldInt(ra->starts[na - 1]), !g.trans_a, 64, m / 64);
   const std::string pb = WgmmaOperandProblem(bs[nb - 2], bs[nb - 1], e, ir::FoldInt(rb->starts[nb - 2]),
@@ -266,11 +291,17 @@ std::optional<WgmmaFit> WgmmaFor(const ir::Gemm& g, const ir::SymbolTable& syms,
     *why = !pa.empty() ? "A " + g.a.buffer + ": " + pa : "B " + g.b.buffer + ": " + pb;
     return std::nullopt;
   }
-  return WgmmaFit{*kind, *WgmmaOperandSwizzle(as[na - 2], as[na - 1], e), *WgmmaOperandSwizzle(bs[nb - 2], bs[nb - 1], e)};
+  return WgmmaFit{*kind, *WgmmaOperandSwizzle(as[na - 2], as[na - 1], e), *WgmmaOperandSwizzle(bs[nb - 2], bs[nb - 1], e),
+                  false, m, k};
 }
 
-StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32,
-                                        bool sm75) {
+// One inference. Register operands A (kWgmma): a gemm's f16/bf16 fragment A
+// that is not transposed stays in registers (not demoted as a gemm operand)
+// unless it is in `no_reg_a`; if it cannot stay (the gemm is not wgmma, its
+// layout conflicts, something else demotes it) it is put in *failed with the
+// reason, and InferGpuLayouts infers again without it.
+static StatusOr<GpuLayoutPlan> InferOnce(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32, bool sm75,
+                                  const std::set<std::string>& no_reg_a, std::map<std::string, std::string>* failed) {
   GpuLayoutPlan plan;
   plan.threads = threads;
   const ir::SymbolTable syms = ir::CollectSymbols(f);
@@ -283,6 +314,14 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
     plan.notes.push_back("fragment " + b + " kept in shared memory: " + why);
   };
   const ir::Block& body = passes::TheKernel(f).body;
+  // Register operands A kept out of shared memory (kWgmma).
+  std::set<std::string> reg_a;
+  auto reg_a_candidate = [&](const ir::Gemm& g) {
+    if (strategy != GemmStrategy::kWgmma || !frag(g.a.buffer) || no_reg_a.count(g.a.buffer) || g.trans_a) return false;
+    const ir::DType t = syms.at(g.a.buffer).dtype;
+    return (t == ir::DType::kF16 || t == ir::DType::kBF16) && frag(g.c.buffer) && shape_of(g.a.buffer).size() == 2 &&
+           IsWhole(g.a, shape_of(g.a.buffer));
+  };
 
   // 1. Structural demotions.
   std::function<void(const ir::Block&)> scan = [&](const ir::Block& blk) {
@@ -319,7 +358,11 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
       });
       if (const auto* st = ir::As<ir::Store>(s)) demote(st->buffer, "written outside T.Parallel" + where);
       if (const auto* g = ir::As<ir::Gemm>(s)) {
-        demote(g->a.buffer, "gemm operand (the SIMT gemm reads operands from shared memory)" + where);
+        if (reg_a_candidate(*g)) {
+          reg_a.insert(g->a.buffer);
+        } else {
+          demote(g->a.buffer, "gemm operand (the SIMT gemm reads operands from shared memory)" + where);
+        }
         demote(g->b.buffer, "gemm operand (the SIMT gemm reads operands from shared memory)" + where);
         if (!frag(g->c.buffer) || !IsWhole(g->c, shape_of(g->c.buffer))) {
           return;  // LowerToSimt reports it
@@ -362,11 +405,16 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
     });
     for (const ir::Gemm* g : gemms) {
       std::string why;
-      if (!frag(g->c.buffer) || plan.demoted.count(g->c.buffer)) continue;
-      if (std::optional<WgmmaFit> w = WgmmaFor(*g, syms, threads, &why)) {
+      const bool a_regs = reg_a.count(g->a.buffer) && !plan.demoted.count(g->a.buffer);
+      if (!frag(g->c.buffer) || plan.demoted.count(g->c.buffer)) {
+        if (a_regs) (*failed)[g->a.buffer] = "the accumulator " + g->c.buffer + " is not in registers";
+        continue;
+      }
+      if (std::optional<WgmmaFit> w = WgmmaFor(*g, syms, threads, &why, a_regs)) {
         wgmma[g] = *w;
       } else {
         wgmma_why[g] = why;
+        if (a_regs) (*failed)[g->a.buffer] = "the gemm is not wgmma: " + why;
       }
     }
     for (bool changed = true; changed;) {
@@ -378,6 +426,7 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
       for (auto it = wgmma.begin(); it != wgmma.end();) {
         if (banned.count(it->first->a.buffer) || banned.count(it->first->b.buffer)) {
           wgmma_why[it->first] = "an operand buffer is also read by a gemm that is not wgmma";
+          if (it->second.a_regs) (*failed)[it->first->a.buffer] = wgmma_why[it->first];
           it = wgmma.erase(it);
           changed = true;
         } else {
@@ -386,10 +435,13 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
       }
     }
     for (const auto& [g, w] : wgmma) {
-      plan.swizzle[g->a.buffer] = w.a;
+      if (!w.a_regs) plan.swizzle[g->a.buffer] = w.a;
       plan.swizzle[g->b.buffer] = w.b;
     }
   }
+  // A register candidate some structural rule demoted is an ordinary shared operand.
+  for (auto it = reg_a.begin(); it != reg_a.end();) it = plan.demoted.count(*it) ? reg_a.erase(it) : std::next(it);
+  if (!failed->empty()) return plan;
 
   // 2. Forced layouts: gemm accumulators.
   ir::ForEachStmt(body, [&](const ir::Stmt& s) {
@@ -475,6 +527,35 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
                              " (its rows are reduced or scaled by a row vector, and warps stacked along M do not fit)");
       }
     }
+  }
+
+  // 2c. Register operands A (kWgmma): the fragment keeps the layout of a
+  // wgmma accumulator of its shape, WgmmaAccumulatorLayout(M, K): one row
+  // slot pair per 64-row m-tile, column slots 4 s .. 4 s + 3 for k-step s
+  // -- pairs of adjacent columns are exactly the PTX ISA's A fragment of
+  // m64nNk16 (lane l of warp w: rows 16 w + l / 4 (+ 8), columns 16 s +
+  // 2 (l % 4) + {0, 1} (+ 8)). So a copy of a wgmma accumulator of shape
+  // [M, K] (attention's P = cast(S)) is slot-for-slot and never leaves the
+  // registers; LowerGemmWgmma packs slot pairs into the .b32 operands.
+  std::map<std::string, FragmentLayout> reg_a_layouts;
+  for (const auto& [g, w] : wgmma) {
+    if (!w.a_regs) continue;
+    const FragmentLayout l = WgmmaAccumulatorLayout(w.m, w.k, threads);
+    auto have = reg_a_layouts.find(g->a.buffer);
+    auto it = plan.layouts.find(g->a.buffer);
+    if (plan.demoted.count(g->c.buffer) || !plan.wgmma.count(g->c.buffer)) {
+      (*failed)[g->a.buffer] = "the accumulator " + g->c.buffer + " is not a wgmma accumulator in registers";
+    } else if ((have != reg_a_layouts.end() && !(have->second == l)) || (it != plan.layouts.end() && !(it->second == l))) {
+      (*failed)[g->a.buffer] = "it has another layout than a wgmma operand A of " + std::to_string(w.m) + "x" + std::to_string(w.k);
+    } else {
+      reg_a_layouts[g->a.buffer] = l;
+    }
+  }
+  if (!failed->empty()) return plan;
+  for (const auto& [a, l] : reg_a_layouts) {
+    plan.layouts[a] = l;
+    plan.notes.push_back("fragment " + a + ": wgmma register operand A, layout " + l.ToString() +
+                         " (a wgmma accumulator's: pairs of columns are the A fragment's registers)");
   }
 
   // 3. Propagation in program order until nothing changes (demotion is
@@ -570,6 +651,17 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
       defaults = true;
     }
   }
+  for (const auto& [a, l] : reg_a_layouts) {
+    auto it = plan.layouts.find(a);
+    if (plan.demoted.count(a) || it == plan.layouts.end() || !(it->second == l)) {
+      std::string why = "its layout conflicts with another statement's";
+      for (const std::string& n : plan.notes) {
+        if (n.rfind("fragment " + a + " kept in shared memory: ", 0) == 0) why = n.substr(n.find(": ") + 2);
+      }
+      (*failed)[a] = why;
+    }
+  }
+  if (!failed->empty()) return plan;
   // 4. Defaults for the rest.
   for (const auto& [name, info] : syms) {
     if (info.kind == ir::SymbolInfo::Kind::kAlloc && info.scope == ir::MemScope::kFragment &&
@@ -579,6 +671,27 @@ StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, 
   }
   for (const auto& [name, l] : plan.layouts) plan.notes.push_back("fragment " + name + ": " + l.ToString());
   return plan;
+}
+
+// Infers again without a register operand A that could not stay in
+// registers (it is then demoted as any gemm operand, with a note saying why).
+StatusOr<GpuLayoutPlan> InferGpuLayouts(const ir::Function& f, int64_t threads, GemmStrategy strategy, bool tf32,
+                                        bool sm75) {
+  std::set<std::string> no_reg_a;
+  std::vector<std::string> notes;
+  for (;;) {
+    std::map<std::string, std::string> failed;
+    StatusOr<GpuLayoutPlan> plan = InferOnce(f, threads, strategy, tf32, sm75, no_reg_a, &failed);
+    if (!plan.ok()) return plan;
+    if (failed.empty()) {
+      plan->notes.insert(plan->notes.begin(), notes.begin(), notes.end());
+      return plan;
+    }
+    for (const auto& [a, why] : failed) {
+      if (!no_reg_a.insert(a).second) return Status(StatusCode::kInternal, "InferGpuLayouts: register operand A " + a + " failed twice");
+      notes.push_back("fragment " + a + ": not a wgmma register operand A (" + why + ")");
+    }
+  }
 }
 
 }  // namespace tl::gpu

@@ -897,7 +897,10 @@ class Lowerer {
     // Operand region r: x (M or N) and k extents, and the descriptor's start
     // for the k-step at k (bytes from the shared memory's start, unswizzled:
     // the hardware swizzles the addresses it forms from it).
-    // k-steps per SWgmma: all of the gemm's (up to 16), else the largest divisor of them <= 16.
+    // k-steps per SWgmma: all of the gemm's (up to 16), else the largest divisor of them <= 16;
+    // with A in registers all of them (its registers are constant slots of one unit).
+    const Buf& ab = bufs_[g.a.buffer];
+    const bool a_regs = ab.where == Where::kRegisterFrag;
     int64_t per = 1;
     auto operand = [&](const ir::Region& r, bool k_major, int64_t* ext_x, int64_t* ext_k, SWgmmaOperand* o,
                        int64_t tile) -> Status {
@@ -926,7 +929,7 @@ class Lowerer {
       *ext_k = side->info.extents[k_major ? n - 1 : n - 2];
       const int64_t kstep = WgmmaK(kind), steps = *ext_k / kstep;
       per = 1;
-      for (int64_t c = 1; c <= 16; ++c) {
+      for (int64_t c = 1; c <= (a_regs ? steps : 16); ++c) {
         if (steps % c == 0) per = c;
       }
       // k-step s of this SWgmma starts at k = V(k) + 16 s (or 16 s when one SWgmma covers the gemm).
@@ -951,7 +954,20 @@ class Lowerer {
     int64_t M = 0, K = 0, N = 0, KB = 0;
     const int64_t n_cols = L.cols;
     m.n = WgmmaInstrN(n_cols);
-    Status s = operand(g.a, !g.trans_a, &M, &K, &m.a, 64);
+    Status s = Status::Ok();
+    if (a_regs) {
+      // Register A (InferGpuLayouts: WgmmaAccumulatorLayout(M, K), K-major).
+      if (!ab.layout) return Err(st, "internal: wgmma register operand A " + g.a.buffer + " has no layout");
+      const FragmentLayout& LA = *ab.layout;
+      if (g.trans_a || LA.H != 2 || LA.Hp != 8 || LA.g != 4 || LA.v != 2 || LA.C != 1 || LA.replicated ||
+          !(LA == WgmmaAccumulatorLayout(LA.rows, LA.cols, T()))) {
+        return Err(st, "internal: wgmma register operand A " + g.a.buffer + " has layout " + LA.ToString());
+      }
+      M = LA.rows;
+      K = LA.cols;
+      m.a_frag = g.a.buffer;
+    }
+    if (!a_regs) s = operand(g.a, !g.trans_a, &M, &K, &m.a, 64);
     if (s.ok()) s = operand(g.b, g.trans_b, &N, &KB, &m.b, m.n);
     if (!s.ok()) return s;
     if (M != L.rows || N != L.cols || K != KB || K % WgmmaK(kind) != 0 || m.n == 0 || L.H != 2 || L.g != 4 || L.v != 2 ||
@@ -967,6 +983,17 @@ class Lowerer {
       cur_->push_back(For(z, 0, I(L.slots()), 1, true, {Store(g.c.buffer, V(z), CastTo(cb.dtype, ir::MakeInt(0)))}));
     }
     m.k_steps = per;
+    if (a_regs) {
+      // Slots of register r (two 16-bit elements, low half first) of k-step s, m-tile j: rows
+      // 16 w + l / 4 + 8 (r % 2) -> row slot 2 j + r % 2; columns 16 s + 2 (l % 4) + 8 (r / 2) + h
+      // -> column slot 4 s + 2 (r / 2) + h (simt_ir.h).
+      const int64_t acs = bufs_[g.a.buffer].layout->col_slots();
+      for (int64_t ks = 0; ks < per; ++ks)
+        for (int64_t j = 0; j < m.m_tiles; ++j)
+          for (int64_t r = 0; r < 4; ++r)
+            for (int64_t h = 0; h < 2; ++h) m.a_slots.push_back((2 * j + r % 2) * acs + 4 * ks + 2 * (r / 2) + h);
+      defer = false;  // nothing tracks the A registers of a group in flight
+    }
     if (defer && !g.clear_accum) {
       m.wait_pending = 1;
       wgmma_deferred_.insert(g.c.buffer);
@@ -984,7 +1011,9 @@ class Lowerer {
     const bool defer = std::exchange(wgmma_defer_next_, false);
     if (auto mk = plan_.mma.find(g.c.buffer);
         mk != plan_.mma.end() && plan_.wgmma.count(g.c.buffer) && cb.where == Where::kRegisterFrag && cb.layout &&
-        bufs_[g.a.buffer].where == Where::kShared && bufs_[g.b.buffer].where == Where::kShared) {
+        (bufs_[g.a.buffer].where == Where::kShared ||
+         (bufs_[g.a.buffer].where == Where::kRegisterFrag && bufs_[g.a.buffer].layout)) &&
+        bufs_[g.b.buffer].where == Where::kShared) {
       return LowerGemmWgmma(st, g, mk->second, defer);
     }
     if (auto mk = plan_.mma.find(g.c.buffer);

@@ -225,6 +225,15 @@ struct SWgmma {
   // operand bytes or touch the accumulator before that (an SWgmmaWait or the
   // next unit's wait).
   int64_t wait_pending = 0;
+  // Register A (`a_frag` non-empty; then `a` is unused and wait_pending 0):
+  // A is the f16/bf16 register fragment a_frag, given to each instruction
+  // as four .b32 registers of two 16-bit elements (low half first): for
+  // k-step s, m-tile j, register r < 4 and half h < 2 the fragment slot
+  // a_slots[((s * m_tiles + j) * 4 + r) * 2 + h] (the PTX ISA's A fragment
+  // of m64nNk16: lane l of warp w holds rows 16 w + l / 4 + 8 (r % 2),
+  // columns 16 s + 2 (l % 4) + 8 (r / 2) + h).
+  std::string a_frag;
+  std::vector<int64_t> a_slots;
 };
 // wgmma.wait_group `pending`: at most `pending` of this warpgroup's groups
 // stay in flight; the accumulators `c` (register fragments a deferred SWgmma
