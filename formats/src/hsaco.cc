@@ -1,6 +1,7 @@
 // ReadHsaco: ELF64 header and section table, the note sections, and a small
 // MessagePack decoder for NT_AMDGPU_METADATA. See hsaco.h.
 #include "tilelang/formats/hsaco.h"
+#include "tilelang/formats/elf64.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -20,8 +21,6 @@ constexpr int kMaxDepth = 32;
 
 uint16_t Le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t Le32(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
-uint64_t Le64(const uint8_t* p) { return uint64_t{Le32(p)} | uint64_t{Le32(p + 4)} << 32; }
-bool InBounds(uint64_t off, uint64_t size, uint64_t total) { return off <= total && size <= total - off; }
 
 // ---------------------------------------------------------------------------
 // MessagePack (big endian), the subset the metadata uses plus everything a
@@ -306,23 +305,21 @@ StatusOr<HsacoInfo> ReadHsaco(std::span<const uint8_t> image) {
   info.e_flags = Le32(p + 48);
   info.xnack = Mode((info.e_flags >> 8) & 3);
   info.sramecc = Mode((info.e_flags >> 10) & 3);
-  const uint64_t shoff = Le64(p + 40);
-  const uint16_t shentsize = Le16(p + 58), shnum = Le16(p + 60);
-  if (shnum != 0 && (shentsize != 64 || !InBounds(shoff, uint64_t{shnum} * 64, n))) {
-    return bad("section headers (offset " + std::to_string(shoff) + ", " + std::to_string(shnum) + " x " +
-               std::to_string(shentsize) + " bytes) exceed the image");
+  const Elf64Sections elf = Elf64Sections::Parse(image);
+  if (const Elf64Problem& e = elf.problem(); e.kind == Elf64Problem::Kind::kSectionTable) {
+    return bad("section headers (offset " + std::to_string(e.table_offset) + ", " + std::to_string(e.count) + " x " +
+               std::to_string(e.entry_size) + " bytes) exceed the image");
+  } else if (e.kind == Elf64Problem::Kind::kSectionBounds) {
+    return bad("section " + std::to_string(e.index) + " [" + std::to_string(e.offset) + ", +" + std::to_string(e.size) +
+               ") exceeds the image");
+  } else if (!elf.ok()) {
+    return bad("is not a 64-bit little-endian ELF image");  // ruled out above
   }
   bool found = false;
-  for (uint16_t s = 0; s < shnum && !found; ++s) {
-    const uint8_t* sh = p + shoff + uint64_t{s} * 64;
-    const uint32_t type = Le32(sh + 4);
-    const uint64_t off = Le64(sh + 24), size = Le64(sh + 32);
-    if (type == 8 /* SHT_NOBITS */) continue;
-    if (!InBounds(off, size, n)) {
-      return bad("section " + std::to_string(s) + " [" + std::to_string(off) + ", +" + std::to_string(size) +
-                 ") exceeds the image");
-    }
-    if (type != kShtNote) continue;
+  for (const Elf64Section& sec : elf) {
+    if (found) break;
+    if (sec.type != kShtNote) continue;
+    const uint64_t off = sec.offset, size = sec.size;
     // Notes: namesz, descsz, type, name (4-byte padded), desc (4-byte padded).
     uint64_t at = off;
     const uint64_t end = off + size;

@@ -4,6 +4,7 @@
 #include "cuda_device.h"
 
 #include "tensor_map.h"
+#include "tilelang/formats/elf64.h"
 
 #include <algorithm>
 #include <chrono>
@@ -139,19 +140,13 @@ Status CheckCubin(const std::vector<uint8_t>& code, const std::string& where) {
     return Status(StatusCode::kInvalidArgument,
                   Format("%s: cubin ELF e_machine %u; expected EM_CUDA (190)", where.c_str(), machine));
   }
-  const uint64_t phoff = Le64(p + 32), shoff = Le64(p + 40);
-  const uint16_t phentsize = Le16(p + 54), phnum = Le16(p + 56), shentsize = Le16(p + 58), shnum = Le16(p + 60);
+  const uint64_t phoff = Le64(p + 32);
+  const uint16_t phentsize = Le16(p + 54), phnum = Le16(p + 56);
   if (phnum != 0 && (phentsize != 56 || !InBounds(phoff, uint64_t{phnum} * 56, n))) {
     return Status(StatusCode::kInvalidArgument,
                   Format("%s: cubin program headers (offset %" PRIu64 ", %u x %u bytes) exceed the payload's %" PRIu64
                          " bytes",
                          where.c_str(), phoff, phnum, phentsize, n));
-  }
-  if (shnum != 0 && (shentsize != 64 || !InBounds(shoff, uint64_t{shnum} * 64, n))) {
-    return Status(StatusCode::kInvalidArgument,
-                  Format("%s: cubin section headers (offset %" PRIu64 ", %u x %u bytes) exceed the payload's %" PRIu64
-                         " bytes",
-                         where.c_str(), shoff, shnum, shentsize, n));
   }
   for (uint16_t i = 0; i < phnum; ++i) {
     const uint8_t* ph = p + phoff + uint64_t{i} * 56;
@@ -162,15 +157,21 @@ Status CheckCubin(const std::vector<uint8_t>& code, const std::string& where) {
                            where.c_str(), i, off, filesz, n));
     }
   }
-  for (uint16_t i = 0; i < shnum; ++i) {
-    const uint8_t* sh = p + shoff + uint64_t{i} * 64;
-    const uint32_t type = Le32(sh + 4);
-    const uint64_t off = Le64(sh + 24), size = Le64(sh + 32);
-    if (type != 8 /* SHT_NOBITS */ && !InBounds(off, size, n)) {
-      return Status(StatusCode::kInvalidArgument,
-                    Format("%s: cubin section %u [%" PRIu64 ", +%" PRIu64 ") exceeds the payload's %" PRIu64 " bytes",
-                           where.c_str(), i, off, size, n));
-    }
+  const tl::formats::Elf64Sections elf = tl::formats::Elf64Sections::Parse(code);
+  const tl::formats::Elf64Problem& bad = elf.problem();
+  if (bad.kind == tl::formats::Elf64Problem::Kind::kSectionTable) {
+    return Status(StatusCode::kInvalidArgument,
+                  Format("%s: cubin section headers (offset %" PRIu64 ", %u x %u bytes) exceed the payload's %" PRIu64
+                         " bytes",
+                         where.c_str(), bad.table_offset, bad.count, bad.entry_size, n));
+  }
+  if (bad.kind == tl::formats::Elf64Problem::Kind::kSectionBounds) {
+    return Status(StatusCode::kInvalidArgument,
+                  Format("%s: cubin section %u [%" PRIu64 ", +%" PRIu64 ") exceeds the payload's %" PRIu64 " bytes",
+                         where.c_str(), bad.index, bad.offset, bad.size, n));
+  }
+  if (!elf.ok()) {  // magic and class were checked above
+    return Status(StatusCode::kInvalidArgument, where + ": cubin is not a 64-bit little-endian ELF image");
   }
   return Status::Ok();
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tilelang/formats/elf64.h"
+
 namespace tl::codegen::cuda {
 namespace {
 
@@ -34,39 +36,27 @@ StatusOr<CubinParamLayout> ReadCubinParamLayout(const std::vector<uint8_t>& cubi
                       "cubin for '%s': not a 64-bit little-endian ELF (%zu bytes, class %d, data %d)", entry.c_str(), n,
                       n > 5 ? cubin[4] : -1, n > 5 ? cubin[5] : -1);
   }
-  const uint64_t shoff = Load<uint64_t>(cubin, 0x28);
-  const uint16_t shentsize = Load<uint16_t>(cubin, 0x3a);
-  const uint16_t shnum = Load<uint16_t>(cubin, 0x3c);
-  const uint16_t shstrndx = Load<uint16_t>(cubin, 0x3e);
-  if (shentsize < 64 || shstrndx >= shnum || shoff > n || uint64_t{shnum} * shentsize > n - shoff) {
+  const formats::Elf64Sections elf = formats::Elf64Sections::Parse(cubin);
+  const formats::Elf64Problem& bad = elf.problem();
+  if (bad.kind == formats::Elf64Problem::Kind::kSectionTable || (elf.ok() && elf.name_table() >= elf.sections().size())) {
     return MakeStatus(StatusCode::kDataLoss,
-                      "cubin for '%s': section headers (%u x %u B at %llu) run past the end (%zu bytes) or the name "
-                      "table index %u is out of range",
-                      entry.c_str(), shnum, shentsize, static_cast<unsigned long long>(shoff), n, shstrndx);
+                      "cubin for '%s': section headers (%u x %u B at %llu) run past the end (%zu bytes), are not 64-byte "
+                      "entries, or the name table index %u is out of range",
+                      entry.c_str(), Load<uint16_t>(cubin, 0x3c), Load<uint16_t>(cubin, 0x3a),
+                      static_cast<unsigned long long>(Load<uint64_t>(cubin, 0x28)), n, elf.name_table());
   }
-  struct Section {
-    uint32_t name;
-    uint64_t offset, size;
-  };
-  std::vector<Section> sections(shnum);
-  for (uint16_t i = 0; i < shnum; ++i) {
-    const size_t h = shoff + size_t{i} * shentsize;
-    sections[i] = {Load<uint32_t>(cubin, h), Load<uint64_t>(cubin, h + 0x18), Load<uint64_t>(cubin, h + 0x20)};
-    const uint32_t type = Load<uint32_t>(cubin, h + 4);
-    if (type != 8 /* SHT_NOBITS */ && (sections[i].offset > n || sections[i].size > n - sections[i].offset)) {
-      return MakeStatus(StatusCode::kDataLoss, "cubin for '%s': section %u (%llu B at %llu) runs past the end (%zu bytes)",
-                        entry.c_str(), i, static_cast<unsigned long long>(sections[i].size),
-                        static_cast<unsigned long long>(sections[i].offset), n);
-    }
+  if (bad.kind == formats::Elf64Problem::Kind::kSectionBounds) {
+    return MakeStatus(StatusCode::kDataLoss, "cubin for '%s': section %u (%llu B at %llu) runs past the end (%zu bytes)",
+                      entry.c_str(), bad.index, static_cast<unsigned long long>(bad.size),
+                      static_cast<unsigned long long>(bad.offset), n);
   }
-  const Section& names = sections[shstrndx];
+  if (!elf.ok()) {  // ruled out above
+    return MakeStatus(StatusCode::kInvalidArgument, "cubin for '%s': not a 64-bit little-endian ELF", entry.c_str());
+  }
   const std::string want = ".nv.info." + entry;
-  const Section* info = nullptr;
-  for (const Section& s : sections) {
-    if (s.name >= names.size) continue;
-    const char* p = reinterpret_cast<const char*>(cubin.data() + names.offset + s.name);
-    const size_t room = names.size - s.name;
-    if (strnlen(p, room) == want.size() && std::memcmp(p, want.data(), want.size()) == 0) info = &s;
+  const formats::Elf64Section* info = nullptr;
+  for (const formats::Elf64Section& s : elf) {
+    if (elf.Name(s) == want) info = &s;
   }
   if (!info) {
     return MakeStatus(StatusCode::kNotFound, "cubin: no '%s' section (is '%s' an entry point of this cubin?)",
