@@ -195,10 +195,11 @@ class Exec : public ::testing::Test {
     const tl::ir::Function f = Parse(k.text);
     if (Interp()) {
       tl::gpu::GpuLowerOptions lo = CudaOptions(f.name, 227 * 1024);
-      if (Wgmma()) {  // exactly the sm_90a variant's lowering: wgmma, TMA, staged epilogues
+      if (Wgmma()) {  // exactly the sm_90a variant's lowering: wgmma, TMA, staged epilogues, warp specialization
         lo.gemm = tl::gpu::GemmStrategy::kWgmma;
         lo.tma_copies = true;
         lo.stage_wgmma_epilogue = true;
+        lo.warp_specialize = true;
       }
       tl::StatusOr<tl::gpu::SimtKernel> simt = tl::gpu::LowerToSimt(f, lo);
       EXPECT_TRUE(simt.ok()) << simt.status().ToString();

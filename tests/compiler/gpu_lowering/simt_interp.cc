@@ -6,9 +6,12 @@
 #include "wgmma_model.h"
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 namespace tl::gpu::test {
@@ -82,6 +85,7 @@ struct Machine {
     bool init = false;
     int64_t completed = 0;  // phases completed
     int64_t arrivals = 1;   // still needed in the current phase
+    int64_t count = 1;      // arrivals per phase (SMbarInit::arrivals)
     int64_t expected = 0, delivered = 0;
     std::vector<PendingCopy> data;                          // current phase's boxes
     std::map<int64_t, std::vector<PendingCopy>> landed;     // completed phase -> boxes not yet visible
@@ -101,6 +105,80 @@ struct Machine {
   };
   std::vector<WgmmaGroup> wgmma_groups = {};
   bool wgmma_running = false;
+
+  // Warp roles (SWarpRoles): the producer (role 0) and the consumers (role
+  // 1) run as two agents on their own OS threads, one at a time (a baton),
+  // the producer first, each until it must wait for an mbarrier phase that
+  // has not completed; then the other runs. The producer thus runs as far
+  // ahead as its waits let it (a missing wait shows as a TMA write into a
+  // stage still being read, reported by the checks above), and the block
+  // deadlocks -- an error -- when neither can go on. Within a role the
+  // threads stay in lockstep; a block barrier inside a role is an error
+  // (the other role never reaches it).
+  struct Roles {
+    std::mutex mu;
+    std::condition_variable cv;
+    int turn = -1;
+    bool done[2] = {false, false};
+    int64_t steps = 0;  // statements either role executed
+    int last_yielder = -1;
+    int64_t yielded_at = -1;
+  };
+  Roles* roles = nullptr;
+  int role = -1;              // the role running now (-1: the whole block)
+  int64_t ws_consumers = 0;   // SWarpRoles::consumers while the roles run
+
+  // Blocked on a phase: the other role runs. False when it cannot (it
+  // finished, or it is blocked too and nothing ran since it gave way).
+  bool Yield() {
+    std::unique_lock<std::mutex> l(roles->mu);
+    const int me = role, other = 1 - role;
+    if (roles->done[other]) return false;
+    if (roles->last_yielder == other && roles->yielded_at == roles->steps) return false;
+    roles->last_yielder = me;
+    roles->yielded_at = roles->steps;
+    roles->turn = other;
+    roles->cv.notify_all();
+    roles->cv.wait(l, [&] { return roles->turn == me; });
+    role = me;
+    return true;
+  }
+  void RunRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
+    if (roles) {
+      error = "warp roles inside warp roles";
+      return;
+    }
+    std::vector<uint8_t> pm(mask.size(), 0), cm(mask.size(), 0);
+    for (size_t t = 0; t < mask.size(); ++t) {
+      (static_cast<int64_t>(t) < n.consumers ? cm : pm)[t] = mask[t];
+    }
+    Roles r;
+    roles = &r;
+    ws_consumers = n.consumers;
+    auto run = [&](int me, const SBlock* b, const std::vector<uint8_t>* m) {
+      {
+        std::unique_lock<std::mutex> l(r.mu);
+        r.cv.wait(l, [&] { return r.turn == me; });
+        role = me;
+      }
+      Exec(*b, *m);
+      std::unique_lock<std::mutex> l(r.mu);
+      r.done[me] = true;
+      r.turn = 1 - me;
+      r.cv.notify_all();
+    };
+    std::thread producer(run, 0, &n.producer, &pm), consumer(run, 1, &n.consumer, &cm);
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      r.turn = 0;
+    }
+    r.cv.notify_all();
+    producer.join();
+    consumer.join();
+    roles = nullptr;
+    role = -1;
+    ws_consumers = 0;
+  }
 
   void CheckWgmmaWar(const std::string& buf, int64_t i0, int64_t count, const char* what) {
     for (const WgmmaGroup& g : wgmma_groups) {
@@ -127,10 +205,10 @@ struct Machine {
   }
   void MaybeComplete(Mbar& b) {
     if (b.arrivals > 0 || b.expected != b.delivered) return;
-    b.landed[b.completed] = std::move(b.data);
+    if (!b.data.empty()) b.landed[b.completed] = std::move(b.data);
     b.data.clear();
     ++b.completed;
-    b.arrivals = 1;
+    b.arrivals = b.count;
     b.expected = b.delivered = 0;
   }
   size_t OneThread(const std::vector<uint8_t>& mask, const char* what) {
@@ -168,6 +246,13 @@ struct Machine {
     }
     Mbar* bar = BarAt(n.bar, n.bar_index, t);
     if (!bar) return;
+    // A stage refilled before any thread waited for its previous contents
+    // (a warp-specialized producer that did not wait for the stage's release).
+    if (!bar->landed.empty()) {
+      error = "TMA copy into " + n.dst + " on " + n.bar + "[" + std::to_string(static_cast<int64_t>(Eval(n.bar_index, t))) +
+              "] overwrites a stage whose previous contents no thread has waited for yet";
+      return;
+    }
     std::vector<double>& src = (*tensors)[param.name];
     int64_t total = 1;
     for (int64_t b : m.box) total *= b;
@@ -588,13 +673,21 @@ struct Machine {
   // the PTX ISA's D fragment (row 16 wi + 8 ((i / 2) % 2) + l / 4, column
   // 8 (i / 4) + 2 (l % 4) + i % 2 of register i).
   void Wgmma(const SWgmma& n, const std::vector<uint8_t>& mask) {
+    // Every thread of its warpgroups; under warp roles the threads past them
+    // (the producer warpgroup) are not.
+    const size_t wg_threads = static_cast<size_t>(128 * n.warpgroups);
     for (size_t t = 0; t < mask.size(); ++t) {
-      if (!mask[t]) {
+      if (!mask[t] && t < wg_threads) {
         error = "wgmma under divergence (thread " + std::to_string(t) + " inactive)";
         return;
       }
+      if (mask[t] && t >= wg_threads) {
+        error = "wgmma executed by thread " + std::to_string(t) + ", outside its " + std::to_string(n.warpgroups) + " warpgroups";
+        return;
+      }
     }
-    if (static_cast<int64_t>(mask.size()) != 128 * n.warpgroups || n.n % 8 != 0 || n.n > 256) {
+    if (static_cast<int64_t>(mask.size()) < 128 * n.warpgroups || (static_cast<int64_t>(mask.size()) != 128 * n.warpgroups && !roles) ||
+        n.n % 8 != 0 || n.n > 256) {
       error = "wgmma: " + std::to_string(mask.size()) + " threads for " + std::to_string(n.warpgroups) +
               " warpgroups, n = " + std::to_string(n.n);
       return;
@@ -748,6 +841,7 @@ struct Machine {
       bool any = false;
       for (uint8_t m : mask) any = any || m;
       if (!any) return;
+      if (roles) ++roles->steps;
       std::visit(
           [&](const auto& n) {
             using T = std::decay_t<decltype(n)>;
@@ -846,8 +940,9 @@ struct Machine {
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
             if constexpr (std::is_same_v<T, SWgmma>) Wgmma(n, mask);
             if constexpr (std::is_same_v<T, SWgmmaWait>) {
+              const size_t all = roles ? static_cast<size_t>(ws_consumers) : mask.size();  // the consumers under warp roles
               for (size_t t = 0; t < mask.size(); ++t) {
-                if (!mask[t] && error.empty()) error = "wgmma.wait_group under divergence (thread " + std::to_string(t) + " inactive)";
+                if (!mask[t] && t < all && error.empty()) error = "wgmma.wait_group under divergence (thread " + std::to_string(t) + " inactive)";
               }
               WgmmaRetire(n.pending);
             }
@@ -859,31 +954,76 @@ struct Machine {
             if constexpr (std::is_same_v<T, SMbarInit>) {
               std::vector<Mbar>& v = mbars[n.bar];
               v.assign(static_cast<size_t>(n.count), Mbar{});
-              for (Mbar& b : v) b.init = true;
+              for (Mbar& b : v) {
+                b.init = true;
+                b.arrivals = b.count = n.arrivals;
+              }
             }
             if constexpr (std::is_same_v<T, STmaLoad>) TmaLoad(n, mask);
             if constexpr (std::is_same_v<T, SMbarArrive>) {
-              const size_t t = OneThread(mask, "mbarrier arrive");
-              Mbar* b = error.empty() ? BarAt(n.bar, n.index, t) : nullptr;
-              if (b) {
+              for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+                if (!mask[t] || (!n.each_thread && t != OneThread(mask, "mbarrier arrive"))) continue;
+                Mbar* b = error.empty() ? BarAt(n.bar, n.index, t) : nullptr;
+                if (!b) break;
+                if (b->arrivals <= 0) {
+                  error = "mbarrier " + n.bar + " arrived on more often than its count";
+                  break;
+                }
                 --b->arrivals;
                 MaybeComplete(*b);
               }
             }
+            if constexpr (std::is_same_v<T, SWarpRoles>) RunRoles(n, mask);
+            if constexpr (std::is_same_v<T, SSetMaxNReg>) {
+              // Warpgroup-collective: a warpgroup's threads all execute it or none does.
+              for (size_t t0 = 0; t0 < mask.size() && error.empty(); t0 += 128) {
+                size_t on = 0;
+                for (size_t t = t0; t < std::min(mask.size(), t0 + 128); ++t) on += mask[t];
+                if (on != 0 && on != 128) error = "setmaxnreg executed by " + std::to_string(on) + " threads of a warpgroup";
+              }
+              if (n.regs < 24 || n.regs > 256 || n.regs % 8 != 0) error = "setmaxnreg " + std::to_string(n.regs);
+            }
+            if constexpr (std::is_same_v<T, SNamedBarrier>) {
+              size_t on = 0;
+              for (uint8_t m : mask) on += m;
+              if (static_cast<int64_t>(on) != n.threads || n.threads % 32 != 0) {
+                error = "bar.sync " + std::to_string(n.id) + ", " + std::to_string(n.threads) + " reached by " +
+                        std::to_string(on) + " threads";
+              }
+            }
+            if constexpr (std::is_same_v<T, SBarrier>) {
+              if (roles) error = "a block barrier inside a warp role (the other role never reaches it)";
+            }
             if constexpr (std::is_same_v<T, SMbarWait>) {
+              // Under warp roles a phase not completed yet lets the other role run first.
+              for (bool ready = false; !ready;) {
+                ready = true;
+                std::string why;
+                for (size_t t = 0; t < mask.size() && ready; ++t) {
+                  if (!mask[t]) continue;
+                  Mbar* b = BarAt(n.bar, n.index, t);
+                  if (!b) return;
+                  const int64_t parity = static_cast<int64_t>(Eval(n.parity, t)) & 1;
+                  // try_wait.parity P succeeds once the current phase's parity differs from P.
+                  if ((b->completed & 1) == parity) {
+                    ready = false;
+                    why = "deadlock: wait on " + n.bar + "[" + std::to_string(static_cast<int64_t>(Eval(n.index, t))) +
+                          "] parity " + std::to_string(parity) + ": the phase cannot complete (" +
+                          std::to_string(b->delivered) + " of " + std::to_string(b->expected) + " bytes, " +
+                          std::to_string(b->arrivals) + " arrivals missing)";
+                  }
+                }
+                if (ready) break;
+                if (!roles || !Yield()) {
+                  error = why + (roles ? " (neither warp role can go on)" : "");
+                  return;
+                }
+                if (!error.empty()) return;
+              }
               for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
                 if (!mask[t]) continue;
                 Mbar* b = BarAt(n.bar, n.index, t);
                 if (!b) return;
-                const int64_t parity = static_cast<int64_t>(Eval(n.parity, t)) & 1;
-                // try_wait.parity P succeeds once the current phase's parity differs from P.
-                if ((b->completed & 1) == parity) {
-                  error = "deadlock: wait on " + n.bar + "[" + std::to_string(static_cast<int64_t>(Eval(n.index, t))) +
-                          "] parity " + std::to_string(parity) + ": the phase cannot complete (" +
-                          std::to_string(b->delivered) + " of " + std::to_string(b->expected) + " bytes, " +
-                          std::to_string(b->arrivals) + " arrivals missing)";
-                  return;
-                }
                 auto land = b->landed.find(b->completed - 1);
                 if (land != b->landed.end()) {
                   for (const PendingCopy& c : land->second) {

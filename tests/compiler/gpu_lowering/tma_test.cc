@@ -301,7 +301,10 @@ TEST(Tma, InterpGemmVsFloat64AndMissingWait) {
   const tl::Status st2 = tl::gpu::test::Interpret(*k, &t2);
   EXPECT_TRUE(!st2.ok() || worst(t2["C"]) > 1.0) << st2.ToString();
   if (!st2.ok()) {
-    EXPECT_NE(st2.message().find("never waited for"), std::string::npos) << st2.ToString();
+    // (The refill of a stage nobody waited for is caught at the copy; else at the end.)
+    EXPECT_TRUE(st2.message().find("never waited for") != std::string::npos ||
+                st2.message().find("no thread has waited for yet") != std::string::npos)
+        << st2.ToString();
   }
   // An expect_tx that announces fewer bytes than the box delivers: the phase
   // completes early... and one announcing more never completes: deadlock.

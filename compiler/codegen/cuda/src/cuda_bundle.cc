@@ -120,6 +120,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // global memory straight from registers, not through a shared tile.
   const char* epi_env = std::getenv("TL_CUDA_WGMMA_EPILOGUE");
   l90.stage_wgmma_epilogue = !(epi_env && std::string(epi_env) == "0");
+  // TL_CUDA_WS=0 at build time: no warp specialization (the pipelined wgmma
+  // GEMM keeps every thread both waiting for TMA and issuing wgmma).
+  const char* ws_env = std::getenv("TL_CUDA_WS");
+  l90.warp_specialize = !(ws_env && std::string(ws_env) == "0");
   if (lo.async_copies && (tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
     l90.tma_copies = tma;
     if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;

@@ -197,7 +197,8 @@ class Printer {
       o << "// End of imported source.\n";
     }
     o << "\n";
-    o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads << ") " << k_.name << "(";
+    o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads
+      << (k_.min_blocks > 0 ? ", " + std::to_string(k_.min_blocks) : std::string()) << ") " << k_.name << "(";
     uint32_t offset = 0;
     std::string fixups;
     for (size_t i = 0; i < k_.params.size(); ++i) {
@@ -523,7 +524,8 @@ class Printer {
               o << pad << "tl_cp_async_wait<" << n.pending << ">();\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarInit>) {
               o << pad << "if (tl_tid == 0) {\n"
-                << pad << "  for (int tl_i = 0; tl_i < " << n.count << "; ++tl_i) tl_mbar_init(&" << n.bar << "[tl_i], 1);\n"
+                << pad << "  for (int tl_i = 0; tl_i < " << n.count << "; ++tl_i) tl_mbar_init(&" << n.bar << "[tl_i], "
+                << n.arrivals << ");\n"
                 << pad << "  tl_mbar_fence_init();\n" << pad << "}\n" << pad << "__syncthreads();\n";
             } else if constexpr (std::is_same_v<T, gpu::STmaLoad>) {
               if (n.coords.empty() || n.coords.size() > 5) err_ = "TMA copy of rank " + std::to_string(n.coords.size());
@@ -536,6 +538,20 @@ class Printer {
               o << ");\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarArrive>) {
               o << pad << "tl_mbar_arrive(&" << n.bar << "[" << E(n.index) << "]);\n";
+            } else if constexpr (std::is_same_v<T, gpu::SSetMaxNReg>) {
+              // Warp specialization: registers move between the roles (ptxas fixes the entry count by min_blocks).
+              if (n.regs < 24 || n.regs > 256 || n.regs % 8 != 0) err_ = "setmaxnreg " + std::to_string(n.regs);
+              o << pad << "asm volatile(\"setmaxnreg." << (n.inc ? "inc" : "dec") << ".sync.aligned.u32 " << n.regs
+                << ";\" ::: \"memory\");\n";
+            } else if constexpr (std::is_same_v<T, gpu::SNamedBarrier>) {
+              if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+              o << pad << "asm volatile(\"bar.sync " << n.id << ", " << n.threads << ";\" ::: \"memory\");\n";
+            } else if constexpr (std::is_same_v<T, gpu::SWarpRoles>) {
+              o << pad << "if (tl_tid >= " << n.consumers << ") {  // TMA producer warpgroup\n";
+              Block(n.producer, ind + 1, o);
+              o << pad << "} else {  // consumers: the program's threads\n";
+              Block(n.consumer, ind + 1, o);
+              o << pad << "}\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarWait>) {
               o << pad << "tl_mbar_wait(&" << n.bar << "[" << E(n.index) << "], (unsigned)(" << E(n.parity) << "));\n";
             } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {

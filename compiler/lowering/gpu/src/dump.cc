@@ -54,14 +54,26 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
           } else if constexpr (std::is_same_v<T, SAsyncWait>) {
             o << pad << "cp.async.wait " << n.pending << "\n";
           } else if constexpr (std::is_same_v<T, SMbarInit>) {
-            o << pad << "mbarrier.init " << n.bar << "[0:" << n.count << "]\n";
+            o << pad << "mbarrier.init " << n.bar << "[0:" << n.count << "]"
+              << (n.arrivals != 1 ? " arrivals=" + std::to_string(n.arrivals) : std::string()) << "\n";
           } else if constexpr (std::is_same_v<T, STmaLoad>) {
             o << pad << "tma.load map" << n.map << " (";
             for (size_t i = 0; i < n.coords.size(); ++i) o << (i ? ", " : "") << ir::Print(n.coords[i]);
             o << ") -> " << n.dst << "[" << ir::Print(n.dst_index) << "] on " << n.bar << "[" << ir::Print(n.bar_index)
               << "] " << n.bytes << " B\n";
           } else if constexpr (std::is_same_v<T, SMbarArrive>) {
-            o << pad << "mbarrier.arrive " << n.bar << "[" << ir::Print(n.index) << "]\n";
+            o << pad << "mbarrier.arrive " << n.bar << "[" << ir::Print(n.index) << "]" << (n.each_thread ? " each thread" : "")
+              << "\n";
+          } else if constexpr (std::is_same_v<T, SSetMaxNReg>) {
+            o << pad << "setmaxnreg." << (n.inc ? "inc " : "dec ") << n.regs << "\n";
+          } else if constexpr (std::is_same_v<T, SNamedBarrier>) {
+            o << pad << "bar.sync " << n.id << ", " << n.threads << "\n";
+          } else if constexpr (std::is_same_v<T, SWarpRoles>) {
+            o << pad << "producer (tl_tid >= " << n.consumers << ") {\n";
+            DumpBlock(n.producer, ind + 1, o);
+            o << pad << "} consumers (tl_tid < " << n.consumers << ") {\n";
+            DumpBlock(n.consumer, ind + 1, o);
+            o << pad << "}\n";
           } else if constexpr (std::is_same_v<T, SMbarWait>) {
             o << pad << "mbarrier.wait " << n.bar << "[" << ir::Print(n.index) << "] parity " << ir::Print(n.parity) << "\n";
           } else if constexpr (std::is_same_v<T, SCopyVec>) {

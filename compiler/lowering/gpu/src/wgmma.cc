@@ -82,6 +82,7 @@ bool HasWgmma(const SBlock& b) {
     if (std::holds_alternative<SWgmma>(s.node)) return true;
     if (const auto* f = std::get_if<SFor>(&s.node); f && HasWgmma(f->body)) return true;
     if (const auto* i = std::get_if<SIf>(&s.node); i && (HasWgmma(i->then_body) || HasWgmma(i->else_body))) return true;
+    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (HasWgmma(w->producer) || HasWgmma(w->consumer))) return true;
   }
   return false;
 }

@@ -203,6 +203,11 @@ struct GpuLowerOptions {
   // stage buffer dead by then (no shared memory added), else the copy stays
   // direct (a note says why).
   bool stage_wgmma_epilogue = false;
+  // (kWgmma with tma_copies and wgmma_overlap) a kernel whose pipelined
+  // k-loop is one deferred wgmma gemm fed only by TMA copies becomes
+  // warp-specialized (WarpSpecializeGemmPipeline below): one producer
+  // warpgroup added to the block, the program's threads the consumers.
+  bool warp_specialize = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
@@ -214,5 +219,26 @@ struct GpuLowerOptions {
   const char* target = "this GPU target";
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// WarpSpecializeGemmPipeline (warp_specialize.cc; GpuLowerOptions::
+// warp_specialize, run by LowerToSimt last)
+// In: a lowered kernel with 1-D blocks of T threads whose one TMA pipeline
+// (SMbarInit bar[S]) feeds a top-level k-loop holding exactly: the stage let,
+// the wait on its full barrier, one deferred wgmma unit (wait_group 1), a
+// barrier, the TMA refill of iteration k + S - 1; after it wait_group 0 and
+// a barrier (PipelineAsyncCopies' defer_wgmma with every copy TMA).
+// Out: T + 128 threads: SMbarInit full[S] (1 arrival + bytes) and empty[S]
+// (T / 32 arrivals), then SWarpRoles{T}: the producer warpgroup lowers its
+// registers and one elected thread issues every iteration's boxes into
+// stage i % S after waiting for empty[i % S] (i >= S); the consumers raise
+// theirs, run the statements before the loop, wait full[stage], issue the
+// wgmma and, once wait_group 1 retired iteration k - 1's group, lane 0 of each
+// warp arrives on empty[stage of k - 1]; then wait_group 0 and everything after
+// the loop, each block barrier a named barrier over the T consumers.
+// Returns the note for the kernel: applied (with the register split) or why
+// not (with !enabled: "turned off"); empty when the kernel has no deferred
+// wgmma fed by TMA at all.
+std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true);
 
 }  // namespace tl::gpu

@@ -278,7 +278,10 @@ struct SAsyncWait { int64_t pending = 0; };
 // SMbarInit: thread 0 initializes bar[0, count) with an arrival count of 1
 // and fences the initialization; every thread then passes a block barrier
 // (the node includes it), so all threads may use the barriers after it.
-struct SMbarInit { std::string bar; int64_t count = 1; };
+// `arrivals`: the arrival count of each barrier's phases (1 for a TMA
+// stage's full barrier; the consumer warps for a warp-specialized pipeline's
+// empty barriers).
+struct SMbarInit { std::string bar; int64_t count = 1; int64_t arrivals = 1; };
 // STmaLoad (run by ONE thread; the lowering guards it with tl_tid == 0):
 // bar[bar_index] expects `bytes` more transaction bytes, then the box of
 // tensor map `map` whose first element has the tensor coordinates `coords`
@@ -300,10 +303,28 @@ struct STmaLoad {
 };
 // SMbarArrive (ONE thread): arrives on bar[index] (count 1: completes the
 // phase's arrivals; the phase completes when the expected bytes have landed).
-struct SMbarArrive { std::string bar; ir::Expr index; };
+// With `each_thread`, every thread that executes it arrives once (a
+// warp-specialized pipeline's consumers release a stage: lane 0 of each warp).
+struct SMbarArrive { std::string bar; ir::Expr index; bool each_thread = false; };
 // SMbarWait (every thread): blocks until the phase of bar[index] with the
 // given parity (0 or 1: phase number & 1) has completed.
 struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
+
+// Warp specialization (sm_90a; GpuLowerOptions::warp_specialize,
+// warp_specialize.cc). SWarpRoles splits the block: threads [0, consumers)
+// run `consumer` (the program's own threads, tl_tid unchanged), threads
+// [consumers, consumers + 128) -- one extra producer warpgroup -- run
+// `producer`; the two roles run concurrently and meet only through
+// mbarriers (no block barrier inside either). SSetMaxNReg (PTX
+// setmaxnreg.{inc,dec}.sync.aligned.u32, warpgroup-collective) moves
+// registers between the roles; SNamedBarrier is `bar.sync id, threads`
+// among the threads that reach it (whole warps; here the consumers).
+struct SSetMaxNReg { bool inc = false; int64_t regs = 0; };
+struct SNamedBarrier { int64_t id = 1; int64_t threads = 0; };
+struct SWarpRoles {
+  int64_t consumers = 0;
+  SBlock producer, consumer;
+};
 
 // A call of a device function of SimtKernel::sources (T.call_extern) by this
 // thread; the result is discarded. An argument is a value (f16/bf16 values
@@ -324,7 +345,7 @@ struct SCallExtern {
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
                SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma, SCallExtern,
-               SWgmmaWait>
+               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles>
       node;
 };
 
@@ -365,6 +386,10 @@ struct SimtKernel {
   // order and type (f16/bf16 as 16-bit patterns, not f32 registers), 16-byte
   // aligned, so the callee sees the elements as the buffer's dtype.
   std::set<std::string> addressed;
+  // __launch_bounds__'s minimum blocks per SM (0: not given). A kernel with
+  // SSetMaxNReg needs it: ptxas then fixes the registers at entry to
+  // 65536 / (threads * min_blocks), the pool setmaxnreg redistributes.
+  int64_t min_blocks = 0;
 };
 
 // Human-readable dump (tests, --emit-source debugging).

@@ -1,0 +1,361 @@
+// WarpSpecializeGemmPipeline: see lower.h for the contract.
+//
+// The k-loop LowerToSimt makes of a pipelined GEMM on sm_90a (TMA copies,
+// one wgmma group in flight) is, at the top level of the kernel:
+//
+//   var phase; mbarrier.init bar[S]                 (+ a block barrier)
+//   pre...                                          (e.g. clearing C)
+//   if (k0 + s < stop) { tid 0: boxes -> stage s; arrive bar[s] }; commit    s < S - 1
+//   for k in [k0, stop) {
+//     let stage = (k - k0) % S; wait bar[stage] (phase bit); flip the bit
+//     cp.async.wait S - 2                           (no cp.async: nothing)
+//     wgmma (wait_group 1)                          (or a loop of units)
+//     barrier                                       everyone retired k - 1's group
+//     if (k + S - 1 < stop) { tid 0: boxes -> stage (k + S - 1 - k0) % S; arrive }
+//     commit
+//   }
+//   wait_group 0; cp.async.wait 0; barrier
+//   post...                                         (the epilogue)
+//
+// Its one block barrier per k-step is what the warp-specialized form removes
+// (it was the top stall on the H200). The producer's loop is the refill with
+// k replaced by k - (S - 1), so it issues iteration k into stage (k - k0) % S,
+// each after the consumers released that stage:
+//
+//   mbarrier.init full[S] (1 arrival + the boxes' bytes), empty[S] (T / 32 arrivals)
+//   if (tid >= T) {                                 producer warpgroup
+//     setmaxnreg.dec P
+//     if (tid == T) for k in [k0, stop) {
+//       i = k - k0; if (i >= S) wait empty[i % S] parity (i / S + 1) & 1
+//       boxes -> stage i % S on full[i % S]; arrive full[i % S]
+//     }
+//   } else {                                        the program's threads
+//     setmaxnreg.inc C
+//     pre...
+//     for k in [k0, stop) {
+//       let stage; wait full[stage] parity ((k - k0) / S) & 1
+//       wgmma (wait_group 1: k - 1's group retired)
+//       if (k > k0 && lane == 0) arrive empty[(k - 1 - k0) % S]
+//     }
+//     wait_group 0; bar.sync 1, T
+//     post...                                       barriers -> bar.sync 1, T
+//   }
+//
+// Invariants. A stage is refilled only after every consumer warp arrived on
+// its empty barrier, which each does after its wait_group 1 retired the only
+// group that read it (the producer's parity names the phase of the release
+// of iteration i - S). Every issued iteration is waited for by every consumer
+// before it leaves the loop, so no TMA write is outstanding when the epilogue
+// (whose tile may take a stage buffer's memory) starts; the named barrier
+// after wait_group 0 is the old block barrier among the threads that still
+// read the stages. The producer falls through to the end of the kernel.
+// Registers: with setmaxnreg in the kernel, ptxas fixes the count at entry
+// to R = min(65536 / (threads * min_blocks) (multiple of 8), C), the pool the
+// roles share: P * 128 + C * T <= R * (T + 128).
+#include <functional>
+
+#include "tilelang/lowering/gpu/lower.h"
+
+namespace tl::gpu {
+namespace {
+
+using ir::Expr;
+
+Expr I(int64_t v) { return ir::MakeInt(v); }
+Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
+Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
+Expr ToI32(Expr e) { return ir::ExprDType(e) == ir::DType::kI32 ? e : ir::MakeCast(ir::DType::kI32, std::move(e)); }
+
+// Whether any statement of `b` (nested ones included) satisfies `pred`.
+bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred) {
+  for (const SStmt& s : b) {
+    if (pred(s)) return true;
+    if (const auto* f = std::get_if<SFor>(&s.node); f && Any(f->body, pred)) return true;
+    if (const auto* i = std::get_if<SIf>(&s.node); i && (Any(i->then_body, pred) || Any(i->else_body, pred))) return true;
+    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (Any(w->producer, pred) || Any(w->consumer, pred))) return true;
+  }
+  return false;
+}
+template <class T>
+bool Has(const SBlock& b) {
+  return Any(b, [](const SStmt& s) { return std::holds_alternative<T>(s.node); });
+}
+bool HasDeferredWgmma(const SBlock& b) {
+  return Any(b, [](const SStmt& s) {
+    const auto* w = std::get_if<SWgmma>(&s.node);
+    return w && w->wait_pending > 0;
+  });
+}
+
+// Every block barrier of `b` becomes a named barrier among `threads`.
+void NameBarriers(SBlock& b, int64_t threads) {
+  for (SStmt& s : b) {
+    if (std::holds_alternative<SBarrier>(s.node)) s.node = SNamedBarrier{1, threads};
+    if (auto* f = std::get_if<SFor>(&s.node)) NameBarriers(f->body, threads);
+    if (auto* i = std::get_if<SIf>(&s.node)) {
+      NameBarriers(i->then_body, threads);
+      NameBarriers(i->else_body, threads);
+    }
+  }
+}
+
+// The names an expression reads.
+void NamesOf(const Expr& e, std::set<std::string>* out) {
+  ir::WalkExpr(e, [&](const Expr& x) {
+    if (const auto* v = ir::As<ir::VarRef>(x)) out->insert(v->name);
+  });
+}
+
+// `if (tl_tid == 0)` without an else: the lowering's guard of one-thread TMA statements.
+bool IsThreadZeroGuard(const SIf& i) {
+  const auto* b = ir::As<ir::Binary>(i.cond);
+  if (!b || b->op != ir::BinaryOp::kEq || !i.else_body.empty()) return false;
+  const auto* v = ir::As<ir::VarRef>(*b->lhs);
+  return v && v->name == "tl_tid" && ir::FoldInt(*b->rhs) == std::optional<int64_t>(0);
+}
+
+// The refill block with `var` replaced by `by` and its thread-0 guards
+// dropped (the producer's elected thread runs it); false if it holds
+// anything but ifs, lets, TMA boxes and arrivals.
+bool ProducerCopy(SBlock& b, const std::string& var, const Expr& by, std::set<std::string>* names) {
+  auto sub = [&](Expr& e) {
+    e = ir::FoldConstants(ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+      const auto* v = ir::As<ir::VarRef>(x);
+      if (v && v->name == var) return ir::ExprDType(by) == v->dtype ? by : ir::MakeCast(v->dtype, by);
+      return std::nullopt;
+    }));
+    NamesOf(e, names);
+  };
+  SBlock out;
+  for (SStmt& s : b) {
+    if (auto* i = std::get_if<SIf>(&s.node)) {
+      if (IsThreadZeroGuard(*i)) {
+        if (!ProducerCopy(i->then_body, var, by, names)) return false;
+        for (SStmt& x : i->then_body) out.push_back(std::move(x));
+        continue;
+      }
+      sub(i->cond);
+      if (!ProducerCopy(i->then_body, var, by, names) || !ProducerCopy(i->else_body, var, by, names)) return false;
+    } else if (auto* l = std::get_if<SLet>(&s.node)) {
+      sub(l->value);
+    } else if (auto* t = std::get_if<STmaLoad>(&s.node)) {
+      for (Expr& c : t->coords) sub(c);
+      sub(t->dst_index);
+      sub(t->bar_index);
+    } else if (auto* a = std::get_if<SMbarArrive>(&s.node)) {
+      sub(a->index);
+    } else {
+      return false;
+    }
+    out.push_back(std::move(s));
+  }
+  b = std::move(out);
+  return true;
+}
+
+}  // namespace
+
+std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled) {
+  SBlock& body = k->body;
+  if (!HasDeferredWgmma(body) || !Has<STmaLoad>(body)) return "";
+  const std::string no = "not warp-specialized: ";
+  if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";
+  if (k->block[1] != 1 || k->block[2] != 1) return no + "the block is not 1-D";
+  const int64_t T = k->threads;
+  if (T % 128 != 0 || T + 128 > 1024) return no + std::to_string(T) + " threads (whole warpgroups, at most 896)";
+  if (Has<SWarpRoles>(body) || Has<SCopyAsync>(body)) return no + "the kernel has cp.async copies";
+  // The one pipeline: its barriers, its phase variable.
+  int init = -1, loop = -1;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (std::holds_alternative<SMbarInit>(body[i].node)) {
+      if (init >= 0) return no + "more than one TMA pipeline";
+      init = static_cast<int>(i);
+    }
+    if (const auto* f = std::get_if<SFor>(&body[i].node)) {
+      if (!HasDeferredWgmma(f->body)) continue;
+      if (loop >= 0) return no + "more than one pipelined wgmma loop";
+      loop = static_cast<int>(i);
+    }
+  }
+  if (init < 0 || loop < 0 || loop < init) return no + "the pipelined wgmma loop is not at the kernel's top level";
+  const SMbarInit full = std::get<SMbarInit>(body[static_cast<size_t>(init)].node);
+  const int64_t S = full.count;
+  SFor& lp = std::get<SFor>(body[static_cast<size_t>(loop)].node);
+  if (ir::FoldInt(lp.step) != std::optional<int64_t>(1)) return no + "the k-loop's step is not 1";
+  // The loop body, statement by statement (see the file comment).
+  const SLet* stage = nullptr;
+  const SMbarWait* wait = nullptr;
+  const SStmt* mma = nullptr;
+  const SIf* refill = nullptr;
+  std::string phase;
+  int barriers = 0;
+  for (const SStmt& s : lp.body) {
+    if (const auto* l = std::get_if<SLet>(&s.node); l && !stage) {
+      stage = l;
+    } else if (const auto* w = std::get_if<SMbarWait>(&s.node); w && !wait && w->bar == full.bar) {
+      wait = w;
+    } else if (const auto* a = std::get_if<SAssign>(&s.node); a && phase.empty()) {
+      phase = a->name;
+    } else if (std::holds_alternative<SAsyncWait>(s.node) || std::holds_alternative<SAsyncCommit>(s.node)) {
+      // cp.async bookkeeping with no cp.async in the kernel: nothing.
+    } else if (HasDeferredWgmma(SBlock{s}) && !mma && !Has<STmaLoad>(SBlock{s}) && !Has<SBarrier>(SBlock{s})) {
+      mma = &s;
+    } else if (std::holds_alternative<SBarrier>(s.node) && mma && !refill) {
+      ++barriers;
+    } else if (const auto* i = std::get_if<SIf>(&s.node); i && mma && !refill && Has<STmaLoad>(i->then_body)) {
+      refill = i;
+    } else {
+      return no + "the k-loop holds more than its stage wait, one wgmma and its TMA refill";
+    }
+  }
+  if (!stage || !wait || !mma || !refill || barriers != 1) {
+    return no + "the k-loop is not the deferred-wgmma TMA pipeline (stage wait, wgmma, barrier, refill)";
+  }
+  // After the loop: wait_group 0, cp.async.wait 0, barrier.
+  const size_t L = static_cast<size_t>(loop);
+  if (L + 3 > body.size() || !std::holds_alternative<SWgmmaWait>(body[L + 1].node) ||
+      !std::holds_alternative<SAsyncWait>(body[L + 2].node) || !std::holds_alternative<SBarrier>(body[L + 3].node)) {
+    return no + "the k-loop is not followed by its drain (wait_group 0, a barrier)";
+  }
+  // The statements before the loop: the phase variable, the prologue's
+  // issues (the producer's loop issues every iteration), the rest runs in the
+  // consumers; a name the producer needs must not be bound there.
+  SBlock head, pre;
+  std::set<std::string> bound;
+  for (size_t i = 0; i < L; ++i) {
+    SStmt& s = body[i];
+    if (static_cast<int>(i) == init) continue;
+    if (const auto* v = std::get_if<SVar>(&s.node); v && v->name == phase) continue;
+    if (std::holds_alternative<SAsyncCommit>(s.node)) continue;
+    if (Has<STmaLoad>(SBlock{s})) {
+      const auto* g = std::get_if<SIf>(&s.node);
+      if (static_cast<int>(i) < init || !g || !g->else_body.empty()) return no + "an unexpected TMA prologue";
+      continue;
+    }
+    if (Has<SMbarWait>(SBlock{s}) || Has<SMbarArrive>(SBlock{s}) || Has<SWgmma>(SBlock{s})) {
+      return no + "mbarrier or wgmma statements outside the k-loop";
+    }
+    if (static_cast<int>(i) < init) {
+      head.push_back(std::move(s));
+      continue;
+    }
+    if (const auto* l = std::get_if<SLet>(&s.node)) bound.insert(l->name);
+    if (const auto* v = std::get_if<SVar>(&s.node)) bound.insert(v->name);
+    pre.push_back(std::move(s));
+  }
+  SBlock post(std::make_move_iterator(body.begin() + static_cast<std::ptrdiff_t>(L) + 4),
+              std::make_move_iterator(body.end()));
+  if (Has<STmaLoad>(post) || Has<SMbarWait>(post) || HasDeferredWgmma(post)) return no + "TMA or wgmma after the k-loop";
+  // The producer's loop body: the refill of iteration k + S - 1, at k.
+  const std::string kv = lp.var;
+  const Expr kvar = ir::MakeVar(kv, ir::ExprDType(lp.start));
+  SIf fill = *refill;
+  std::set<std::string> names;
+  SBlock fill_block{SStmt{std::move(fill)}};
+  if (!ProducerCopy(fill_block, kv, ir::FoldConstants(Bin(ir::BinaryOp::kSub, kvar, ir::MakeInt(S - 1, ir::ExprDType(lp.start)))),
+                    &names)) {
+    return no + "the refill holds more than TMA boxes and an arrival";
+  }
+  NamesOf(lp.start, &names);
+  NamesOf(lp.stop, &names);
+  // Names the producer needs from before the loop (a rasterized block order's
+  // tile indices): top-level lets of values that read no memory are
+  // recomputed by the producer, in their order; anything else stays a reason.
+  SBlock lets;
+  for (auto it = pre.rbegin(); it != pre.rend(); ++it) {
+    const auto* l = std::get_if<SLet>(&it->node);
+    if (!l || !names.count(l->name)) continue;
+    bool loads = false;
+    ir::WalkExpr(l->value, [&](const Expr& x) { loads = loads || ir::As<ir::Load>(x) != nullptr; });
+    if (loads) continue;
+    NamesOf(l->value, &names);
+    lets.insert(lets.begin(), *it);
+    bound.erase(l->name);
+  }
+  for (const std::string& n : names) {
+    if (bound.count(n)) return no + "the TMA coordinates use " + n + ", computed before the loop by the consumers";
+  }
+  // Shared memory for the empty barriers (8 bytes each).
+  const std::string empty = full.bar + "_empty";
+  const int64_t off = (k->shared_bytes + 7) / 8 * 8;
+  if (off + 8 * S > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
+  // Registers (see the file comment).
+  const int64_t threads = T + 128;
+  // Two blocks per SM where their shared memory fits (228 KiB, 1 KiB reserved
+  // per block) and the consumers' register arrays (accumulators) leave room
+  // under what they would get (216 at 256 threads).
+  int64_t reg_elements = 0;
+  for (const SimtBuffer& b : k->buffers) {
+    if (b.space == Space::kRegister) reg_elements += b.elements;
+  }
+  const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
+  const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
+  const int64_t dec = 40;
+  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / T / 8 * 8, 240);
+  // ptxas' count at entry (what its resource report says): the cap, or the
+  // largest setmaxnreg.inc where that is lower (seen with ptxas 13.0).
+  const int64_t entry = std::min(cap, inc);
+  if (inc < dec) return no + "too many threads to give the consumers more registers";
+
+  k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
+  k->shared_bytes = off + 8 * S;
+  const ir::DType kt = ir::ExprDType(lp.start);
+  auto KInt = [&](int64_t v) { return ir::MakeInt(v, kt); };
+  const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
+  // Producer.
+  SBlock producer;
+  producer.push_back(SStmt{SSetMaxNReg{false, dec}});
+  {
+    SBlock step;
+    const std::string i = "tl_ws_i";
+    const Expr iv = ir::MakeVar(i, ir::DType::kI32);
+    step.push_back(SStmt{SLet{i, ir::DType::kI32, iter}});
+    const Expr parity = Bin(ir::BinaryOp::kBitAnd,
+                            Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
+                             {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
+                             {}}});
+    for (SStmt& s : fill_block) step.push_back(std::move(s));
+    SBlock elected = std::move(lets);
+    elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, KInt(1), false, std::move(step)}});
+    producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
+  }
+  // Consumers.
+  SBlock consumer;
+  consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
+  NameBarriers(pre, T);
+  for (SStmt& s : pre) consumer.push_back(std::move(s));
+  {
+    SBlock step;
+    step.push_back(SStmt{*stage});
+    const Expr parity = Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1));
+    step.push_back(SStmt{SMbarWait{full.bar, wait->index, parity}});
+    step.push_back(*mma);
+    const Expr prev = ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kSub, iter, I(1)), I(S)});
+    SBlock release{SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
+                             {SStmt{SMbarArrive{empty, prev, true}}},
+                             {}}}};
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, kvar, lp.start), std::move(release), {}}});
+    consumer.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
+  }
+  consumer.push_back(std::move(body[L + 1]));  // wait_group 0
+  consumer.push_back(SStmt{SNamedBarrier{1, T}});
+  NameBarriers(post, T);
+  for (SStmt& s : post) consumer.push_back(std::move(s));
+
+  SBlock out = std::move(head);
+  out.push_back(SStmt{full});
+  out.push_back(SStmt{SMbarInit{empty, S, T / 32}});
+  out.push_back(SStmt{SWarpRoles{T, std::move(producer), std::move(consumer)}});
+  k->body = std::move(out);
+  k->threads = threads;
+  k->block[0] = threads;
+  k->min_blocks = min_blocks;
+  return "warp-specialized: " + std::to_string(T) + " consumer threads + a 128-thread TMA producer warpgroup, " +
+         std::to_string(S) + " stages on full/empty mbarriers, no block barrier in the k-loop; registers " +
+         std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
+         std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
+         std::to_string(inc);
+}
+
+}  // namespace tl::gpu

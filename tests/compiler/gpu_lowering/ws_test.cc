@@ -1,0 +1,348 @@
+// compiler.gpu WarpSpecialize.*: the sm_90a GEMM k-loop as a producer /
+// consumer pipeline (WarpSpecializeGemmPipeline, warp_specialize.cc). The
+// SIMT interpreter runs the two warp roles as agents that interleave only at
+// mbarrier waits (simt_interp.cc), so the tests check the numbers against
+// float64 and that a broken protocol is caught: a producer that does not
+// wait for a stage's release overwrites it, consumers that release a stage
+// their in-flight wgmma group still reads race with the refill, consumers
+// that never release it deadlock. The printed CUDA and ptxas' resource
+// report (registers fixed by __launch_bounds__, no spills) complete it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "simt_interp.h"
+#include "tilelang/codegen/cuda/cuda_codegen.h"
+#include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/lower.h"
+
+namespace {
+
+namespace cu = tl::codegen::cuda;
+using tl::gpu::SBlock;
+using tl::gpu::SStmt;
+
+struct WsCase {
+  std::string name;
+  int64_t M, N, K, bm, bn, bk, threads;
+  bool tb;                 // B given as [N, K]
+  std::string dt, cdt;     // operand and C dtypes
+  int stages;
+  bool epilogue;           // C_f = C_f * 2 + 1 before the store (statements after the loop)
+};
+
+std::string Text(const WsCase& c) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  std::string t = "tileir 1\n\nfunc @" + c.name + "(A: tensor[" + n(c.M) + ", " + n(c.K) + "] " + c.dt + ", B: tensor[" +
+                  (c.tb ? n(c.N) + ", " + n(c.K) : n(c.K) + ", " + n(c.N)) + "] " + c.dt + ", C: tensor[" + n(c.M) + ", " +
+                  n(c.N) + "] " + c.cdt + ") {\n";
+  t += "  kernel grid(ceildiv(" + n(c.N) + ", " + n(c.bn) + "), ceildiv(" + n(c.M) + ", " + n(c.bm) + ")) threads(" +
+       n(c.threads) + ") -> (bx, by) {\n";
+  t += "    alloc A_s: shared[" + n(c.bm) + ", " + n(c.bk) + "] " + c.dt + "\n";
+  t += "    alloc B_s: shared[" + (c.tb ? n(c.bn) + ", " + n(c.bk) : n(c.bk) + ", " + n(c.bn)) + "] " + c.dt + "\n";
+  t += "    alloc C_f: fragment[" + n(c.bm) + ", " + n(c.bn) + "] f32\n";
+  t += "    fill C_f, 0.0:f32\n";
+  t += "    for k in pipelined(0, ceildiv(" + n(c.K) + ", " + n(c.bk) + "), stages=" + n(c.stages) + ") {\n";
+  t += "      copy A[by * " + n(c.bm) + ":" + n(c.bm) + ", k * " + n(c.bk) + ":" + n(c.bk) + "] -> A_s\n";
+  t += "      copy B[" + (c.tb ? "bx * " + n(c.bn) + ":" + n(c.bn) + ", k * " + n(c.bk) + ":" + n(c.bk)
+                       : "k * " + n(c.bk) + ":" + n(c.bk) + ", bx * " + n(c.bn) + ":" + n(c.bn)) + "] -> B_s\n";
+  t += "      gemm A_s, B_s -> C_f" + std::string(c.tb ? " trans_b" : "") + "\n    }\n";
+  if (c.epilogue) t += "    parallel (i, j) in (" + n(c.bm) + ", " + n(c.bn) + ") {\n      C_f[i, j] = C_f[i, j] * 2.0:f32 + 1.0:f32\n    }\n";
+  t += "    copy C_f -> C[by * " + n(c.bm) + ":" + n(c.bm) + ", bx * " + n(c.bn) + ":" + n(c.bn) + "]\n  }\n}\n";
+  return t;
+}
+
+tl::ir::Function Parse(const std::string& text) {
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
+  if (!m.ok()) ADD_FAILURE() << m.status().ToString() << "\n" << text;
+  return m->functions.at(0);
+}
+
+// The sm_90a variant's lowering as cuda_bundle.cc makes it.
+tl::gpu::GpuLowerOptions Sm90a(bool ws = true) {
+  tl::gpu::GpuLowerOptions o;
+  o.shared_budget_bytes = 227 * 1024;
+  o.symbol_params = true;
+  o.gemm = tl::gpu::GemmStrategy::kWgmma;
+  o.vector_copies = true;
+  o.async_copies = true;
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  o.warp_specialize = ws;
+  return o;
+}
+
+std::string Notes(const tl::gpu::SimtKernel& k) {
+  std::string n;
+  for (const std::string& x : k.notes) n += x + "\n";
+  return n;
+}
+
+double Round(double v, const std::string& dt) {
+  float f = static_cast<float>(v);
+  if (dt == "f16") return static_cast<double>(static_cast<_Float16>(f));
+  if (dt == "bf16") {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
+    std::memcpy(&f, &x, 4);
+  }
+  return f;
+}
+
+// Random inputs, the kernel in the interpreter; the status and the worst
+// relative error of C against float64.
+tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst) {
+  std::mt19937 rng(static_cast<uint32_t>(c.M * 31 + c.N * 7 + c.K));
+  std::uniform_real_distribution<double> d(-1, 1);
+  std::map<std::string, std::vector<double>> t;
+  t["A"].resize(static_cast<size_t>(c.M * c.K));
+  t["B"].resize(static_cast<size_t>(c.K * c.N));
+  for (double& v : t["A"]) v = Round(d(rng), c.dt);
+  for (double& v : t["B"]) v = Round(d(rng), c.dt);
+  t["C"].assign(static_cast<size_t>(c.M * c.N), -7);
+  const std::vector<double> a = t["A"], b = t["B"];
+  const tl::Status st = tl::gpu::test::Interpret(k, &t);
+  *worst = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < c.K; ++p) {
+        s += a[static_cast<size_t>(i * c.K + p)] * b[static_cast<size_t>(c.tb ? j * c.K + p : p * c.N + j)];
+      }
+      if (c.epilogue) s = s * 2 + 1;
+      *worst = std::max(*worst, std::fabs(t["C"][static_cast<size_t>(i * c.N + j)] - s) / (1 + std::fabs(s)));
+    }
+  }
+  return st;
+}
+
+const tl::gpu::SWarpRoles* Roles(const tl::gpu::SimtKernel& k) {
+  for (const SStmt& s : k.body) {
+    if (const auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) return r;
+  }
+  return nullptr;
+}
+
+// Applies `fn` to every statement of `b`, nested ones included.
+void Walk(SBlock& b, const std::function<void(SStmt&)>& fn) {
+  for (SStmt& s : b) {
+    fn(s);
+    if (auto* f = std::get_if<tl::gpu::SFor>(&s.node)) Walk(f->body, fn);
+    if (auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
+      Walk(i->then_body, fn);
+      Walk(i->else_body, fn);
+    }
+    if (auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) {
+      Walk(r->producer, fn);
+      Walk(r->consumer, fn);
+    }
+  }
+}
+template <class T>
+int Count(const SBlock& b) {
+  int n = 0;
+  Walk(const_cast<SBlock&>(b), [&](SStmt& s) { n += std::holds_alternative<T>(s.node); });
+  return n;
+}
+
+const std::vector<WsCase>& Cases() {
+  static const std::vector<WsCase> cases = {
+      // 2 and 3 stages, 128 and 256 consumer threads, 128x128 and 128x256
+      // tiles, partial tiles in M, N and K, several k-steps (and one); rows of
+      // 16-byte multiples (else a copy stays cp.async and nothing is specialized).
+      {"ws_128x128_t128_s2", 200, 136, 456, 128, 128, 64, 128, false, "f16", "f32", 2, false},
+      {"ws_128x128_t256_s3_nt", 260, 200, 520, 128, 128, 64, 256, true, "bf16", "f32", 3, true},
+      {"ws_128x256_t256_s3", 150, 304, 392, 128, 256, 64, 256, false, "f16", "f16", 3, false},
+      {"ws_128x256_t128_s2", 130, 264, 328, 128, 256, 64, 128, false, "bf16", "bf16", 2, true},
+      {"ws_128x128_t256_s3_k1", 140, 152, 40, 128, 128, 64, 256, false, "f16", "f32", 3, false},
+  };
+  return cases;
+}
+
+TEST(WarpSpecialize, GemmsMatchFloat64) {
+  for (const WsCase& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
+    ASSERT_NE(notes.find("warp-specialized: " + std::to_string(c.threads) + " consumer threads"), std::string::npos) << notes;
+    // One producer warpgroup more; the program's threads are the consumers.
+    EXPECT_EQ(k->threads, c.threads + 128);
+    EXPECT_EQ(k->block[0], c.threads + 128);
+    EXPECT_GT(k->min_blocks, 0);
+    const tl::gpu::SWarpRoles* r = Roles(*k);
+    ASSERT_TRUE(r) << dump;
+    EXPECT_EQ(r->consumers, c.threads);
+    // No block barrier once the roles split; each role sets its registers.
+    EXPECT_EQ(Count<tl::gpu::SBarrier>(r->producer) + Count<tl::gpu::SBarrier>(r->consumer), 0) << dump;
+    EXPECT_EQ(Count<tl::gpu::SSetMaxNReg>(r->producer), 1);
+    EXPECT_EQ(Count<tl::gpu::SSetMaxNReg>(r->consumer), 1);
+    EXPECT_EQ(Count<tl::gpu::SWgmma>(r->producer) + Count<tl::gpu::STmaLoad>(r->consumer), 0) << dump;
+    EXPECT_GT(Count<tl::gpu::STmaLoad>(r->producer), 0);
+    EXPECT_GT(Count<tl::gpu::SNamedBarrier>(r->consumer), 0);
+    double worst = 0;
+    const tl::Status st = RunWs(c, *k, &worst);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+    EXPECT_LE(worst, c.cdt == "f32" ? 1e-5 : 4e-3) << dump;
+    std::printf("[ %s ] warp-specialized, %lld threads, worst relative error %.3g\n", c.name.c_str(),
+                static_cast<long long>(k->threads), worst);
+    // TL_CUDA_WS=0's lowering: the kernel as before, and the note says so.
+    tl::StatusOr<tl::gpu::SimtKernel> off = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a(false));
+    ASSERT_TRUE(off.ok());
+    EXPECT_EQ(off->threads, c.threads);
+    EXPECT_FALSE(Roles(*off));
+    EXPECT_NE(Notes(*off).find("not warp-specialized: turned off"), std::string::npos) << Notes(*off);
+  }
+}
+
+// Where it does not apply, the kernel stays as it was and the note says why.
+TEST(WarpSpecialize, OnlyThePipelinedTmaGemm) {
+  // cp.async copies (no TMA): nothing to specialize, no note.
+  tl::gpu::GpuLowerOptions cp = Sm90a();
+  cp.tma_copies = false;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(Cases()[0])), cp);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->threads, 128);
+  EXPECT_EQ(Notes(*k).find("warp-specialized"), std::string::npos) << Notes(*k);
+  // A k-loop that also scales the accumulator: wgmma stays synchronous, no warp roles.
+  std::string text = Text(Cases()[0]);
+  const std::string gemm = "      gemm A_s, B_s -> C_f\n";
+  text.replace(text.find(gemm), gemm.size(),
+               gemm + "      parallel (i, j) in (128, 128) {\n        C_f[i, j] = C_f[i, j] * 0.5:f32\n      }\n");
+  k = tl::gpu::LowerToSimt(Parse(text), Sm90a());
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->threads, 128);
+  EXPECT_FALSE(Roles(*k));
+}
+
+// The interpreter catches a broken protocol (see the file comment).
+TEST(WarpSpecialize, BrokenProtocolsAreCaught) {
+  const WsCase c = Cases()[1];  // 3 stages, 9 k-steps
+  tl::StatusOr<tl::gpu::SimtKernel> good = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a());
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  const std::string empty_bar = [&] {
+    for (const tl::gpu::SimtBuffer& b : good->buffers) {
+      if (b.name.find("_empty") != std::string::npos) return b.name;
+    }
+    return std::string();
+  }();
+  ASSERT_FALSE(empty_bar.empty());
+  double worst = 0;
+  ASSERT_TRUE(RunWs(c, *good, &worst).ok());
+  // 1. The producer does not wait for the release: it refills a stage before
+  //    the consumers have even waited for its previous contents.
+  {
+    tl::gpu::SimtKernel k = *good;
+    tl::gpu::SWarpRoles& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
+    int removed = 0;
+    Walk(r.producer, [&](SStmt& s) {
+      auto* i = std::get_if<tl::gpu::SIf>(&s.node);
+      if (i && Count<tl::gpu::SMbarWait>(i->then_body) > 0 && Count<tl::gpu::SFor>(i->then_body) == 0) {
+        i->then_body.clear();
+        ++removed;
+      }
+    });
+    EXPECT_EQ(removed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("overwrites a stage whose previous contents no thread has waited for yet"), std::string::npos)
+        << st.ToString();
+  }
+  // 2. The consumers release the stage their just-issued group still reads
+  //    (the current one, not the previous one): the refill races with it.
+  {
+    tl::gpu::SimtKernel k = *good;
+    tl::gpu::SWarpRoles& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
+    int changed = 0;
+    Walk(r.consumer, [&](SStmt& s) {
+      auto* i = std::get_if<tl::gpu::SIf>(&s.node);
+      if (!i || Count<tl::gpu::SMbarArrive>(i->then_body) == 0 || Count<tl::gpu::SIf>(i->then_body) == 0) return;
+      i->cond = tl::ir::MakeInt(1, tl::ir::DType::kBool);  // from the first k-step on
+      Walk(i->then_body, [&](SStmt& x) {
+        if (auto* a = std::get_if<tl::gpu::SMbarArrive>(&x.node)) {
+          a->index = tl::ir::MakeVar("tl_stage_0", tl::ir::DType::kI32);
+          ++changed;
+        }
+      });
+    });
+    EXPECT_EQ(changed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("TMA copy writes "), std::string::npos) << st.ToString();
+    EXPECT_NE(st.ToString().find("while a wgmma group reading it is in flight"), std::string::npos) << st.ToString();
+  }
+  // 3. The consumers never release a stage: neither role can go on.
+  {
+    tl::gpu::SimtKernel k = *good;
+    tl::gpu::SWarpRoles& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
+    Walk(r.consumer, [&](SStmt& s) {
+      if (auto* a = std::get_if<tl::gpu::SMbarArrive>(&s.node)) s.node = tl::gpu::SComment{"no release of " + a->bar};
+    });
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("deadlock: wait on " + empty_bar), std::string::npos) << st.ToString();
+    EXPECT_NE(st.ToString().find("neither warp role can go on"), std::string::npos) << st.ToString();
+  }
+  // 4. A block barrier inside a role (the producer never reaches it).
+  {
+    tl::gpu::SimtKernel k = *good;
+    tl::gpu::SWarpRoles& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
+    r.consumer.push_back(SStmt{tl::gpu::SBarrier{}});
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("a block barrier inside a warp role"), std::string::npos) << st.ToString();
+  }
+}
+
+// The printed CUDA: the roles, setmaxnreg, launch bounds, no __syncthreads
+// after the split; ptxas (where a CUDA toolkit is installed) fixes the
+// registers at entry to 65536 / (threads * min_blocks) and spills nothing.
+TEST(WarpSpecialize, CudaSourceAndRegisters) {
+  struct Big {
+    WsCase c;
+    int regs;  // at entry
+  };
+  const std::vector<Big> bigs = {
+      // hopper_bench's best GEMM config (bf16 C, 128x256x64, 256 threads, 3 stages) and 128x128 / 128 threads.
+      {{"ws_bench_128x256x64_t256", 4096, 4096, 4096, 128, 256, 64, 256, false, "bf16", "bf16", 3, false}, 168},
+      {{"ws_128x128x64_t128", 4096, 4096, 4096, 128, 128, 64, 128, false, "f16", "f32", 3, false}, 128},
+      {{"ws_128x128x64_t256", 4096, 4096, 4096, 128, 128, 64, 256, false, "f16", "f32", 4, false}, 168},
+  };
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (const Big& b : bigs) {
+    SCOPED_TRACE(b.c.name);
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(b.c)), Sm90a());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    const size_t split = s.find("if (tl_tid >= " + std::to_string(b.c.threads) + ") {");
+    ASSERT_NE(split, std::string::npos) << s;
+    EXPECT_NE(s.find("__launch_bounds__(" + std::to_string(b.c.threads + 128) + ", " + std::to_string(k->min_blocks) + ")"),
+              std::string::npos);
+    EXPECT_NE(s.find("setmaxnreg.dec.sync.aligned.u32 40;", split), std::string::npos);
+    EXPECT_NE(s.find("setmaxnreg.inc.sync.aligned.u32 "), std::string::npos);
+    EXPECT_EQ(s.find("__syncthreads();", split), std::string::npos) << s;
+    EXPECT_NE(s.find("bar.sync 1, " + std::to_string(b.c.threads) + ";", split), std::string::npos);
+    EXPECT_NE(s.find("wgmma.wait_group.sync.aligned 1;", split), std::string::npos);
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, b.c.name, "sm_90a");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    std::printf("[ %s sm_90a ] %lld threads, __launch_bounds__(%lld, %lld): %d registers, %d spill bytes, %d stack bytes, "
+                "%lld shared bytes\n",
+                b.c.name.c_str(), static_cast<long long>(k->threads), static_cast<long long>(k->threads),
+                static_cast<long long>(k->min_blocks), code->registers, code->spill_stores, code->stack_bytes,
+                static_cast<long long>(k->shared_bytes));
+    if (code->registers >= 0) {
+      EXPECT_EQ(code->registers, b.regs) << code->log;
+    }
+    EXPECT_EQ(code->spill_stores, 0) << code->log;
+    EXPECT_EQ(code->spill_loads, 0) << code->log;
+    EXPECT_EQ(code->stack_bytes, 0) << code->log;
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+  }
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
+}
+
+}  // namespace
