@@ -33,7 +33,8 @@ CXX_KEYWORDS = {
     "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "short", "signed", "sizeof",
     "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw",
     "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t",
-    "xor_eq"}
+    "xor_eq",
+    "tl"}  # the CUDA prelude's namespace (tl::mma_sync): a local named `tl` would hide it
 
 
 def _stack():

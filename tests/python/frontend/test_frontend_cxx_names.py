@@ -16,19 +16,21 @@ def keyword_names(M=64, N=32):
         with T.Kernel(1, threads=128):
             do = T.alloc_shared((M, N), "float16")
             this = T.alloc_fragment((M, N), "float32")
+            tl = T.alloc_shared((M, N), "float32")  # the CUDA prelude's namespace
             T.copy(new, do)
             for i, j in T.Parallel(M, N):
                 this[i, j] = do[i, j] * 2.0 + 1.0
-            T.copy(this, int)
+            T.copy(this, tl)
+            T.copy(tl, int)
 
     return main
 
 
 def test_cxx_keywords_are_renamed_in_tile_ir():
     text = keyword_names().script()
-    for name in ("new", "int", "do", "this"):
+    for name in ("new", "int", "do", "this", "tl"):
         assert f"{name}_" in text, text
-    for bad in ("alloc do:", "alloc this:", "(new:", " int:"):
+    for bad in ("alloc do:", "alloc this:", "alloc tl:", "(new:", " int:"):
         assert bad not in text, text
 
 
