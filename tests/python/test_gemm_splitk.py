@@ -184,3 +184,25 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
         # every accumulator element in exactly one pair: bm * bn / threads / 2 vector atomics per thread
         assert len(re.findall(r"red\.global\.add\.v2\.f32", ptx)) == bm * bn // threads // 2
         assert not re.search(r"(atom|red)\.global\.add\.f32", ptx)
+
+
+def test_hopper_bench_split_config_checks_the_workspace():
+    """hopper_bench's split-K configs: the kernel gets a fresh zeroed workspace per config, the check after the
+    first call also requires it to be zero again (else the timed calls would add into leftovers)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+    import hopper_bench as hb
+    be = hb.NumpyBackend()
+    cfg = (16, 64, 64, 128, 2, 0, 3)
+    case = hb.gemm_case(16, 128, 192, "float16", [cfg])
+    k, _ = hb.compile_case(case, cfg, "cpu")
+    x = case.make(be, np.random.default_rng(5))
+    out = be.nan(*case.out_spec)
+    args = case.args(x, out, cfg)
+    assert len(args) == 4 and args[3].dtype == np.float32 and not args[3].any()
+    k(*args)
+    assert case.check(be, x, out) < 1e-3
+    args = case.args(x, out, cfg)
+    k(*args)
+    args[3][3, 5] = 1.0  # a workspace the call did not leave zero
+    assert case.check(be, x, out) == float("inf")
+    assert case.check(be, x, out) < 1e-3  # checked once, for the config that was just called
