@@ -33,4 +33,11 @@ grep -q "wgmma.wait_group.sync.aligned 1;" "$out/src/gemm_wgmma.sm_90a.cu" || { 
 TL_CUDA_WGMMA_OVERLAP=0 "$tlp" compile "$in" -o "$out/nooverlap.tlb" --target sm_90a --emit-source "$out/src0" -q
 if grep -q "wgmma.wait_group.sync.aligned 1;" "$out/src0/gemm_wgmma.sm_90a.cu"; then echo "TL_CUDA_WGMMA_OVERLAP=0 ignored"; exit 1; fi
 grep -q "wgmma.wait_group.sync.aligned 0;" "$out/src0/gemm_wgmma.sm_90a.cu" || { echo "TL_CUDA_WGMMA_OVERLAP=0: no wgmma"; exit 1; }
-echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync; TL_CUDA_WGMMA=0; a wgmma group in flight, TL_CUDA_WGMMA_OVERLAP=0: ok"
+# The pipelined TMA gemm is warp-specialized (a producer warpgroup: 256 + 128 threads in the bundle's
+# launch block, setmaxnreg in the source); TL_CUDA_WS=0 (bisecting) keeps the 256 threads.
+grep -q "setmaxnreg.inc.sync.aligned.u32" "$out/src/gemm_wgmma.sm_90a.cu" || { echo "no warp specialization"; exit 1; }
+"$tlp" inspect "$out/overlap.tlb" | grep -q "cuda.sm_90a .* 384x1x1" || { "$tlp" inspect "$out/overlap.tlb"; echo "sm_90a block is not 384x1x1"; exit 1; }
+TL_CUDA_WS=0 "$tlp" compile "$in" -o "$out/nows.tlb" --target sm_90a --emit-source "$out/src_nows" -q
+if grep -q "setmaxnreg" "$out/src_nows/gemm_wgmma.sm_90a.cu"; then echo "TL_CUDA_WS=0 ignored"; exit 1; fi
+"$tlp" inspect "$out/nows.tlb" | grep -q "cuda.sm_90a .* 256x1x1" || { echo "TL_CUDA_WS=0: sm_90a block is not 256x1x1"; exit 1; }
+echo "tl-pack compile --target cuda: sm_90a wgmma, the rest mma.sync; TL_CUDA_WGMMA=0; a wgmma group in flight, TL_CUDA_WGMMA_OVERLAP=0; warp-specialized, TL_CUDA_WS=0: ok"
