@@ -53,14 +53,16 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 GEMM_CONFIGS_LARGE = ((128, 128, 32, 256, 2), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 128, 32, 256, 2, 8), (128, 256, 32, 256, 3, 8))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
-                     (128, 128, 64, 256, 3, 0, 4), (128, 128, 64, 256, 5, 0, 2), (128, 256, 64, 256, 3, 0, 4),
-                     (128, 128, 64, 128, 3, 0, 4), (128, 64, 64, 128, 4, 0, 2), (64, 64, 64, 128, 4, 0, 2))
+                     # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
+                     # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
+                     (128, 128, 64, 128, 3, 0, 4), (128, 128, 64, 256, 5, 0, 2), (128, 256, 64, 256, 3, 0, 4),
+                     (128, 64, 64, 128, 4, 0, 2), (64, 128, 64, 128, 4, 0, 2))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
                     (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
                     (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8),
                     # wgmma on 64-row tiles (48 rows of zeros from TMA: 4x the tensor work, B through 128-byte
                     # swizzled TMA boxes instead of mma.sync's padded ones)
-                    (64, 128, 64, 128, 4, 0, 4), (64, 64, 64, 128, 4, 0, 3))
+                    (64, 128, 64, 128, 4, 0, 4), (64, 64, 64, 128, 4, 0, 2))
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
 # FlashAttention (block_M, block_N, threads, num_stages). Since 6ef9f64 P stays in registers (wgmma register
 # operand A), so no P tile in shared memory; ptxas sm_90a / blocks per SM (registers and shared bytes):
