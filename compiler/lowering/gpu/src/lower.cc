@@ -1861,7 +1861,8 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
                                     .c_str()));
   }
   if (options.gemm == GemmStrategy::kWgmma && options.tma_copies && options.wgmma_overlap) {
-    const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize);
+    const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
+                                                       options.persistent_sms);
     if (!ws.empty()) out.notes.push_back(ws);
   }
   return out;

@@ -153,11 +153,31 @@ bool ProducerCopy(SBlock& b, const std::string& var, const Expr& by, std::set<st
   return true;
 }
 
+// Persistent tiles: the block variables as tile t's (the original block
+// order: the first varies fastest), shadowing the launch's.
+SBlock TileLets(const SimtKernel& k, const std::vector<int64_t>& grid) {
+  SBlock out;
+  const Expr t = ir::MakeVar("tl_tile", ir::DType::kI32);
+  int64_t below = 1;
+  for (size_t d = 0; d < k.block_vars.size(); ++d) {
+    Expr v = below == 1 ? t : ir::MakeCall(ir::CallOp::kTruncDiv, {t, I(below)});
+    if (d + 1 < grid.size()) v = ir::MakeCall(ir::CallOp::kTruncMod, {v, I(grid[d])});
+    out.push_back(SStmt{SLet{k.block_vars[d], ir::DType::kI32, v}});
+    below *= grid[d];
+  }
+  return out;
+}
+// for tl_tile in [this block, tiles) step G (the tile loop's start is the launch's block index).
+SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
+  const Expr b = k.block_vars.empty() ? I(0) : ir::MakeVar(k.block_vars[0], ir::DType::kI32);
+  return SStmt{SFor{"tl_tile", b, I(tiles), I(G), false, std::move(body)}};
+}
+
 }  // namespace
 
-std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled) {
-  SBlock& body = k->body;
-  if (!HasDeferredWgmma(body) || !Has<STmaLoad>(body)) return "";
+std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
+  if (!HasDeferredWgmma(k->body) || !Has<STmaLoad>(k->body)) return "";
+  SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
   if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";
   if (k->block[1] != 1 || k->block[2] != 1) return no + "the block is not 1-D";
@@ -188,6 +208,7 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
   const SStmt* mma = nullptr;
   const SIf* refill = nullptr;
   std::string phase;
+  const SAssign* flip = nullptr;
   int barriers = 0;
   for (const SStmt& s : lp.body) {
     if (const auto* l = std::get_if<SLet>(&s.node); l && !stage) {
@@ -196,6 +217,7 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
       wait = w;
     } else if (const auto* a = std::get_if<SAssign>(&s.node); a && phase.empty()) {
       phase = a->name;
+      flip = a;
     } else if (std::holds_alternative<SAsyncWait>(s.node) || std::holds_alternative<SAsyncCommit>(s.node)) {
       // cp.async bookkeeping with no cp.async in the kernel: nothing.
     } else if (HasDeferredWgmma(SBlock{s}) && !mma && !Has<STmaLoad>(SBlock{s}) && !Has<SBarrier>(SBlock{s})) {
@@ -275,9 +297,52 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
   for (const std::string& n : names) {
     if (bound.count(n)) return no + "the TMA coordinates use " + n + ", computed before the loop by the consumers";
   }
+  // Persistent (persistent_blocks > 0): a static schedule of the output
+  // tiles over a grid of G blocks; block b runs tiles b, b + G, ... (the
+  // original block order, so a rasterized order stays). Both roles loop over
+  // the tiles; the barriers' phases carry on through per-stage phase bits
+  // (the consumers' as lowered, the producer's own for the empty barriers);
+  // an epilogue tile in a stage buffer's memory moves to its own (the
+  // producer fills the next tile's stages meanwhile).
+  std::vector<int64_t> grid;
+  int64_t tiles = 1;
+  int64_t shared_end = k->shared_bytes;
+  std::map<std::string, int64_t> moved;  // buffers out of the stages' memory: their new offsets
+  if (persistent_blocks > 0) {
+    if (!flip || !wait) return no + "persistent: the k-loop's phase bits were not found";
+    for (const Expr& g : k->grid) {
+      const std::optional<int64_t> v = ir::FoldInt(g);
+      if (!v) return no + "persistent: the grid is not static";
+      grid.push_back(*v);
+      tiles *= *v;
+    }
+    if (grid.empty() || k->block_vars.size() > grid.size()) return no + "persistent: no grid";
+    std::set<std::string> stages_of;
+    for (const SStmt& x : fill_block) {
+      Any(SBlock{x}, [&](const SStmt& y) {
+        if (const auto* t = std::get_if<STmaLoad>(&y.node)) stages_of.insert(t->dst);
+        return false;
+      });
+    }
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    for (const SimtBuffer& b : k->buffers) {
+      if (stages_of.count(b.name)) ranges.push_back({b.shared_offset, b.shared_offset + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8)});
+    }
+    for (const SimtBuffer& b : k->buffers) {
+      if (b.space != Space::kShared || stages_of.count(b.name)) continue;
+      const int64_t bytes = b.elements * std::max(1, ir::BitWidth(b.dtype) / 8);
+      bool overlaps = false;
+      for (const auto& [lo, hi] : ranges) overlaps = overlaps || (b.shared_offset < hi && lo < b.shared_offset + bytes);
+      if (!overlaps) continue;
+      const int64_t at = (shared_end + 127) / 128 * 128;
+      if (at + bytes > shared_budget_bytes) return no + "persistent: no shared memory for " + b.name + " outside the stages";
+      moved[b.name] = at;
+      shared_end = at + bytes;
+    }
+  }
   // Shared memory for the empty barriers (8 bytes each).
   const std::string empty = full.bar + "_empty";
-  const int64_t off = (k->shared_bytes + 7) / 8 * 8;
+  const int64_t off = (shared_end + 7) / 8 * 8;
   if (off + 8 * S > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
   // Registers (see the file comment).
   const int64_t threads = T + 128;
@@ -296,7 +361,11 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
   // largest setmaxnreg.inc where that is lower (seen with ptxas 13.0).
   const int64_t entry = std::min(cap, inc);
   if (inc < dec) return no + "too many threads to give the consumers more registers";
+  const int64_t G = std::min(tiles, persistent_blocks * min_blocks);  // persistent: the grid
 
+  for (SimtBuffer& b : k->buffers) {
+    if (moved.count(b.name)) b.shared_offset = moved[b.name];
+  }
   k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
   k->shared_bytes = off + 8 * S;
   const ir::DType kt = ir::ExprDType(lp.start);
@@ -315,21 +384,51 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
     step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
                              {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
                              {}}});
+    if (persistent_blocks > 0) {
+      // The j-th use of stage s (j >= 1) waits for the (j - 1)-th release:
+      // bit s of `used` says whether it was used, bit s of `ephase` the parity.
+      step.clear();
+      const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
+      const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
+      auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
+      step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
+      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
+                               {SStmt{SMbarWait{empty, st, bit(eph)}},
+                                SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
+                               {}}});
+      step.push_back(SStmt{SAssign{"tl_ws_used", Bin(ir::BinaryOp::kBitOr, used, Bin(ir::BinaryOp::kShl, I(1), st))}});
+    }
     for (SStmt& s : fill_block) step.push_back(std::move(s));
     SBlock elected = std::move(lets);
     elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, KInt(1), false, std::move(step)}});
+    if (persistent_blocks > 0) {
+      SBlock tile = TileLets(*k, grid);
+      for (SStmt& x : elected) tile.push_back(std::move(x));
+      elected.clear();
+      elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
+      elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
+      elected.push_back(TileLoop(*k, tiles, G, std::move(tile)));
+    }
     producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
   }
   // Consumers.
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
+  if (persistent_blocks > 0) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
+  SBlock& ctile = consumer;  // (persistent: moved into the tile loop below, from `first`)
+  const size_t first = consumer.size();
   NameBarriers(pre, T);
-  for (SStmt& s : pre) consumer.push_back(std::move(s));
+  for (SStmt& s : pre) ctile.push_back(std::move(s));
   {
     SBlock step;
     step.push_back(SStmt{*stage});
     const Expr parity = Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1));
-    step.push_back(SStmt{SMbarWait{full.bar, wait->index, parity}});
+    if (persistent_blocks > 0) {  // the phase bits as lowered
+      step.push_back(SStmt{*wait});
+      step.push_back(SStmt{*flip});
+    } else {
+      step.push_back(SStmt{SMbarWait{full.bar, wait->index, parity}});
+    }
     step.push_back(*mma);
     const Expr prev = ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kSub, iter, I(1)), I(S)});
     SBlock release{SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
@@ -339,9 +438,23 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
     consumer.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
   }
   consumer.push_back(std::move(body[L + 1]));  // wait_group 0
+  if (persistent_blocks > 0) {  // the last k-step's stage is released after the drain
+    const Expr last = ir::MakeCall(ir::CallOp::kTruncMod, {ToI32(Bin(ir::BinaryOp::kSub, Bin(ir::BinaryOp::kSub, lp.stop, lp.start), KInt(1))), I(S)});
+    SBlock release{SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
+                             {SStmt{SMbarArrive{empty, last, true}}},
+                             {}}}};
+    consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, lp.stop, lp.start), std::move(release), {}}});
+  }
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
+  if (persistent_blocks > 0) {
+    consumer.push_back(SStmt{SNamedBarrier{1, T}});  // the epilogue's shared tile is free for the next tile
+    SBlock tile = TileLets(*k, grid);
+    for (size_t i = first; i < consumer.size(); ++i) tile.push_back(std::move(consumer[i]));
+    consumer.resize(first);
+    consumer.push_back(TileLoop(*k, tiles, G, std::move(tile)));
+  }
 
   SBlock out = std::move(head);
   out.push_back(SStmt{full});
@@ -351,11 +464,16 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
   k->threads = threads;
   k->block[0] = threads;
   k->min_blocks = min_blocks;
+  std::string persistent;
+  if (persistent_blocks > 0) {
+    k->grid = {ir::MakeInt(G)};
+    persistent = "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles";
+  }
   return "warp-specialized: " + std::to_string(T) + " consumer threads + a 128-thread TMA producer warpgroup, " +
          std::to_string(S) + " stages on full/empty mbarriers, no block barrier in the k-loop; registers " +
          std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
          std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
-         std::to_string(inc);
+         std::to_string(inc) + persistent;
 }
 
 }  // namespace tl::gpu

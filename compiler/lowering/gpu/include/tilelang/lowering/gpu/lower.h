@@ -208,6 +208,9 @@ struct GpuLowerOptions {
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer
   // warpgroup added to the block, the program's threads the consumers.
   bool warp_specialize = false;
+  // (with warp_specialize; 0: off) a persistent kernel over this many SMs
+  // (WarpSpecializeGemmPipeline's persistent_blocks).
+  int64_t persistent_sms = 0;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
@@ -239,6 +242,12 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& o
 // Returns the note for the kernel: applied (with the register split) or why
 // not (with !enabled: "turned off"); empty when the kernel has no deferred
 // wgmma fed by TMA at all.
-std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true);
+// With persistent_blocks > 0 (SMs, e.g. 132 on an H200): a persistent kernel
+// of min(tiles, persistent_blocks * min_blocks) blocks, each looping over the
+// output tiles b, b + G, ... in the original block order (static schedule;
+// a rasterized order stays), phases carried across tiles by per-stage bits;
+// needs a static grid.
+std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
+                                       int64_t persistent_blocks = 0);
 
 }  // namespace tl::gpu
