@@ -834,8 +834,8 @@ class Lowerer {
     }
     const std::string k = Fresh("k");
     m.k0 = V(k);
-    const int64_t steps = K / MmaK(kind);
-    cur_->push_back(For(k, 0, I(K), MmaK(kind), steps <= 16, {S(std::move(m))}));
+    const int64_t steps = K / kstep;
+    cur_->push_back(For(k, 0, I(K), kstep, steps <= 16, {S(std::move(m))}));
     return Status::Ok();
   }
 
