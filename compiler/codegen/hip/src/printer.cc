@@ -32,6 +32,23 @@ TL_D unsigned short tl_f2bf(float f) {
 }
 TL_D float tl_rh(float f) { return tl_h2f(tl_f2h(f)); }
 TL_D float tl_rbf(float f) { return tl_bf2f(tl_f2bf(f)); }
+// f16/bf16 atomic add: a compare-and-swap loop on the aligned 32-bit word holding the element (the
+// neighbour's half is written back unchanged). The add is done in f32 and rounded once per attempt.
+// Risk: under heavy contention on one word the loop retries; correct, but slower than a native packed add.
+TL_D void tl_atomic_add_16(unsigned short* p, float v, bool bf16) {
+  unsigned int* w = (unsigned int*)((unsigned long)p & ~3ul);
+  const unsigned int shift = ((unsigned long)p & 2ul) ? 16u : 0u;
+  unsigned int old = __hip_atomic_load(w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT), assumed;
+  do {
+    assumed = old;
+    const unsigned short h = (unsigned short)(assumed >> shift);
+    const float sum = (bf16 ? tl_bf2f(h) : tl_h2f(h)) + v;
+    const unsigned int r = bf16 ? tl_f2bf(sum) : tl_f2h(sum);
+    const unsigned int desired = (assumed & ~(0xffffu << shift)) | (r << shift);
+    __hip_atomic_compare_exchange_strong(w, &old, desired, __ATOMIC_RELAXED, __ATOMIC_RELAXED,
+                                         __HIP_MEMORY_SCOPE_AGENT);
+  } while (old != assumed);
+}
 template <typename T> TL_D T tl_floordiv(T a, T b) { T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
 template <typename T> TL_D T tl_floormod(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 template <typename T> TL_D T tl_ceildiv(T a, T b) { return -tl_floordiv<T>(-a, b); }
@@ -386,12 +403,18 @@ class Printer {
             } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
               const DType t = BufType(n.buffer);
               if (!(t == DType::kF32 || t == DType::kF64 || t == DType::kI32 || t == DType::kU32 ||
-                    t == DType::kI64 || t == DType::kU64)) {
-                Fail(std::string("atomic_add on ") + ir::DTypeName(t) + " is not supported (f32, f64, i32, u32, i64, u64)");
+                    t == DType::kI64 || t == DType::kU64 || Is16F(t))) {
+                Fail(std::string("atomic_add on ") + ir::DTypeName(t) +
+                     " is not supported (f16, bf16, f32, f64, i32, u32, i64, u64)");
               }
               // Device ("agent") scope, relaxed: what atomicAdd is in HIP. SAtomicAdd::more: one add per element.
               for (size_t i = 0; i <= n.more.size(); ++i) {
                 const std::string at = i == 0 ? E(n.index) : "(" + E(n.index) + ") + " + std::to_string(i);
+                if (Is16F(t)) {
+                  o << pad << "tl_atomic_add_16(&" << n.buffer << "[" << at << "], (float)("
+                    << E(i == 0 ? n.value : n.more[i - 1]) << "), " << (t == DType::kBF16 ? "true" : "false") << ");\n";
+                  continue;
+                }
                 o << pad << "__hip_atomic_fetch_add(&" << n.buffer << "[" << at << "], (" << ValueType(t) << ")("
                   << E(i == 0 ? n.value : n.more[i - 1]) << "), __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);\n";
               }
