@@ -10,14 +10,19 @@ from kernels.gemm import _dim
 
 
 def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fragment", rows_per_block=8,
-             num_stages=2):
+             num_stages=2, w_in_shared=True):
     """Y = X / sqrt(mean(X^2, axis=1) + eps) * W. Signature: (X [M, N], W [N], Y [M, N]).
     stage "fragment": rows load straight into registers (one element per load on CUDA);
     "shared": rows and W go through shared memory, so the GPU lowering moves them with 16-byte
     global loads and stores (what a bandwidth-bound kernel needs at large N; block_M * N * size +
     N * size bytes of shared memory); "pipelined": as "shared", but each block walks
     rows_per_block groups of block_M rows in a T.Pipelined loop (cp.async prefetch of the next
-    rows while the current ones are reduced and stored; W loaded once per block)."""
+    rows while the current ones are reduced and stored; W loaded once per block).
+    w_in_shared=False ("shared" only): W is read from global memory where it is used instead of
+    being staged per block: on CUDA those are plain loads that the SM's L1 keeps for the next block
+    on the same SM, while a shared-memory stage moves it with cp.async.cg (L2 only) — N * size
+    bytes from L2 per block, as much as the block's own row at block_M = 1 — and doubles the
+    block's shared memory (fewer blocks per SM)."""
     _check_stage(stage)
     M = _dim(M)
     rows = block_M * (rows_per_block if stage == "pipelined" else 1)
@@ -50,13 +55,17 @@ def rms_norm(M, N, eps=1e-6, dtype="float32", block_M=4, threads=128, stage="fra
                     T.copy(ys, Y[(bx * rows_per_block + r) * block_M, 0])
             elif stage == "shared":
                 xs = T.alloc_shared((block_M, N), dtype)
-                ws = T.alloc_shared((N,), dtype)
                 T.copy(X[bx * block_M, 0], xs)
-                T.copy(W[0], ws)
                 T.copy(xs, x)
                 normalize(x, sq, ss)
-                for i, j in T.Parallel(block_M, N):
-                    xs[i, j] = x[i, j] * ss[i] * ws[j]
+                if w_in_shared:
+                    ws = T.alloc_shared((N,), dtype)
+                    T.copy(W[0], ws)
+                    for i, j in T.Parallel(block_M, N):
+                        xs[i, j] = x[i, j] * ss[i] * ws[j]
+                else:
+                    for i, j in T.Parallel(block_M, N):
+                        xs[i, j] = x[i, j] * ss[i] * W[j]
                 T.copy(xs, Y[bx * block_M, 0])
             else:
                 T.copy(X[bx * block_M, 0], x)

@@ -120,7 +120,10 @@ NORM_CONFIGS = ((1, 256, "shared", 1), (2, 256, "shared", 1), (1, 512, "shared",
                 # of shared memory) -> 42 rows, 391 blocks; softmax 4 per SM (49.2 KB) -> 32 rows, 512 blocks;
                 # with 3 stages 2 and 3 per SM -> 63 and 42 rows; 21 rows: two full waves at 3 per SM
                 (1, 256, "pipelined", 42), (1, 256, "pipelined", 32), (1, 256, "pipelined", 63, 3),
-                (1, 256, "pipelined", 42, 3), (1, 256, "pipelined", 21))
+                (1, 256, "pipelined", 42, 3), (1, 256, "pipelined", 21),
+                # "shared-wg": RMSNorm's W read from global memory where it is used (L1-cached across the
+                # blocks of an SM) instead of a per-block cp.async copy into shared memory (softmax: "shared")
+                (1, 256, "shared-wg", 1), (1, 512, "shared-wg", 1), (2, 256, "shared-wg", 1))
 NORM_SHAPE = (16384, 8192)
 
 # --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
@@ -393,9 +396,11 @@ def norm_case(kind, M, N, configs, dtype="bfloat16", eps=1e-6):
     def program(cfg):
         bm, threads, stage, rows = cfg[:4]
         stages = cfg[4] if len(cfg) > 4 else 2
+        w_in_shared = stage != "shared-wg"
+        stage = "shared" if stage == "shared-wg" else stage
         if kind == "rmsnorm":
             return norm.rms_norm(M, N, eps=eps, dtype=dtype, block_M=bm, threads=threads, stage=stage,
-                                 rows_per_block=rows, num_stages=stages)
+                                 rows_per_block=rows, num_stages=stages, w_in_shared=w_in_shared)
         return norm.softmax(M, N, dtype=dtype, block_M=bm, threads=threads, stage=stage, rows_per_block=rows,
                             num_stages=stages)
 
