@@ -35,6 +35,18 @@ TEST_P(Kernels, EmitsValidSpirvBothStrategies) {
     for (const ir::Symbol& s : f.symbols) o.symbols.push_back(s.name);
     o.subgroup_shuffle = shuffle;
     StatusOr<SpirvModule> m = EmitSpirv(*k, o);
+    // 16-bit float atomics: SPIR-V has no f16/bf16 atomic add and a 16-bit element cannot be
+    // compare-exchanged through the 32-bit word that holds it without aliasing the buffer; the
+    // emitter refuses them naming the dtype and buffer (CUDA supports them, HIP with a CAS loop).
+    const std::string name = GetParam().name;
+    if (name == "splitk_f16c" || name == "atomic_add_f16" || name == "atomic_add_bf16") {
+      ASSERT_FALSE(m.ok()) << name;
+      const std::string msg = m.status().ToString();
+      EXPECT_NE(msg.find(name == "atomic_add_bf16" ? "atomic_add on bf16" : "atomic_add on f16"), std::string::npos)
+          << msg;
+      EXPECT_NE(msg.find("is not supported by the SPIR-V backend"), std::string::npos) << msg;
+      continue;
+    }
     ASSERT_TRUE(m.ok()) << GetParam().name << " shuffle=" << shuffle << ": " << m.status().ToString();
     EXPECT_EQ(m->words.at(0), 0x07230203u);
     EXPECT_EQ(m->words.at(1), kSpirv13);
