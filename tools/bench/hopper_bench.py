@@ -50,8 +50,12 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # (S blocks per output tile, each over 1/S of K, float32 atomics into a float32 workspace, then a kernel that
 # rounds it into C and writes zeros back: both kernels are inside the timed call; the workspace is zeroed once
 # when allocated, outside it, and every call leaves it zero). The best one is reported.
-GEMM_CONFIGS_LARGE = ((128, 128, 32, 256, 2), (128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
-                      (128, 128, 32, 128, 3), (128, 128, 32, 256, 2, 8), (128, 256, 32, 256, 3, 8))
+GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
+                      (128, 128, 32, 128, 3), (128, 256, 32, 256, 3, 8),
+                      # deeper pipelines for the warp-specialized loop (the producer runs up to S stages ahead):
+                      # 128x256x64 at 4 stages is 196 KiB of shared memory (sm_90a only), 128x128x64/128
+                      # threads at 3 stages fits two blocks per SM
+                      (128, 256, 64, 256, 4), (128, 256, 64, 256, 4, 8), (128, 128, 64, 128, 3), (128, 128, 64, 128, 4))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
