@@ -263,7 +263,8 @@ def w4a16_gemv(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M
 
 
 def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=32, num_stages=4,
-              threads=128, magic_round=False, h2_dequant=False, groups_per_step=1):
+              threads=128, magic_round=False, h2_dequant=False, groups_per_step=1, split_k=1, workspace=False,
+              cast_block=(16, 128)):
     """W4A16 on tensor cores with w4a16_gemv's dequantization: the same signature and packing as
     quant_matmul(bits=4), one scale group per k-step (block_K = group_size). Each k-step turns the
     block's weight bytes (copied into registers first, 4 per thread load) into their exact signed
@@ -281,7 +282,15 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
     groups_per_step G = 2: each k-step takes G groups (G tiles of A and W, one TMA copy each), turns
     them into G fp16 tiles and runs G independent T.gemm into G accumulators (G dependent mma chains
     of group_size / 16 instead of one, and 1/G of the per-step waits and barriers); K / group_size a
-    multiple of G."""
+    multiple of G.
+    split_k S > 1 (decode at M = 16, N = K = 8192: 128 blocks of 32 columns are 0.32 waves of the H200's
+    132 SMs, and each k-step costs a fixed latency): the split-K form of kernels.gemm.matmul_splitk -- grid
+    (N / block_N, M / block_M, S), block z takes groups [z G_s, (z + 1) G_s) with G_s = K / group_size / S
+    (a whole number of groups, a multiple of groups_per_step) and adds its float32 tile into a float32
+    workspace Wk [M, N] with float32 atomics; a second kernel rounds Wk into C once (tiles of cast_block
+    rows x columns). workspace=False: Wk is a T.alloc_global allocated zeroed at every call;
+    workspace=True: Wk is the caller's 5th argument, zero before the first call, and the cast kernel
+    writes zeros back (every call leaves it zero). Signature with workspace=True: (A, W, Scales, C, Wk)."""
     if K % group_size or group_size % 8:
         raise ValueError(f"w4a16_mma: K={K} must be a multiple of group_size={group_size}, itself of 8")
     if h2_dequant and (dtype != "float16" or group_size % 32 or (block_N * group_size // 32) % 2):
@@ -291,70 +300,119 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
     if gps not in (1, 2) or (K // group_size) % gps:
         raise ValueError(f"w4a16_mma: groups_per_step={gps} must be 1 or 2 and divide K / group_size = "
                          f"{K // group_size}")
+    if not isinstance(split_k, int) or split_k < 1 or (K // group_size) % (split_k * gps):
+        raise ValueError(f"w4a16_mma: split_k={split_k!r} must be a positive int with split_k * groups_per_step "
+                         f"({split_k} * {gps}) dividing K / group_size = {K // group_size}")
     out_dtype = out_dtype or dtype
     M = _dim(M)
     block_K = group_size
     nbytes = block_K // 2
-    groups = K // group_size
+    groups = K // group_size // split_k  # the groups of one block (of its split)
     chunks = nbytes // 16  # h2_dequant: calls per row
     deq = "tl_w4h2_deq32"
     gsteps = tuple(range(gps))  # a tuple: the tracer unrolls it in Python (range() would be a device loop)
 
+    @T.macro
+    def tile(A, W, Scales, Out, bx, by, g0):
+        # the block's product over groups [g0, g0 + groups): stored into C (split_k 1) or added into the
+        # float32 workspace (split_k > 1)
+        A_s1 = T.alloc_shared((block_M, block_K), dtype)
+        W_s1 = T.alloc_shared((block_N, nbytes), "uint8")
+        S_all = T.alloc_shared((block_N, groups), dtype)
+        Q_s1 = T.alloc_shared((block_N, block_K), dtype)
+        if not h2_dequant:
+            W_r = T.alloc_fragment((block_N, nbytes), "uint8")
+        C_k1 = T.alloc_fragment((block_M, block_N), "float32")
+        A_s, W_s, Q_s, C_k = [A_s1], [W_s1], [Q_s1], [C_k1]  # one tile of each per group of the k-step
+        if gps == 2:
+            A_s2 = T.alloc_shared((block_M, block_K), dtype)
+            W_s2 = T.alloc_shared((block_N, nbytes), "uint8")
+            Q_s2 = T.alloc_shared((block_N, block_K), dtype)
+            C_k2 = T.alloc_fragment((block_M, block_N), "float32")
+            A_s, W_s, Q_s, C_k = [A_s1, A_s2], [W_s1, W_s2], [Q_s1, Q_s2], [C_k1, C_k2]
+        C_f = T.alloc_fragment((block_M, block_N), "float32")
+        if h2_dequant:
+            T.import_source(_W4H2_DEQUANT)
+        T.copy(Scales[bx * block_N, g0], S_all)
+        T.clear(C_f)
+        for k in T.Pipelined(groups // gps, num_stages=num_stages):
+            for g in gsteps:
+                T.copy(A[by * block_M, (g0 + k * gps + g) * block_K], A_s[g])
+                T.copy(W[bx * block_N, (g0 + k * gps + g) * nbytes], W_s[g])
+            for g in gsteps:
+                if h2_dequant:
+                    # call 2 p + h: row (2 p + h) // chunks, bytes 16 ((2 p + h) % chunks) (a (calls / 2, 2)
+                    # loop: the default layout gives each thread one call per pass)
+                    for p, h in T.Parallel(block_N * chunks // 2, 2):
+                        T.call_extern(deq, T.address_of(W_s[g][(2 * p + h) // chunks, ((2 * p + h) % chunks) * 16]),
+                                      T.address_of(Q_s[g][(2 * p + h) // chunks, ((2 * p + h) % chunks) * 32]),
+                                      dtype="handle")
+                else:
+                    T.copy(W_s[g], W_r)
+                    for n, j in T.Parallel(block_N, nbytes):
+                        b = T.cast(T.cast(W_r[n, j] ^ 0x08, "int8"), "float32")  # q_lo + 16 q_hi + 8
+                        if magic_round:
+                            hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
+                        else:
+                            hi = T.floor(b * 0.0625)
+                        Q_s[g][n, 2 * j] = T.cast((b - hi * 16.0) - 8.0, dtype)
+                        Q_s[g][n, 2 * j + 1] = T.cast(hi, dtype)
+            for g in gsteps:
+                T.clear(C_k[g])
+            for g in gsteps:
+                T.gemm(A_s[g], Q_s[g], C_k[g], transpose_B=True)
+            for m, n in T.Parallel(block_M, block_N):
+                upd = C_k[0][m, n] * T.cast(S_all[n, k * gps], "float32")
+                for g in gsteps[1:]:
+                    upd = upd + C_k[g][m, n] * T.cast(S_all[n, k * gps + g], "float32")
+                C_f[m, n] += upd
+        if split_k == 1:
+            T.copy(C_f, Out[by * block_M, bx * block_N])
+        else:
+            T.atomic_add(Out[by * block_M, bx * block_N], C_f)
+
+    grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M))
+    if split_k == 1:
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+                 Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(*grid, threads=threads) as (bx, by):
+                tile(A, W, Scales, C, bx, by, 0)
+        return main
+
+    cb_m, cb_n = cast_block
+
+    @T.macro
+    def cast(C, Wk, bx, by):
+        # as matmul_splitk's: Wk read (and zeroed) in 16-byte accesses through shared memory, edges guarded
+        w_s = T.alloc_shared((cb_m, cb_n), "float32")
+        T.copy(Wk[by * cb_m, bx * cb_n], w_s)
+        T.copy(w_s, C[by * cb_m, bx * cb_n])
+        if workspace:
+            z_s = T.alloc_shared((cb_m, cb_n), "float32")
+            T.clear(z_s)
+            T.copy(z_s, Wk[by * cb_m, bx * cb_n])
+
+    cast_grid = (T.ceildiv(N, cb_n), T.ceildiv(M, cb_m))
+    if workspace:
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+                 Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype),
+                 Wk: T.Tensor((M, N), "float32")):
+            with T.Kernel(*grid, split_k, threads=threads) as (bx, by, bz):
+                tile(A, W, Scales, Wk, bx, by, bz * groups)
+            with T.Kernel(*cast_grid, threads=128) as (bx, by):
+                cast(C, Wk, bx, by)
+        return main
+
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
              Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s1 = T.alloc_shared((block_M, block_K), dtype)
-            W_s1 = T.alloc_shared((block_N, nbytes), "uint8")
-            S_all = T.alloc_shared((block_N, groups), dtype)
-            Q_s1 = T.alloc_shared((block_N, block_K), dtype)
-            if not h2_dequant:
-                W_r = T.alloc_fragment((block_N, nbytes), "uint8")
-            C_k1 = T.alloc_fragment((block_M, block_N), "float32")
-            A_s, W_s, Q_s, C_k = [A_s1], [W_s1], [Q_s1], [C_k1]  # one tile of each per group of the k-step
-            if gps == 2:
-                A_s2 = T.alloc_shared((block_M, block_K), dtype)
-                W_s2 = T.alloc_shared((block_N, nbytes), "uint8")
-                Q_s2 = T.alloc_shared((block_N, block_K), dtype)
-                C_k2 = T.alloc_fragment((block_M, block_N), "float32")
-                A_s, W_s, Q_s, C_k = [A_s1, A_s2], [W_s1, W_s2], [Q_s1, Q_s2], [C_k1, C_k2]
-            C_f = T.alloc_fragment((block_M, block_N), "float32")
-            if h2_dequant:
-                T.import_source(_W4H2_DEQUANT)
-            T.copy(Scales[bx * block_N, 0], S_all)
-            T.clear(C_f)
-            for k in T.Pipelined(groups // gps, num_stages=num_stages):
-                for g in gsteps:
-                    T.copy(A[by * block_M, (k * gps + g) * block_K], A_s[g])
-                    T.copy(W[bx * block_N, (k * gps + g) * nbytes], W_s[g])
-                for g in gsteps:
-                    if h2_dequant:
-                        # call 2 p + h: row (2 p + h) // chunks, bytes 16 ((2 p + h) % chunks) (a (calls / 2, 2)
-                        # loop: the default layout gives each thread one call per pass)
-                        for p, h in T.Parallel(block_N * chunks // 2, 2):
-                            T.call_extern(deq, T.address_of(W_s[g][(2 * p + h) // chunks, ((2 * p + h) % chunks) * 16]),
-                                          T.address_of(Q_s[g][(2 * p + h) // chunks, ((2 * p + h) % chunks) * 32]),
-                                          dtype="handle")
-                    else:
-                        T.copy(W_s[g], W_r)
-                        for n, j in T.Parallel(block_N, nbytes):
-                            b = T.cast(T.cast(W_r[n, j] ^ 0x08, "int8"), "float32")  # q_lo + 16 q_hi + 8
-                            if magic_round:
-                                hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
-                            else:
-                                hi = T.floor(b * 0.0625)
-                            Q_s[g][n, 2 * j] = T.cast((b - hi * 16.0) - 8.0, dtype)
-                            Q_s[g][n, 2 * j + 1] = T.cast(hi, dtype)
-                for g in gsteps:
-                    T.clear(C_k[g])
-                for g in gsteps:
-                    T.gemm(A_s[g], Q_s[g], C_k[g], transpose_B=True)
-                for m, n in T.Parallel(block_M, block_N):
-                    upd = C_k[0][m, n] * T.cast(S_all[n, k * gps], "float32")
-                    for g in gsteps[1:]:
-                        upd = upd + C_k[g][m, n] * T.cast(S_all[n, k * gps + g], "float32")
-                    C_f[m, n] += upd
-            T.copy(C_f, C[by * block_M, bx * block_N])
+        Wk = T.alloc_global((M, N), "float32")
+        with T.Kernel(*grid, split_k, threads=threads) as (bx, by, bz):
+            tile(A, W, Scales, Wk, bx, by, bz * groups)
+        with T.Kernel(*cast_grid, threads=128) as (bx, by):
+            cast(C, Wk, bx, by)
 
     return main
 

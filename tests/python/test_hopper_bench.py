@@ -221,3 +221,77 @@ def test_w4a16_mma_matches_numpy(env, M, N, K, cfg):
     assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
     with pytest.raises(ValueError, match="K=200 must be a multiple of group_size=128"):
         qg.w4a16_mma(1, 64, 200)
+
+
+@pytest.mark.parametrize("M,N,K,split,cfg", [
+    (16, 64, 1024, 2, dict(block_N=32, num_stages=3)),
+    # partial row and column tiles, two groups per k-step
+    (5, 96, 1024, 4, dict(block_N=64, num_stages=2, groups_per_step=2, workspace=True)),
+    (20, 48, 1024, 8, dict(block_N=32, threads=64, workspace=True)),  # two row blocks, one group per split
+    (3, 32, 768, 3, dict(block_N=32, num_stages=2, workspace=True)),  # 6 groups: 3 splits of 2
+])
+def test_w4a16_mma_split_k_matches_numpy(env, M, N, K, split, cfg):
+    """w4a16_mma(split_k=S) (bench configs (..., kind, S)): S blocks per output tile over K / S each, float32
+    atomics into the workspace, one cast -- against float64 on random weights, scales and activations, called
+    three times (the workspace is zero at every call: no result doubles; the caller's is zero afterwards)."""
+    import numpy as np
+    import tilelang
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(M * 1000 + N + split)
+    k = tilelang.compile(qg.w4a16_mma("M", N, K, magic_round=True, split_k=split, **cfg), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    q = rng.integers(-8, 8, size=(N, K))
+    u = (q & 0xF).astype(np.uint8)
+    packed = (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8)
+    s16 = (rng.random((N, K // 128)) * 0.05 + 0.01).astype(np.float16)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s16.astype(np.float64), 128)
+    wk = np.zeros((M, N), np.float32)
+    for _ in range(3):
+        c = np.full((M, N), np.nan, np.float16)
+        k(a, packed, s16, c, *([wk] if cfg.get("workspace") else []))
+        assert np.isfinite(c).all()
+        assert np.abs(c - ref).max() / np.abs(ref).max() < 2e-3
+        assert not wk.any()
+    # a workspace that is not zero adds into the result (what the bench's zero check guards against)
+    if cfg.get("workspace"):
+        wk[:] = 1000.0
+        k(a, packed, s16, c, wk)
+        assert np.abs(c.astype(np.float64) - ref - 1000.0).max() < 1.0 and not wk.any()
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(split_k=3), "split_k=3 must be a positive int with split_k * groups_per_step (3 * 1) dividing "
+                      "K / group_size = 8"),
+    (dict(split_k=2, groups_per_step=2, K=768), "split_k=2 must be a positive int with split_k * groups_per_step "
+                                                "(2 * 2) dividing K / group_size = 6"),
+    (dict(split_k=0), "split_k=0 must be a positive int"),
+    (dict(split_k=2.0), "split_k=2.0 must be a positive int"),
+])
+def test_w4a16_mma_split_k_rejects_bad_splits(kw, msg):
+    from kernels import quant_gemm as qg
+    args = dict(M=16, N=64, K=1024)
+    args.update(kw)
+    with pytest.raises(ValueError) as info:
+        qg.w4a16_mma(**args)
+    assert str(info.value).startswith("w4a16_mma: " + msg), str(info.value)
+
+
+def test_w4a16_split_config_checks_the_workspace(env):
+    """hopper_bench's split-K W4A16 configs: a fresh zeroed workspace per config as the 5th argument; the check
+    after the first call also requires it to be zero again."""
+    import numpy as np
+    import hopper_bench as hb
+    be = hb.NumpyBackend()
+    cfg = (16, 32, 128, 2, 128, "mma", 4)
+    case = hb.w4_case(16, 64, 512, [cfg])
+    assert hb.fits(case, cfg) and not hb.fits(case, (16, 32, 128, 2, 128, "mma", 3))  # 4 groups
+    k, _ = hb.compile_case(case, cfg, "cpu")
+    x = case.make(be, np.random.default_rng(5))
+    out = be.nan(*case.out_spec)
+    args = case.args(x, out, cfg)
+    assert len(args) == 5 and args[4].dtype == np.float32 and not args[4].any()
+    k(*args)
+    assert case.check(be, x, out) < 1e-2
+    args[4][:] = 1.0  # as if the cast kernel had not zeroed it
+    x["_w"] = args[4]
+    assert case.check(be, x, out) == float("inf")

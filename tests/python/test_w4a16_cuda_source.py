@@ -406,3 +406,41 @@ def test_mma_h2_two_groups_per_step_ptx(tmp_path):
     assert count(ptx, "fma.rn.f16x2") == 32  # two 16-byte calls per thread and k-step
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 16  # two k=128 gemms
     assert "ld.local" not in ptx
+
+
+def sm90a_parts(prog):
+    try:
+        src = tilelang.compile(prog, target="cuda").get_kernel_source()
+    except Exception as e:  # noqa: BLE001
+        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+            pytest.skip(f"no CUDA toolchain: {e}")
+        raise
+    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+
+
+@pytest.mark.parametrize("block_N,gps,split", [(32, 2, 4), (64, 2, 8), (32, 1, 2)])
+def test_mma_h2_split_k_source_and_ptx(tmp_path, block_N, gps, split):
+    """w4a16_mma(h2_dequant=True, split_k=S, workspace=True), hopper_bench's split configs at M=16, N=K=8192:
+    main_k0 walks its own 64 / S groups (TMA coordinates offset by bz * 64 / S groups, the scales of its
+    groups only) and adds its float32 tile into the workspace as f32x2 vector atomics (no 16-bit rounding);
+    main_k1 rounds the workspace into C and writes zeros back, 16 bytes at a time."""
+    from kernels import quant_gemm as qg
+    parts = sm90a_parts(qg.w4a16_mma(16, 8192, 8192, block_N=block_N, num_stages=4, threads=128, h2_dequant=True,
+                                     groups_per_step=gps, split_k=split, workspace=True))
+    k0 = parts["main_k0.sm_90a.cu"]
+    groups = 64 // split
+    assert f"(bz * {groups})" in k0 and f"tl_tma_load_2d(&W_s1[0], &tl_tmap1" in k0
+    assert re.search(r"S_all\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&Scales\[[^;]*\(bz \* " + str(groups), k0)
+    assert re.search(r"tl_atomic_add_f32x2\(&Wk\[[^;]*\], \(float\)\(C_f\[", k0)
+    k1 = parts.get("main_k1.sm_90a.cu") or parts["main_k1.cu"]
+    assert re.search(r"\*reinterpret_cast<tl_v16\*>\(&w_s\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&Wk\[", k1)
+    assert re.search(r"C\[[^;]*\] = tl_f2h\(\(\(float\)\(w_s\[", k1)
+    assert re.search(r"\*reinterpret_cast<tl_v16\*>\(&Wk\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&z_s\[", k1)
+    ptx = ptx_of(k0, tmp_path)
+    calls = block_N * 4 // 128  # 16-byte dequantization calls per thread and group
+    assert count(ptx, "fma.rn.f16x2") == 16 * calls * gps
+    # every accumulator element in exactly one pair: 16 * block_N / 128 threads / 2 vector atomics per thread
+    assert len(re.findall(r"red\.global\.add\.v2\.f32", ptx)) == 16 * block_N // 128 // 2
+    assert not re.search(r"(atom|red)\.global\.add\.f32", ptx)
+    assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8 * gps
+    assert "ld.local" not in ptx

@@ -104,7 +104,17 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 32, 128, 8, 128, "mma"), (16, 32, 128, 6, 256, "mma"), (16, 64, 128, 6, 256, "mma"),
                      (16, 32, 128, 4, 128, "mma_h2"), (16, 64, 128, 4, 128, "mma_h2"), (16, 32, 128, 6, 256, "mma_h2"),
                      (16, 64, 128, 6, 256, "mma_h2"), (16, 128, 128, 4, 256, "mma_h2"), (16, 32, 128, 8, 128, "mma_h2"),
-                     (16, 32, 128, 4, 128, "mma_h2g2"), (16, 64, 128, 3, 256, "mma_h2g2"), (16, 32, 128, 3, 128, "mma_h2g2"))
+                     (16, 32, 128, 4, 128, "mma_h2g2"), (16, 64, 128, 3, 256, "mma_h2g2"),
+                     (16, 32, 128, 3, 128, "mma_h2g2"),
+                     # (..., split_k S): w4a16_mma(split_k=S) -- grid (N / block_N, 1, S), each block K / S (a whole
+                     # number of groups), float32 atomics into a float32 workspace, then a cast kernel (both inside
+                     # the timed call; the workspace is the caller's, zeroed once and left zero by every call). The
+                     # 12:33 ncu of the unsplit kernel: 0.32 waves, 6 % achieved occupancy, a fixed latency per
+                     # k-step -- S times the blocks over 1/S of the k-steps each
+                     (16, 32, 128, 4, 128, "mma_h2g2", 2), (16, 32, 128, 4, 128, "mma_h2g2", 4),
+                     (16, 32, 128, 3, 128, "mma_h2g2", 8), (16, 64, 128, 4, 128, "mma_h2g2", 2),
+                     (16, 64, 128, 4, 128, "mma_h2g2", 4), (16, 64, 128, 3, 128, "mma_h2g2", 8),
+                     (16, 32, 128, 4, 128, "mma_h2", 4), (16, 32, 128, 4, 128, "mma", 4))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -335,11 +345,19 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
 
 # --- W4A16
 
+def w4_split_of(cfg, K):
+    """A W4A16 config's split_k at this K (tiny shapes: clamped to the k-steps of groups_per_step groups)."""
+    if len(cfg) < 7:
+        return 1
+    return max(1, min(cfg[6], K // cfg[2] // (2 if cfg[5] == "mma_h2g2" else 1)))
+
+
 def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
     from kernels import quant_gemm
 
     def program(cfg):
-        bm, bn, bk, stages, threads, kind = cfg
+        bm, bn, bk, stages, threads, kind = cfg[:6]
+        split = w4_split_of(cfg, K)
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
@@ -347,7 +365,8 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                         num_stages=stages, threads=threads, magic_round=True,
-                                        h2_dequant=kind != "mma", groups_per_step=2 if kind == "mma_h2g2" else 1)
+                                        h2_dequant=kind != "mma", groups_per_step=2 if kind == "mma_h2g2" else 1,
+                                        split_k=split, workspace=split > 1)
         if kind == "h2":  # CUDA only (imported CUDA source); bk is the k-step, the group size stays W4_GROUP
             return quant_gemm.w4a16_gemv_h2(M, N, K, group_size=group, block_N=bn, block_K=bk, num_stages=stages,
                                             threads=threads)
@@ -367,7 +386,24 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
     def check(be, x, out):
         # the weights dequantized in the activation dtype, as the kernel rounds them
         ref = _cached(x, lambda: be.f64(x["A"]) @ be.f64(x["Wdeq"], cols).T)
+        w = x.pop("_w", None)  # a split-K config's workspace after its first call: zero again, or the timed
+        if w is not None and be.f64(w).any():  # calls would add into leftovers
+            return float("inf")
         return rel_err(be.f64(out)[:, cols], ref)
+
+    def args(x, o, cfg=None):
+        if cfg is None or w4_split_of(cfg, K) == 1:
+            return [x["A"], x["W"], x["S"], o]
+        be = x["_be"]
+        w = be.nan((M, N), "float32")  # a fresh workspace per config, zeroed here, outside the timing
+        be.store(w, _zeros((M, N)))
+        x["_w"] = w  # check() verifies that the call left it zero
+        return [x["A"], x["W"], x["S"], o, w]
+
+    def make_with_backend(be, rng):
+        x = make(be, rng)
+        x["_be"] = be
+        return x
 
     def p_cublas(be, x, out):
         import torch.nn.functional as F
@@ -383,12 +419,13 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         return lambda: be.store(out, a @ w.T)
 
     wbytes = N * K // 2 + N * (K // group) * 2
-    case = Case("w4a16", f"W4A16 g{group} {M}x{N}x{K}", configs, program, make,
-                lambda x, o: [x["A"], x["W"], x["S"], o], ((M, N), dtype), check, 2.0 * M * N * K,
+    case = Case("w4a16", f"W4A16 g{group} {M}x{N}x{K}", configs, program, make_with_backend, args,
+                ((M, N), dtype), check, 2.0 * M * N * K,
                 wbytes + (M * K + M * N) * 2, dtype, "TB/s", {"cuBLAS fp16 (dequantized W)": p_cublas,
                                                                "numpy": p_numpy},
                 dict(M=M, N=N, K=K, group=group, dtype=dtype))
     case.timed_peers = {"cuBLAS fp16 (dequantized W)": p_cublas_timed}
+    case.args_by_cfg = True
     return case
 
 
@@ -484,6 +521,10 @@ def fits(case, cfg):
     if case.group == "attention":
         return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
     if case.group == "w4a16":
+        if len(cfg) > 6:  # split-K w4a16_mma: block_K is the group, split_k x groups_per_step divides the groups
+            gps = 2 if cfg[5] == "mma_h2g2" else 1
+            return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
+                    and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
         if cfg[5] in ("lut", "mma"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "gemv":
@@ -925,7 +966,8 @@ def self_test_configs(case):
     for cfg in case.configs:
         if not fits(case, cfg):
             continue
-        kind = cfg[5] if case.group == "w4a16" else cfg[2] if case.group == "norm" else None
+        kind = (cfg[5], w4_split_of(cfg, case.params["K"]) > 1) if case.group == "w4a16" else \
+            cfg[2] if case.group == "norm" else None
         if case.group == "gemm":
             kind = len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1
         if not picked or kind not in kinds:
