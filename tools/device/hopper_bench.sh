@@ -29,7 +29,8 @@
 #   ncu on one launch each of the GEMM bf16 4096^3 and 8192x8192x1024 (128x128x64, 256 threads, 3
 #   stages), FlashAttention bf16 D=128 (64x64, 128 threads, 2 stages), W4A16 M=1 w4a16_gemv (1x16x128,
 #   4 stages, 64 threads), M=16 quant_matmul (16x32x512, 3 stages, staged scales) and M=16 w4a16_mma
-#   (16x32x128, 4 stages) kernels through
+#   (16x32x128, 4 stages), and the CUDA-only decode kernels (w4a16_gemv_h2 1x16x512 at M=1, w4a16_mma
+#   h2 dequant with two groups per k-step 16x32x128 at M=16) through
 #   tools/bench/profile_kernel.py; $OUT/ncu_*.txt, the key lines printed.
 set -u -o pipefail
 
@@ -158,6 +159,8 @@ gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 256 64 256 3
 fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
 w4a16_gemv_m1 w4a16 1 8192 8192 1 32 128 6 128 gemv
 w4a16_mma_m1 w4a16 1 8192 8192 16 64 128 4 128 mma
+w4a16_h2_m1 w4a16 1 8192 8192 1 16 512 6 128 h2
+w4a16_mmah2g2_m16 w4a16 16 8192 8192 16 32 128 4 128 mma_h2g2
 LIST
 }
 
