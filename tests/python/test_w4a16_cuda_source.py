@@ -46,16 +46,21 @@ def env():
     os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
 
 
-def sm90a_source(prog):
+def sm90a_parts(prog):
+    """The CUDA source of each compiled variant, by its "// ---- NAME" header (skips without a toolkit)."""
     try:
         src = tilelang.compile(prog, target="cuda").get_kernel_source()
     except Exception as e:  # noqa: BLE001
         if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
             pytest.skip(f"no CUDA toolchain: {e}")
         raise
-    parts = src.split("// ---- ")
-    sm90 = [p.split("\n", 1)[1] for p in parts if p.startswith("main_kernel.sm_90a.cu")]
-    assert sm90, [p.split("\n", 1)[0] for p in parts]
+    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+
+
+def sm90a_source(prog):
+    parts = sm90a_parts(prog)
+    sm90 = [body for name, body in parts.items() if name.startswith("main_kernel.sm_90a.cu")]
+    assert sm90, list(parts)
     return sm90[0]
 
 
@@ -406,16 +411,6 @@ def test_mma_h2_two_groups_per_step_ptx(tmp_path):
     assert count(ptx, "fma.rn.f16x2") == 32  # two 16-byte calls per thread and k-step
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 16  # two k=128 gemms
     assert "ld.local" not in ptx
-
-
-def sm90a_parts(prog):
-    try:
-        src = tilelang.compile(prog, target="cuda").get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
 
 
 @pytest.mark.parametrize("block_N,gps,split", [(32, 2, 4), (64, 2, 8), (32, 1, 2)])
