@@ -855,6 +855,18 @@ struct FaCase {
   }
 };
 
+// kernels/attention.py's flash_attention for case c, emitted by python3 and
+// lowered as the sm_90a variant is (TMA copies, staged wgmma epilogue).
+tl::StatusOr<tl::gpu::SimtKernel> LowerLibraryAttention(const FaCase& c) {
+  std::string err;
+  const std::string ir = AttentionIr(c.Args(), &err);
+  if (ir.empty()) return tl::Status(tl::StatusCode::kInternal, "kernels/attention.py did not emit Tile IR: " + err);
+  tl::gpu::GpuLowerOptions o = Sm90();
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  return tl::gpu::LowerToSimt(Parse(ir), o);
+}
+
 // hopper_bench's FlashAttention configs at small shapes (ragged last blocks).
 std::vector<FaCase> FaCases() {
   return {
@@ -871,13 +883,7 @@ std::vector<FaCase> FaCases() {
 TEST(Wgmma, LibraryFlashAttentionRegisterA) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
   for (const FaCase& c : FaCases()) {
-    std::string err;
-    const std::string ir = AttentionIr(c.Args(), &err);
-    ASSERT_FALSE(ir.empty()) << c.Args() << ": " << err;
-    tl::gpu::GpuLowerOptions o = Sm90();
-    o.tma_copies = true;
-    o.stage_wgmma_epilogue = true;
-    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    tl::StatusOr<tl::gpu::SimtKernel> k = LowerLibraryAttention(c);
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     const std::string notes = Notes(*k);
     EXPECT_NE(notes.find("fragment acc_s_cast: wgmma register operand A"), std::string::npos) << c.Args() << "\n" << notes;
@@ -936,13 +942,7 @@ TEST(Wgmma, LibraryFlashAttentionSm90aCubins) {
                                              {4, 32, 4096, 64, true, 128, 128, 256, 2},
                                              {4, 32, 4096, 128, false, 128, 176, 256, 2},
                                              {4, 32, 4096, 64, false, 128, 176, 256, 2}}) {
-    std::string err;
-    const std::string ir = AttentionIr(c.Args(), &err);
-    ASSERT_FALSE(ir.empty()) << c.Args() << ": " << err;
-    tl::gpu::GpuLowerOptions o = Sm90();
-    o.tma_copies = true;
-    o.stage_wgmma_epilogue = true;
-    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    tl::StatusOr<tl::gpu::SimtKernel> k = LowerLibraryAttention(c);
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
