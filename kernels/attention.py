@@ -33,18 +33,31 @@ def _dims(*names):
 def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False, with_lse=False, block_M=64,
                     block_N=64, num_stages=1, threads=128, dtype="float16"):
     """FlashAttention forward. Signature: (Q, K, V, O[, LSE]); LSE [batch, heads, seq_q] float32
-    (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names."""
+    (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names.
+
+    The k-loop is one T.Pipelined loop that copies only the K and V tiles and otherwise computes on
+    register fragments (the shape the sm_90a warp specialization takes apart into a TMA producer and
+    wgmma consumers). Scores stay unscaled until the exponent: m is the raw row maximum and
+    p = exp2(s * scale - m * scale) is one FMA and one exp2 per score. The per-score mask (and the
+    select that keeps fully masked rows at p = 0) runs only in KV blocks that need it: a block-uniform
+    test on k picks blocks crossing the causal diagonal or the end of seq_kv; no block needs it
+    without causality when seq_kv is a static multiple of block_N. Causal grids run the query blocks
+    with the most KV blocks first (bx = 0 is the last query block) so the long blocks do not trail
+    the wave. O leaves through Q_s's shared memory (dead after the loop) in 16-byte row stores."""
     if heads % kv_heads:
         raise ValueError(f"flash_attention: heads={heads} is not a multiple of kv_heads={kv_heads}")
     accum = "float32"
     scale = (1.0 / dim) ** 0.5 * LOG2E
     groups = heads // kv_heads
+    static_kv_tail = not (isinstance(seq_kv, int) and seq_kv % block_N == 0)
     batch, seq_q, seq_kv = _dims(batch, seq_q, seq_kv)
     q_shape, kv_shape = (batch, heads, seq_q, dim), (batch, kv_heads, seq_kv, dim)
 
     @T.macro
     def body(Q, K, V, O, LSE, bx, by, bz):
         past_len = seq_kv - seq_q
+        # Causal: longest query block first (it has the most KV blocks).
+        bq = T.ceildiv(seq_q, block_M) - 1 - bx if is_causal else bx
         Q_s = T.alloc_shared((block_M, dim), dtype)
         K_s = T.alloc_shared((block_N, dim), dtype)
         V_s = T.alloc_shared((block_N, dim), dtype)
@@ -54,14 +67,15 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
         m = T.alloc_fragment((block_M,), accum)
         m_prev = T.alloc_fragment((block_M,), accum)
         r = T.alloc_fragment((block_M,), accum)
+        m_s = T.alloc_fragment((block_M,), accum)
         row_sum = T.alloc_fragment((block_M,), accum)
         l = T.alloc_fragment((block_M,), accum)
-        T.copy(Q[bz, by, bx * block_M, 0], Q_s)
+        T.copy(Q[bz, by, bq * block_M, 0], Q_s)
         T.fill(acc_o, 0)
         T.fill(l, 0)
         T.fill(m, NEG)
         if is_causal:
-            n_blocks = T.max(0, T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bx + 1) * block_M + past_len, block_N)))
+            n_blocks = T.max(0, T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bq + 1) * block_M + past_len, block_N)))
         else:
             n_blocks = T.ceildiv(seq_kv, block_N)
         for k in T.Pipelined(n_blocks, num_stages=num_stages):
@@ -69,18 +83,37 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
             T.copy(V[bz, by // groups, k * block_N, 0], V_s)
             T.clear(acc_s)
             T.gemm(Q_s, K_s, acc_s, transpose_B=True)
-            for i, j in T.Parallel(block_M, block_N):
-                if is_causal:
-                    valid = bx * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
-                else:
-                    valid = k * block_N + j < seq_kv
-                acc_s[i, j] = T.if_then_else(valid, acc_s[i, j] * scale, NEG)
             T.copy(m, m_prev)
+            if is_causal or static_kv_tail:
+                # Block-uniform: some key of this block is past the first query row's diagonal or
+                # past seq_kv. (For causal the diagonal test implies the seq_kv one for every row below
+                # seq_q; rows past seq_q are computed but not stored.)
+                if is_causal:
+                    masked = (k + 1) * block_N > bq * block_M + past_len + 1
+                else:
+                    masked = (k + 1) * block_N > seq_kv
+                if masked:
+                    for i, j in T.Parallel(block_M, block_N):
+                        if is_causal:
+                            valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
+                        else:
+                            valid = k * block_N + j < seq_kv
+                        acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
             T.reduce_max(acc_s, m, dim=1, clear=False)
             for i in T.Parallel(block_M):
-                r[i] = T.exp2(m_prev[i] - m[i])
-            for i, j in T.Parallel(block_M, block_N):
-                acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] - m[i]), 0.0)
+                r[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                m_s[i] = m[i] * scale
+            if is_causal or static_kv_tail:
+                if masked:
+                    # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+            else:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
             T.reduce_sum(acc_s, row_sum, dim=1)
             for i in T.Parallel(block_M):
                 l[i] = l[i] * r[i] + row_sum[i]
@@ -88,13 +121,17 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] *= r[i]
             T.gemm(acc_s_cast, V_s, acc_o)
+        for i in T.Parallel(block_M):
+            r[i] = T.if_then_else(l[i] > 0, 1.0 / l[i], 0.0)
         for i, j in T.Parallel(block_M, dim):
-            acc_o[i, j] = T.if_then_else(l[i] > 0, acc_o[i, j] / l[i], 0.0)
-        T.copy(acc_o, O[bz, by, bx * block_M, 0])
+            acc_o[i, j] *= r[i]
+        # Q_s is dead after the loop: stage O there so its global stores are whole 16-byte rows.
+        T.copy(acc_o, Q_s)
+        T.copy(Q_s, O[bz, by, bq * block_M, 0])
         if with_lse:
             for i in T.Parallel(block_M):
-                if bx * block_M + i < seq_q:
-                    LSE[bz, by, bx * block_M + i] = T.log2(l[i]) + m[i]
+                if bq * block_M + i < seq_q:
+                    LSE[bz, by, bq * block_M + i] = T.log2(l[i]) + m[i] * scale
 
     if with_lse:
         @T.prim_func

@@ -73,8 +73,10 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # d128: 128x64/256 128 regs 98 KB -> 2 (16 warps); 64x64/128 128 regs 82 KB -> 2; 128x96/256 158 regs -> 1;
 # 128x128/256 178 regs 164 KB -> 1; 128x176/256 235 regs 213 KB -> 1 (the largest tile, 8 warps).
 # d64: 128x128/256 128 regs 82 KB -> 2 (16 warps); 128x96/256 128 regs 66 KB -> 2; 64x64/128 95 regs -> 5;
-# 128x176/256 197 regs 107 KB -> 1.
-FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 176, 256, 2), (128, 96, 256, 2))
+# 128x176/256 197 regs 107 KB -> 1. (176 and 96 divide neither S = 4096 nor 16384: `fits` never ran them.)
+# 3 stages: d128 128x64/256 128 regs 128 KB -> 1, 128x128/256 169 regs 224 KB -> 1 (the same one block as
+# 2 stages, one more K/V tile in flight); d64 128x128/256 112 KB -> 2.
+FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul

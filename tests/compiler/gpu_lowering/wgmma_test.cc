@@ -846,10 +846,12 @@ struct FaCase {
   int64_t B, H, S, D;
   bool causal;
   int64_t bm, bn, threads, stages;
+  int64_t Skv = 0;  // seq_kv; 0: S (past_len = Skv - S keys before the first query)
+  int64_t Kv() const { return Skv ? Skv : S; }
   std::string Args() const {
     char b[256];
     std::snprintf(b, sizeof b, "%lld, %lld, %lld, %lld, %lld, %lld, is_causal=%s, block_M=%lld, block_N=%lld, num_stages=%lld, "
-                  "threads=%lld, dtype='bfloat16'", (long long)B, (long long)H, (long long)H, (long long)S, (long long)S,
+                  "threads=%lld, dtype='bfloat16'", (long long)B, (long long)H, (long long)H, (long long)S, (long long)Kv(),
                   (long long)D, causal ? "True" : "False", (long long)bm, (long long)bn, (long long)stages, (long long)threads);
     return b;
   }
@@ -874,6 +876,11 @@ std::vector<FaCase> FaCases() {
       {1, 1, 200, 128, false, 128, 128, 256, 2},
       {1, 1, 300, 64, true, 128, 176, 256, 2},
       {1, 1, 150, 128, true, 128, 64, 256, 2},
+      // causal with seq_q != seq_kv (the diagonal offset by past_len; only the blocks crossing it masked),
+      // ragged both ways, 3 stages
+      {1, 2, 70, 64, true, 64, 64, 128, 2, 200},
+      {1, 1, 100, 128, true, 128, 64, 256, 3, 229},
+      {1, 1, 90, 64, false, 64, 128, 128, 3, 250},
   };
 }
 
@@ -890,10 +897,10 @@ TEST(Wgmma, LibraryFlashAttentionRegisterA) {
     EXPECT_EQ(notes.find("acc_s_cast kept in shared memory"), std::string::npos) << c.Args() << "\n" << notes;
     std::mt19937 rng(static_cast<uint32_t>(c.S + c.D + c.bn));
     std::uniform_real_distribution<double> d(-1, 1);
-    const int64_t n = c.B * c.H * c.S * c.D;
+    const int64_t n = c.B * c.H * c.S * c.D, nkv = c.B * c.H * c.Kv() * c.D;
     std::map<std::string, std::vector<double>> t;
     for (const char* x : {"Q", "K", "V"}) {
-      t[x].resize(static_cast<size_t>(n));
+      t[x].resize(static_cast<size_t>(x[0] == 'Q' ? n : nkv));
       for (double& v : t[x]) v = RoundTo(d(rng) * 2, "bf16");
     }
     t["O"].assign(static_cast<size_t>(n), -7);
@@ -903,10 +910,10 @@ TEST(Wgmma, LibraryFlashAttentionRegisterA) {
     double worst = 0;
     for (int64_t bh = 0; bh < c.B * c.H; ++bh) {
       const double* Q = &q[static_cast<size_t>(bh * c.S * c.D)];
-      const double* K = &kk[static_cast<size_t>(bh * c.S * c.D)];
-      const double* V = &v[static_cast<size_t>(bh * c.S * c.D)];
+      const double* K = &kk[static_cast<size_t>(bh * c.Kv() * c.D)];
+      const double* V = &v[static_cast<size_t>(bh * c.Kv() * c.D)];
       for (int64_t i = 0; i < c.S; ++i) {
-        const int64_t keys = c.causal ? i + 1 : c.S;
+        const int64_t keys = c.causal ? i + 1 + (c.Kv() - c.S) : c.Kv();
         std::vector<double> p(static_cast<size_t>(keys));
         double m = -INFINITY, sum = 0;
         for (int64_t j = 0; j < keys; ++j) {
@@ -941,7 +948,9 @@ TEST(Wgmma, LibraryFlashAttentionSm90aCubins) {
                                              {4, 32, 4096, 128, false, 128, 128, 256, 2},
                                              {4, 32, 4096, 64, true, 128, 128, 256, 2},
                                              {4, 32, 4096, 128, false, 128, 176, 256, 2},
-                                             {4, 32, 4096, 64, false, 128, 176, 256, 2}}) {
+                                             {4, 32, 4096, 64, false, 128, 176, 256, 2},
+                                             {4, 32, 4096, 128, true, 128, 64, 256, 3},
+                                             {4, 32, 4096, 128, true, 128, 128, 256, 3}}) {
     tl::StatusOr<tl::gpu::SimtKernel> k = LowerLibraryAttention(c);
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
