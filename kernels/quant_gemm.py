@@ -380,6 +380,16 @@ def w4a16_mma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=
                 tile(A, W, Scales, C, bx, by, 0)
         return main
 
+    return _split_k_main(tile, M, N, K, group_size, dtype, out_dtype, grid, threads, split_k, groups, workspace,
+                         cast_block)
+
+
+def _split_k_main(tile, M, N, K, group_size, dtype, out_dtype, grid, threads, split_k, groups, workspace,
+                  cast_block):
+    """The split-K program of w4a16_mma / w4a16_wgmma: grid (*grid, split_k) blocks, block z running
+    tile(A, W, Scales, Wk, bx, by, z * groups) (its float32 product added into the workspace Wk with
+    float32 atomics), then a kernel rounding Wk into C in cast_block tiles (workspace=True: Wk is the
+    caller's 5th argument and is written back to zero; else a T.alloc_global, zeroed at every call)."""
     cb_m, cb_n = cast_block
 
     @T.macro
@@ -575,6 +585,102 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
     return main
 
 
+def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
+                threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128)):
+    """W4A16 decode with the dequantized weights in REGISTERS as the wgmma A operand: the same signature
+    and packing as quant_matmul(bits=4) / w4a16_mma (A [M, K], W uint8 [N, K/2] two signed nibbles per
+    byte, low first, Scales [N, K / group_size], C [M, N]), one scale group per k-step.
+
+    Why: w4a16_mma dequantizes each k-step into an fp16 tile in shared memory that its gemm reads back
+    (ncu at M = 16 on the H200: shared memory 70 % busy, the limiter, and its size allows 3 blocks per
+    SM). Here A and B swap: the block computes C^T tiles [block_N, block_M] = W_f [block_N, group] @
+    A_s[block_M, group]^T, W_f an fp16 register fragment written by a T.Parallel and read by the gemm as
+    wgmma's register operand A (m64nNk16 with N = block_M: 8 or 16 at decode). The lowering gives such
+    a fragment the wgmma A register layout (a thread holds pairs of adjacent k of its rows), so each
+    thread decodes exactly its own weights, one byte per pair: one int -> float conversion per byte
+    (b ^ 0x08 read as int8 = q_lo + 16 q_hi + 8, split exactly as in w4a16_gemv: floor, or with
+    magic_round the rounding constant), never a shared-memory store of a dequantized weight. Per group
+    the accumulator C^T_k is scaled by the group's scales (per row n of C^T, staged once per block) into
+    a float32 accumulator; C is stored transposed back at the end. The weight bytes and A go through a
+    num_stages pipeline (TMA on sm_90a). Off sm_90a the same program runs (the gemm as mma.sync or on the
+    CPU, W_f then through shared memory), only slower.
+
+    Parameters: block_N output channels per block, 64 per warpgroup (threads = 2 * block_N by default;
+    128 threads at 64); block_M rows of A per block (a multiple of 8 up to 256; 16 for M <= 16, 8 for
+    M <= 8); group_size a multiple of 16 dividing K. split_k S > 1: as w4a16_mma's (grid z = S, block z
+    takes K / group_size / S groups and adds its float32 tile into a float32 workspace with atomics; a
+    second kernel rounds it into C; workspace=True: the caller's zeroed 5th argument Wk [M, N], written
+    back to zero). M may be dynamic."""
+    if K % group_size or group_size % 16:
+        raise ValueError(f"w4a16_wgmma: K={K} must be a multiple of group_size={group_size}, itself of 16")
+    if block_N % 64 or block_N <= 0:
+        raise ValueError(f"w4a16_wgmma: block_N={block_N} must be a positive multiple of 64 (64 rows of the wgmma "
+                         f"A operand per warpgroup)")
+    threads = 2 * block_N if threads is None else threads
+    if threads != 2 * block_N:
+        raise ValueError(f"w4a16_wgmma: threads={threads} must be 2 * block_N = {2 * block_N} (one warpgroup per 64 "
+                         f"weight rows)")
+    if block_M % 8 or not 8 <= block_M <= 256:
+        raise ValueError(f"w4a16_wgmma: block_M={block_M} must be a multiple of 8 in [8, 256] (the wgmma N)")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"w4a16_wgmma: dtype must be float16 or bfloat16 (a wgmma operand), got {dtype}")
+    if not isinstance(split_k, int) or split_k < 1 or (K // group_size) % split_k:
+        raise ValueError(f"w4a16_wgmma: split_k={split_k!r} must be a positive int dividing K / group_size = "
+                         f"{K // group_size}")
+    out_dtype = out_dtype or dtype
+    M = _dim(M)
+    block_K = group_size
+    nbytes = block_K // 2
+    groups = K // group_size // split_k  # the groups of one block (of its split)
+
+    @T.macro
+    def tile(A, W, Scales, Out, bx, by, g0):
+        # C^T[bx * block_N + n, by * block_M + m] over groups [g0, g0 + groups): stored into C (split_k 1)
+        # or added into the float32 workspace (split_k > 1)
+        A_s = T.alloc_shared((block_M, block_K), dtype)
+        W_s = T.alloc_shared((block_N, nbytes), "uint8")
+        S_all = T.alloc_shared((block_N, groups), dtype)
+        W_f = T.alloc_fragment((block_N, block_K), dtype)
+        Ct_k = T.alloc_fragment((block_N, block_M), "float32")
+        Ct = T.alloc_fragment((block_N, block_M), "float32")
+        T.copy(Scales[bx * block_N, g0], S_all)
+        T.clear(Ct)
+        for k in T.Pipelined(groups, num_stages=num_stages):
+            T.copy(A[by * block_M, (g0 + k) * block_K], A_s)
+            T.copy(W[bx * block_N, (g0 + k) * nbytes], W_s)
+            for n, j in T.Parallel(block_N, block_K):
+                # b ^ 0x08 read as int8 = q_lo + 16 q_hi + 8 exactly (w4a16_gemv). Both weights of a byte are
+                # the same thread's (the wgmma A register layout holds pairs of adjacent k): j >> 1 and j & 1
+                # (not j // 2, j % 2: floor division of a signed int) let nvcc see that the pair's byte, its
+                # conversion and its split are one, and which half each weight takes.
+                b = T.cast(T.cast(W_s[n, j >> 1] ^ 0x08, "int8"), "float32")
+                if magic_round:
+                    hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
+                else:
+                    hi = T.floor(b * 0.0625)
+                W_f[n, j] = T.cast(T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi), dtype)
+            T.gemm(W_f, A_s, Ct_k, transpose_B=True, clear_accum=True)
+            for n, m in T.Parallel(block_N, block_M):
+                Ct[n, m] += Ct_k[n, m] * T.cast(S_all[n, k], "float32")
+        if split_k == 1:
+            for n, m in T.Parallel(block_N, block_M):
+                Out[by * block_M + m, bx * block_N + n] = T.cast(Ct[n, m], out_dtype)
+        else:
+            for n, m in T.Parallel(block_N, block_M):
+                T.atomic_add(Out[by * block_M + m, bx * block_N + n], Ct[n, m])
+
+    grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M))
+    if split_k == 1:
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), W: T.Tensor((N, K // 2), "uint8"),
+                 Scales: T.Tensor((N, K // group_size), dtype), C: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(*grid, threads=threads) as (bx, by):
+                tile(A, W, Scales, C, bx, by, 0)
+        return main
+    return _split_k_main(tile, M, N, K, group_size, dtype, out_dtype, grid, threads, split_k, groups, workspace,
+                         cast_block)
+
+
 def quantize_ref(w, bits, group_size):
     """float weights [N, K] -> (packed W, scales, dequantized float64 weights), symmetric."""
     N, K = w.shape
@@ -629,4 +735,5 @@ def w4a16_gemv_case(kw, rng):
     return quant_matmul_case(dict(kw, bits=4), rng, round_weights=False)
 
 
-CASES = {"quant_matmul": quant_matmul_case, "w4a16_gemv": w4a16_gemv_case, "w4a16_mma": w4a16_gemv_case}
+CASES = {"quant_matmul": quant_matmul_case, "w4a16_gemv": w4a16_gemv_case, "w4a16_mma": w4a16_gemv_case,
+         "w4a16_wgmma": w4a16_gemv_case}

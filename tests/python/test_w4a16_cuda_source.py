@@ -439,3 +439,72 @@ def test_mma_h2_split_k_source_and_ptx(tmp_path, block_N, gps, split):
     assert not re.search(r"(atom|red)\.global\.add\.f32", ptx)
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8 * gps
     assert "ld.local" not in ptx
+
+
+# ---- w4a16_wgmma (the weights decoded into wgmma's register operand A) -------------------------------
+
+@pytest.mark.parametrize("M,N,K,block_M,block_N,split", [(16, 128, 512, 16, 64, 1), (5, 128, 1024, 16, 128, 2),
+                                                         (1, 64, 512, 8, 64, 4)])
+def test_wgmma_matches_float64_on_the_cpu(M, N, K, block_M, block_N, split):
+    """w4a16_wgmma's tile program on the CPU (the same program the sm_90a lowering takes; the exact sm_90a
+    lowering runs in the SIMT interpreter in tests/compiler/gpu_lowering/w4a16_wgmma_test.cc): C^T = W A^T
+    with per-group scales on the accumulator, stored transposed, split-K through the workspace (left zero
+    by each call, so a second call gives the same C)."""
+    from kernels import quant_gemm as qg
+    rng = np.random.default_rng(M + K + split)
+    k = tilelang.compile(qg.w4a16_wgmma(M, N, K, block_M=block_M, block_N=block_N, num_stages=3, magic_round=True,
+                                        split_k=split, workspace=split > 1), target="cpu")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, 128)
+    W[0, :256] = np.arange(256, dtype=np.uint8)  # every byte value
+    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
+    q[0] = np.where(nib >= 8, nib - 16, nib)
+    s = scales.astype(np.float16)
+    ref = qg.quant_matmul_ref(a.astype(np.float64), q, s.astype(np.float64), 128)
+    for _ in range(2):
+        c = np.full((M, N), np.nan, np.float16)
+        args = [a, W, s, c] + ([np.zeros((M, N), np.float32)] if split > 1 else [])
+        k(*args)
+        got = c.astype(np.float64)
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-3  # fp16 output rounding
+        if split > 1:
+            assert not args[4].any()  # the cast kernel wrote the workspace back to zero
+
+
+def test_wgmma_bad_arguments_are_named():
+    from kernels import quant_gemm as qg
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: block_N=32 must be a positive multiple of 64"):
+        qg.w4a16_wgmma(16, 64, 512, block_N=32)
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: threads=256 must be 2 \* block_N = 128"):
+        qg.w4a16_wgmma(16, 64, 512, threads=256)
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: block_M=12 must be a multiple of 8"):
+        qg.w4a16_wgmma(16, 64, 512, block_M=12)
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: split_k=3 must be a positive int dividing K / group_size = 4"):
+        qg.w4a16_wgmma(16, 64, 512, split_k=3)
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: dtype must be float16 or bfloat16"):
+        qg.w4a16_wgmma(16, 64, 512, dtype="float32")
+
+
+@pytest.mark.parametrize("block_M,block_N,split", [(16, 64, 1), (16, 128, 4), (8, 64, 4)])
+def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
+    """hopper_bench's w4a16_wgmma configs at N = K = 8192: wgmma.mma_async m64n{block_M}k16 with the four A
+    registers packed from the register array W_f (no shared tile of dequantized weights: the only shared
+    stores are the scales' staging), no local memory."""
+    from kernels import quant_gemm as qg
+    parts = sm90a_parts(qg.w4a16_wgmma(16, 8192, 8192, block_M=block_M, block_N=block_N, num_stages=4,
+                                       magic_round=True, split_k=split, workspace=split > 1))
+    s = parts["main_kernel.sm_90a.cu" if split == 1 else "main_k0.sm_90a.cu"]
+    assert f"float W_f[{block_N * 128 // (2 * block_N)}]" in s  # 64 weights per thread and group
+    assert "W_f = reinterpret_cast" not in s
+    assert f"wgmma.mma_async.sync.aligned.m64n{block_M}k16.f32.f16.f16" in s
+    assert '"r"(tl_ra[0]), "r"(tl_ra[1]), "r"(tl_ra[2]), "r"(tl_ra[3])' in s
+    assert "tl_pack_f16x2(W_f[" in s
+    if split > 1:
+        assert re.search(r"atomicAdd\(&Wk\[[^;]*\], Ct\[", s)  # float32 atomics of the accumulator
+    ptx = ptx_of(s, tmp_path)
+    assert count(ptx, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.f16.f16" % block_M) == 8  # k = 128: 8 k-steps
+    assert count(ptx, "cvt.rn.f16x2.f32") == 32  # 64 weights, packed in pairs
+    # no fp16 weight tile: the only shared stores are the scales' staging before the k loop (16 bytes each)
+    assert count(ptx, "st.shared.u16") == 0 and count(ptx, "st.shared.b16") == 0
+    assert len(re.findall(r"^\s*st\.shared", ptx, re.M)) <= 8
+    assert "ld.local" not in ptx and "st.local" not in ptx

@@ -119,7 +119,14 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 32, 128, 4, 128, "mma_h2", 4), (16, 32, 128, 4, 128, "mma", 4),
                      # fewer stages, more blocks per SM (shared memory of 16x32 g2: ~70 KB at 4 stages = 3 blocks
                      # per SM, ~57 KB at 3, ~44 KB at 2 = 5; 16x64: ~105 KB at 4, ~87 KB at 3 = 2)
-                     (16, 32, 128, 2, 128, "mma_h2g2", 8), (16, 32, 128, 3, 128, "mma_h2g2", 4))
+                     (16, 32, 128, 2, 128, "mma_h2g2", 8), (16, 32, 128, 3, 128, "mma_h2g2", 4),
+                     # "wgmma": kernels.quant_gemm.w4a16_wgmma -- C^T = W A^T with the weights decoded into
+                     # registers as the wgmma register operand A (no fp16 weight tile in shared memory: that
+                     # tile was w4a16_mma's limiter, ncu: shared memory 70 % busy); block_N 64 per warpgroup
+                     # (threads = 2 * block_N), block_M the wgmma N (8 or 16); split_k as w4a16_mma's
+                     (16, 64, 128, 4, 128, "wgmma"), (16, 64, 128, 4, 128, "wgmma", 2),
+                     (16, 64, 128, 4, 128, "wgmma", 4), (16, 128, 128, 4, 256, "wgmma", 4),
+                     (8, 64, 128, 4, 128, "wgmma", 4))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -366,6 +373,10 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
+        if kind == "wgmma":  # the weights decoded into wgmma's register operand A (block_N = threads / 2)
+            return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
+                                          num_stages=stages, threads=threads, magic_round=True, split_k=split,
+                                          workspace=split > 1)
         if kind in ("mma", "mma_h2", "mma_h2g2"):  # mma_h2*: the fp16 tile made by imported CUDA source (CUDA
             # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -530,7 +541,7 @@ def fits(case, cfg):
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
-        if cfg[5] in ("lut", "mma"):
+        if cfg[5] in ("lut", "mma", "wgmma"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "gemv":
             return p["K"] % cfg[2] == 0 and (cfg[2] % p["group"] == 0 or p["group"] % cfg[2] == 0)

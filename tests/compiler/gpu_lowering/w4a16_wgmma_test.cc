@@ -1,0 +1,177 @@
+// kernels/quant_gemm.py's w4a16_wgmma (W4A16 decode with the dequantized
+// weights in registers as wgmma's register operand A, C^T = W A^T) through
+// the exact sm_90a lowering (TMA copies, wgmma) in the SIMT interpreter
+// against float64 on random inputs: every weight byte value, M = 1, 5, 16
+// (block_M 8 and 16, rows of A past M zero-filled), K = 512 and 1024, with
+// and without split-K. W_f must stay in registers as the wgmma A operand
+// (the lowering's note, the buffer's space) -- no shared tile of dequantized
+// weights -- and the printed CUDA must issue wgmma.mma_async with "r" A
+// operands, compile for sm_90a with ptxas without spills.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "simt_interp.h"
+#include "tilelang/codegen/cuda/cuda_codegen.h"
+#include "tilelang/ir/tile_ir.h"
+#include "tilelang/lowering/gpu/lower.h"
+#include "tilelang/toolchain/host_compiler.h"
+
+namespace {
+
+namespace cu = tl::codegen::cuda;
+
+std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../.."; }
+
+struct W4Case {
+  int64_t M, N, K, block_M, block_N, split;
+  std::string Args() const {
+    char b[256];
+    std::snprintf(b, sizeof b, "%lld, %lld, %lld, block_M=%lld, block_N=%lld, num_stages=3, magic_round=True, split_k=%lld%s",
+                  (long long)M, (long long)N, (long long)K, (long long)block_M, (long long)block_N, (long long)split,
+                  split > 1 ? ", workspace=True" : "");
+    return b;
+  }
+};
+
+// Tile IR of w4a16_wgmma(args), emitted by the Python frontend with Debian's python3.
+tl::StatusOr<tl::ir::Function> Emit(const std::string& args) {
+  const std::string root = RepoRoot();
+  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
+      {"/usr/bin/python3", "-c",
+       "import tilelang\nfrom kernels.quant_gemm import w4a16_wgmma\nprint(tilelang.emit(w4a16_wgmma(" + args + "), 'w4'))\n"},
+      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
+  if (r.exit_code != 0) return tl::Status(tl::StatusCode::kInternal, "w4a16_wgmma(" + args + ") did not emit: " + r.err);
+  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(r.out);
+  if (!m.ok()) return m.status();
+  return m->functions.at(0);
+}
+
+// The sm_90a variant's lowering (as cuda_bundle.cc makes it): wgmma, TMA, staged epilogue. For split-K
+// only the first kernel (the product into the float32 workspace; the cast kernel is w4a16_mma's).
+tl::StatusOr<tl::gpu::SimtKernel> Lower(tl::ir::Function f) {
+  if (f.body.size() > 1) f.body.resize(1);
+  tl::gpu::GpuLowerOptions o;
+  o.shared_budget_bytes = 227 * 1024;
+  o.symbol_params = true;
+  o.gemm = tl::gpu::GemmStrategy::kWgmma;
+  o.vector_copies = true;
+  o.async_copies = true;
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  return tl::gpu::LowerToSimt(f, o);
+}
+
+std::string Notes(const tl::gpu::SimtKernel& k) {
+  std::string n;
+  for (const std::string& x : k.notes) n += x + "\n";
+  return n;
+}
+
+double F16(double v) {  // round to the nearest float16 (normal range: the inputs here)
+  if (v == 0) return 0;
+  int e;
+  std::frexp(v, &e);  // v = f * 2^e, f in [0.5, 1): 11 significant bits
+  const double ulp = std::ldexp(1.0, e - 11);
+  return std::nearbyint(v / ulp) * ulp;
+}
+
+TEST(W4a16Wgmma, InterpreterMatchesFloat64) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/quant_gemm.py";
+  for (const W4Case& c : std::vector<W4Case>{{16, 128, 512, 16, 64, 1},
+                                             {5, 128, 1024, 16, 64, 1},
+                                             {1, 64, 512, 8, 64, 1},
+                                             {5, 128, 1024, 8, 128, 1},
+                                             {16, 128, 1024, 16, 64, 4},
+                                             {1, 64, 512, 8, 64, 2}}) {
+    tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    tl::StatusOr<tl::gpu::SimtKernel> k = Lower(*f);
+    ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
+    const std::string notes = Notes(*k);
+    EXPECT_NE(notes.find("fragment W_f: wgmma register operand A"), std::string::npos) << c.Args() << "\n" << notes;
+    EXPECT_EQ(notes.find("W_f kept in shared memory"), std::string::npos) << c.Args() << "\n" << notes;
+    for (const tl::gpu::SimtBuffer& b : k->buffers) {
+      if (b.name == "W_f") {
+        EXPECT_EQ(b.space, tl::gpu::Space::kRegister) << c.Args();
+      }
+    }
+    std::mt19937 rng(static_cast<uint32_t>(c.M * 131 + c.K + c.split));
+    std::uniform_real_distribution<double> d(-1, 1);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const int64_t G = c.K / 128;
+    std::map<std::string, std::vector<double>> t;
+    t["A"].resize(static_cast<size_t>(c.M * c.K));
+    for (double& v : t["A"]) v = F16(d(rng));
+    t["W"].resize(static_cast<size_t>(c.N * c.K / 2));
+    for (size_t i = 0; i < t["W"].size(); ++i) t["W"][i] = i < 256 ? static_cast<double>(i) : byte(rng);  // every byte
+    t["Scales"].resize(static_cast<size_t>(c.N * G));
+    for (double& v : t["Scales"]) v = F16(0.01 + 0.1 * std::fabs(d(rng)));
+    const std::string out = c.split > 1 ? "Wk" : "C";
+    t["C"].assign(static_cast<size_t>(c.M * c.N), 0);
+    t["Wk"].assign(static_cast<size_t>(c.M * c.N), 0);  // the workspace starts zero
+    const tl::Status st = tl::gpu::test::Interpret(*k, &t);
+    ASSERT_TRUE(st.ok()) << c.Args() << ": " << st.ToString();
+    double worst = 0, norm = 0;
+    for (int64_t m = 0; m < c.M; ++m) {
+      for (int64_t n = 0; n < c.N; ++n) {
+        double ref = 0;
+        for (int64_t kk = 0; kk < c.K; ++kk) {
+          const int b = static_cast<int>(t["W"][static_cast<size_t>(n * c.K / 2 + kk / 2)]);
+          const int nib = (kk % 2 == 0) ? (b & 15) : (b >> 4);
+          const int q = nib >= 8 ? nib - 16 : nib;  // two's complement nibble
+          ref += t["A"][static_cast<size_t>(m * c.K + kk)] * q * t["Scales"][static_cast<size_t>(n * G + kk / 128)];
+        }
+        const double got = t[out][static_cast<size_t>(m * c.N + n)];
+        worst = std::max(worst, std::fabs(got - ref));
+        norm = std::max(norm, std::fabs(ref));
+      }
+    }
+    // fp16 output (C): half an ulp of the largest value; float32 workspace: float32 sums.
+    EXPECT_LE(worst, (c.split > 1 ? 1e-5 : 1e-3) * norm) << c.Args();
+    EXPECT_GT(norm, 0.5) << c.Args();
+    std::printf("[ w4a16_wgmma %s ] worst error %.3g of max |C| %.3g\n", c.Args().c_str(), worst, norm);
+  }
+}
+
+// The printed CUDA at hopper_bench's M = 16, N = K = 8192 shapes: the wgmma takes W_f from registers
+// ("r" A operands packed from W_f), no shared tile of weights in fp16 (the only f16 shared buffers are
+// A's stages, S_all and the epilogue), ptxas for sm_90a without spills or serialized wgmma.
+TEST(W4a16Wgmma, Sm90aSourceAndPtxas) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/quant_gemm.py";
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (const std::string args : {"16, 8192, 8192, block_M=16, block_N=64, num_stages=4, magic_round=True",
+                                 "16, 8192, 8192, block_M=16, block_N=128, num_stages=4, magic_round=True, split_k=4, "
+                                 "workspace=True",
+                                 "1, 8192, 8192, block_M=8, block_N=64, num_stages=4, magic_round=True, split_k=2, "
+                                 "workspace=True"}) {
+    tl::StatusOr<tl::ir::Function> f = Emit(args);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    tl::StatusOr<tl::gpu::SimtKernel> k = Lower(*f);
+    ASSERT_TRUE(k.ok()) << args << ": " << k.status().ToString();
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    EXPECT_NE(s.find("float W_f["), std::string::npos) << args << ": W_f is not a register array";
+    EXPECT_NE(s.find("tl_pack_f16x2(W_f["), std::string::npos) << args;
+    EXPECT_NE(s.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos) << args;
+    EXPECT_NE(s.find("\"r\"(tl_ra[0]), \"r\"(tl_ra[1]), \"r\"(tl_ra[2]), \"r\"(tl_ra[3])"), std::string::npos) << args;
+    EXPECT_EQ(s.find("W_f = reinterpret_cast"), std::string::npos) << args << ": W_f in shared memory";
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "w4", "sm_90a");
+    ASSERT_TRUE(code.ok()) << args << ": " << code.status().ToString();
+    std::printf("[ w4a16_wgmma %s sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", args.c_str(),
+                code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
+    EXPECT_EQ(code->spill_stores, 0) << args;
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << args << ": " << code->log;
+  }
+}
+
+}  // namespace
