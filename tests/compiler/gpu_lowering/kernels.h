@@ -291,6 +291,63 @@ func @flash_attn(Q: tensor[2, 2, 100, 32] f16, K: tensor[2, 2, 100, 32] f16, V: 
   }
 }
 )"});
+  // FlashAttention with two warpgroups (block_M 128, 256 threads, 2 stages,
+  // 5 k-steps, the last ragged; not causal): on sm_90a the warp-specialized
+  // synchronous-compute form, whose two consumer warpgroups run the k-loop
+  // without a barrier between them (warp_specialize.cc).
+  k.push_back({"flash_attn_2wg", R"(tileir 1
+
+func @flash_attn_2wg(Q: tensor[1, 2, 300, 64] f16, K: tensor[1, 2, 300, 64] f16, V: tensor[1, 2, 300, 64] f16, Output: tensor[1, 2, 300, 64] f16) {
+  kernel grid(3, 2, 1) threads(256) -> (bx, by, bz) {
+    alloc Q_shared: shared[128, 64] f16
+    alloc K_shared: shared[64, 64] f16
+    alloc V_shared: shared[64, 64] f16
+    alloc O_shared: shared[128, 64] f16
+    alloc acc_s: fragment[128, 64] f32
+    alloc acc_s_cast: fragment[128, 64] f16
+    alloc acc_o: fragment[128, 64] f32
+    alloc scores_max: fragment[128] f32
+    alloc scores_max_prev: fragment[128] f32
+    alloc scores_scale: fragment[128] f32
+    alloc scores_sum: fragment[128] f32
+    alloc logsum: fragment[128] f32
+    copy Q[bz, by, bx * 128:128, 0:64] -> Q_shared
+    fill acc_o, 0.0:f32
+    fill logsum, 0.0:f32
+    fill scores_max, -inf:f32
+    for k in pipelined(0, 5, stages=2) {
+      copy K[bz, by, k * 64:64, 0:64] -> K_shared
+      parallel (i, j) in (128, 64) {
+        acc_s[i, j] = select(k * 64 + j < 300, 0.0:f32, -inf:f32)
+      }
+      gemm Q_shared, K_shared -> acc_s trans_b policy=full_row
+      copy scores_max -> scores_max_prev
+      reduce max acc_s -> scores_max dim=1
+      parallel (i_1) in (128) {
+        scores_scale[i_1] = exp2(scores_max_prev[i_1] * 0.18033688:f32 - scores_max[i_1] * 0.18033688:f32)
+      }
+      parallel (i_2, j_1) in (128, 64) {
+        acc_s[i_2, j_1] = exp2(acc_s[i_2, j_1] * 0.18033688:f32 - scores_max[i_2] * 0.18033688:f32)
+      }
+      reduce sum acc_s -> scores_sum dim=1 clear
+      parallel (i_3) in (128) {
+        logsum[i_3] = logsum[i_3] * scores_scale[i_3] + scores_sum[i_3]
+      }
+      copy acc_s -> acc_s_cast
+      parallel (i_4, j_2) in (128, 64) {
+        acc_o[i_4, j_2] = acc_o[i_4, j_2] * scores_scale[i_4]
+      }
+      copy V[bz, by, k * 64:64, 0:64] -> V_shared
+      gemm acc_s_cast, V_shared -> acc_o policy=full_row
+    }
+    parallel (i_5, j_3) in (128, 64) {
+      acc_o[i_5, j_3] = acc_o[i_5, j_3] / logsum[i_5]
+    }
+    copy acc_o -> O_shared
+    copy O_shared -> Output[bz, by, bx * 128:128, 0:64]
+  }
+}
+)"});
   // The timing kernel: 2048^3 f16 -> f32, 128x128x32 tiles, 256 threads.
   // TMA on sm_90a (tensor maps, mbarriers): rows a multiple of 16 bytes,
   // tiles partial in M, N and K (zero-filled by the hardware), the operands'

@@ -52,7 +52,41 @@
 // Registers: with setmaxnreg in the kernel, ptxas fixes the count at entry
 // to R = min(65536 / (threads * min_blocks) (multiple of 8), C), the pool the
 // roles share: P * 128 + C * T <= R * (T + 128).
+//
+// The synchronous-compute form (WarpSpecializeSyncLoop: no deferred wgmma,
+// e.g. FlashAttention) starts from the k-loop the lowering makes when the
+// compute waits for its own wgmma groups:
+//
+//   for k in [k0, stop) {
+//     let stage; wait bar[stage] (phase bit); flip the bit; cp.async.wait
+//     barrier                                       (fence.proxy.async first)
+//     if (k + S - 1 < stop) { tid 0: boxes -> stage (k + S - 1 - k0) % S; arrive }
+//     commit
+//     compute...                                    wgmma units (wait_group 0),
+//   }                                               register math, shuffles
+//   [wait_group 0]; cp.async.wait 0; barrier; post...
+//
+// The producer is the GEMM form's; the consumers run pre..., then
+// bar.sync 1, T (its proxy fence publishes the cooperative copies of pre --
+// FlashAttention's Q tile -- to every consumer and to the wgmma's async
+// proxy), and per k-step: wait full[stage] parity ((k - k0) / S) & 1,
+// compute..., lane 0 of each warp arrives on empty[stage]. After the loop
+// bar.sync 1, T and post... (barriers named).
+// Invariants. The compute reads a stage only through wgmma units that end in
+// wait_group 0 (.sync.aligned: every lane of the warp is past it), so at the
+// end of the k-step no read of the stage is outstanding and the release may
+// let the producer refill it; it writes no shared memory in a stage's span
+// (checked by offsets, so memory a dead buffer shares counts too), and
+// neither does pre (the producer fills the stages meanwhile). When the
+// compute writes no shared memory at all the consumers need no barrier in
+// the k-loop: everything they share there is read-only (Q, the stages, each
+// ordered by the barrier after pre or by full[stage]), so the warpgroups run
+// independently. When it does (P in a shared tile), bar.sync 1, T takes the
+// block barrier's place and the compute's barriers become named ones: the
+// consumers keep exactly the barrier sequence they had, which ordered those
+// writes before (the producer never touches those buffers).
 #include <functional>
+#include <type_traits>
 
 #include "tilelang/lowering/gpu/lower.h"
 
@@ -173,10 +207,318 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
   return SStmt{SFor{"tl_tile", b, I(tiles), I(G), false, std::move(body)}};
 }
 
+// ---------------------------------------------------------------------------
+// The synchronous-compute form (see the second half of the file comment).
+
+// Calls `fn` on every expression a statement of `b` evaluates (nested
+// blocks included) and `buf` on every buffer it names with how: 'r' read,
+// 'w' written, 'g' a wgmma operand; false if it holds a statement this form
+// does not know how to judge (extern calls, cp.async, TMA, mbarriers).
+bool Accesses(const SBlock& b, const std::function<void(const std::string&, char)>& buf) {
+  auto reads = [&](const Expr& e) {
+    ir::WalkExpr(e, [&](const Expr& x) {
+      if (const auto* l = ir::As<ir::Load>(x)) buf(l->buffer, 'r');
+    });
+  };
+  for (const SStmt& s : b) {
+    bool ok = true;
+    std::visit(
+        [&](const auto& n) {
+          using N = std::decay_t<decltype(n)>;
+          if constexpr (std::is_same_v<N, SLet> || std::is_same_v<N, SAssign>) {
+            reads(n.value);
+          } else if constexpr (std::is_same_v<N, SVar>) {
+            if (n.init) reads(*n.init);
+          } else if constexpr (std::is_same_v<N, SStore>) {
+            reads(n.index), reads(n.value), buf(n.buffer, 'w');
+          } else if constexpr (std::is_same_v<N, SAtomicAdd>) {
+            reads(n.index), reads(n.value), buf(n.buffer, 'w');
+            for (const Expr& m : n.more) reads(m);
+          } else if constexpr (std::is_same_v<N, SFor>) {
+            reads(n.start), reads(n.stop), reads(n.step);
+            ok = Accesses(n.body, buf);
+          } else if constexpr (std::is_same_v<N, SIf>) {
+            reads(n.cond);
+            ok = Accesses(n.then_body, buf) && Accesses(n.else_body, buf);
+          } else if constexpr (std::is_same_v<N, SCopyVec>) {
+            reads(n.dst_index), reads(n.src_index), buf(n.src, 'r'), buf(n.dst, 'w');
+          } else if constexpr (std::is_same_v<N, SMma> || std::is_same_v<N, SAmdMma>) {
+            reads(n.a_base), reads(n.b_base), reads(n.k0), buf(n.a, 'r'), buf(n.b, 'r'), buf(n.c, 'w');
+          } else if constexpr (std::is_same_v<N, SWgmma>) {
+            if (n.a_frag.empty()) buf(n.a.buffer, 'g');
+            for (const Expr& e : n.a.starts) reads(e);
+            buf(n.b.buffer, 'g');
+            for (const Expr& e : n.b.starts) reads(e);
+            if (!n.a_frag.empty()) buf(n.a_frag, 'r');
+            buf(n.c, 'w');
+          } else if constexpr (std::is_same_v<N, SBarrier> || std::is_same_v<N, SLaneReduce> || std::is_same_v<N, SComment> ||
+                               std::is_same_v<N, SWgmmaWait> || std::is_same_v<N, SAsyncCommit> ||
+                               std::is_same_v<N, SAsyncWait>) {
+          } else {
+            ok = false;
+          }
+        },
+        s.node);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The k-loop of a TMA pipeline whose compute waits for its own wgmma groups
+// (FlashAttention: QK^T, softmax on register fragments, P V), as producer
+// and consumers; `enabled`, persistent_blocks as WarpSpecializeGemmPipeline.
+std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
+  SBlock body = k->body;  // a copy: the kernel changes only once every check passed
+  const std::string no = "not warp-specialized: ";
+  if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";
+  if (k->block[1] != 1 || k->block[2] != 1) return no + "the block is not 1-D";
+  const int64_t T = k->threads;
+  if (T % 128 != 0 || T + 128 > 1024) return no + std::to_string(T) + " threads (whole warpgroups, at most 896)";
+  if (Has<SWarpRoles>(body) || Has<SCopyAsync>(body)) return no + "the kernel has cp.async copies";
+  int init = -1, loop = -1;
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (std::holds_alternative<SMbarInit>(body[i].node)) {
+      if (init >= 0) return no + "more than one TMA pipeline";
+      init = static_cast<int>(i);
+    }
+    if (const auto* f = std::get_if<SFor>(&body[i].node); f && Has<SMbarWait>(f->body)) {
+      if (loop >= 0) return no + "more than one TMA k-loop";
+      loop = static_cast<int>(i);
+    }
+  }
+  if (init < 0 || loop < 0 || loop < init) return no + "the TMA k-loop is not at the kernel's top level";
+  const SMbarInit full = std::get<SMbarInit>(body[static_cast<size_t>(init)].node);
+  const int64_t S = full.count;
+  SFor& lp = std::get<SFor>(body[static_cast<size_t>(loop)].node);
+  if (ir::FoldInt(lp.step) != std::optional<int64_t>(1)) return no + "the k-loop's step is not 1";
+  // The loop body: stage let, full wait, phase flip, [cp.async wait], the
+  // block barrier, the refill, [commit], then the compute.
+  const SLet* stage = nullptr;
+  const SMbarWait* wait = nullptr;
+  const SIf* refill = nullptr;
+  std::string phase;
+  int barriers = 0;
+  SBlock compute;
+  for (const SStmt& s : lp.body) {
+    if (refill) {
+      if (!std::holds_alternative<SAsyncCommit>(s.node)) compute.push_back(s);
+    } else if (const auto* l = std::get_if<SLet>(&s.node); l && !stage) {
+      stage = l;
+    } else if (const auto* w = std::get_if<SMbarWait>(&s.node); w && stage && !wait && w->bar == full.bar) {
+      wait = w;
+    } else if (const auto* a = std::get_if<SAssign>(&s.node); a && wait && phase.empty()) {
+      phase = a->name;
+    } else if (std::holds_alternative<SAsyncWait>(s.node) && wait) {
+      // cp.async bookkeeping with no cp.async in the kernel: nothing.
+    } else if (std::holds_alternative<SBarrier>(s.node) && wait) {
+      ++barriers;
+    } else if (const auto* i = std::get_if<SIf>(&s.node); i && barriers == 1 && Has<STmaLoad>(i->then_body)) {
+      refill = i;
+    } else {
+      return no + "the k-loop does not start with its stage wait, a barrier and the TMA refill";
+    }
+  }
+  if (!stage || !wait || phase.empty() || barriers != 1 || !refill || !Has<SWgmma>(compute)) {
+    return no + "the k-loop is not a TMA pipeline feeding wgmma (stage wait, barrier, refill, compute)";
+  }
+  if (Has<STmaLoad>(compute) || Has<SMbarWait>(compute) || Has<SMbarArrive>(compute)) {
+    return no + "TMA or mbarrier statements in the k-loop's compute";
+  }
+  // The stages (the refill's destinations) and the shared memory they span.
+  std::set<std::string> stages_of;
+  Any(SBlock{SStmt{*refill}}, [&](const SStmt& y) {
+    if (const auto* t = std::get_if<STmaLoad>(&y.node)) stages_of.insert(t->dst);
+    return false;
+  });
+  std::map<std::string, const SimtBuffer*> bufs;
+  for (const SimtBuffer& b : k->buffers) bufs[b.name] = &b;
+  auto span = [&](const SimtBuffer& b) {
+    return std::pair<int64_t, int64_t>{b.shared_offset, b.shared_offset + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8)};
+  };
+  auto in_stages = [&](const std::string& name) {  // a stage, or a shared buffer in a stage's memory
+    if (stages_of.count(name)) return true;
+    auto it = bufs.find(name);
+    if (it == bufs.end() || it->second->space != Space::kShared) return false;
+    const auto [lo, hi] = span(*it->second);
+    for (const std::string& st : stages_of) {
+      const auto [slo, shi] = span(*bufs.at(st));
+      if (lo < shi && slo < hi) return true;
+    }
+    return false;
+  };
+  // The compute reads the stages only through wgmma (each unit retired by
+  // its own wait_group 0, .sync.aligned: every lane of a warp is past it)
+  // and touches no other shared memory of theirs (the producer refills them
+  // meanwhile); whether it writes shared memory at all decides the barrier.
+  std::string why;
+  bool writes_shared = Has<SBarrier>(compute);
+  const bool known = Accesses(compute, [&](const std::string& name, char how) {
+    auto it = bufs.find(name);
+    const bool shared = it != bufs.end() && it->second->space == Space::kShared;
+    if (how == 'w' && shared) writes_shared = true;
+    if (why.empty() && in_stages(name) && (how != 'g' || !stages_of.count(name))) {
+      why = name + (how == 'w' ? " is written" : " is read outside wgmma") + " in the k-loop's compute";
+    }
+  });
+  if (!known) return no + "the k-loop's compute holds statements other than stores, loops, lane reductions and wgmma";
+  if (!why.empty()) return no + why;
+  // After the loop: [wait_group 0], [cp.async.wait], a barrier.
+  const size_t L = static_cast<size_t>(loop);
+  size_t after = L + 1;
+  while (after < body.size() &&
+         (std::holds_alternative<SWgmmaWait>(body[after].node) || std::holds_alternative<SAsyncWait>(body[after].node))) {
+    ++after;
+  }
+  if (after >= body.size() || !std::holds_alternative<SBarrier>(body[after].node)) {
+    return no + "the k-loop is not followed by its drain (a barrier)";
+  }
+  // Before the loop: the phase variable and the prologue's issues go (the
+  // producer issues every iteration); lets before the mbarrier init stay for
+  // both roles; everything else runs in the consumers (and must not touch
+  // the stages' memory: the producer fills it meanwhile).
+  SBlock head, pre;
+  std::set<std::string> bound;
+  for (size_t i = 0; i < L; ++i) {
+    SStmt& s = body[i];
+    if (static_cast<int>(i) == init) continue;
+    if (const auto* v = std::get_if<SVar>(&s.node); v && v->name == phase) continue;
+    if (std::holds_alternative<SAsyncCommit>(s.node)) continue;
+    if (Has<STmaLoad>(SBlock{s})) {
+      const auto* g = std::get_if<SIf>(&s.node);
+      if (static_cast<int>(i) < init || !g || !g->else_body.empty()) return no + "an unexpected TMA prologue";
+      continue;
+    }
+    if (Has<SMbarWait>(SBlock{s}) || Has<SMbarArrive>(SBlock{s}) || Has<SWgmma>(SBlock{s})) {
+      return no + "mbarrier or wgmma statements outside the k-loop";
+    }
+    if (static_cast<int>(i) < init && (std::holds_alternative<SLet>(s.node) || std::holds_alternative<SComment>(s.node))) {
+      head.push_back(std::move(s));
+      continue;
+    }
+    std::string touched;
+    if (!Accesses(SBlock{s}, [&](const std::string& name, char) {
+          if (touched.empty() && in_stages(name)) touched = name;
+        })) {
+      return no + "statements before the k-loop this form cannot judge";
+    }
+    if (!touched.empty()) return no + touched + " (in a stage's memory) is accessed before the k-loop";
+    if (const auto* l = std::get_if<SLet>(&s.node)) bound.insert(l->name);
+    if (const auto* v = std::get_if<SVar>(&s.node)) bound.insert(v->name);
+    pre.push_back(std::move(s));
+  }
+  SBlock post(std::make_move_iterator(body.begin() + static_cast<std::ptrdiff_t>(after) + 1),
+              std::make_move_iterator(body.end()));
+  if (Has<STmaLoad>(post) || Has<SMbarWait>(post) || Has<SMbarArrive>(post)) return no + "TMA after the k-loop";
+  // The producer's loop body: the refill of iteration k + S - 1, at k.
+  const std::string kv = lp.var;
+  const Expr kvar = ir::MakeVar(kv, ir::ExprDType(lp.start));
+  std::set<std::string> names;
+  SBlock fill_block{SStmt{*refill}};
+  if (!ProducerCopy(fill_block, kv, ir::FoldConstants(Bin(ir::BinaryOp::kSub, kvar, ir::MakeInt(S - 1, ir::ExprDType(lp.start)))),
+                    &names)) {
+    return no + "the refill holds more than TMA boxes and an arrival";
+  }
+  NamesOf(lp.start, &names);
+  NamesOf(lp.stop, &names);
+  SBlock lets;  // pure lets of the consumers' that the producer needs, recomputed (as the GEMM form)
+  for (auto it = pre.rbegin(); it != pre.rend(); ++it) {
+    const auto* l = std::get_if<SLet>(&it->node);
+    if (!l || !names.count(l->name)) continue;
+    bool loads = false;
+    ir::WalkExpr(l->value, [&](const Expr& x) { loads = loads || ir::As<ir::Load>(x) != nullptr; });
+    if (loads) continue;
+    NamesOf(l->value, &names);
+    lets.insert(lets.begin(), *it);
+    bound.erase(l->name);
+  }
+  for (const std::string& n : names) {
+    if (bound.count(n)) return no + "the TMA coordinates use " + n + ", computed before the loop by the consumers";
+  }
+  // Shared memory for the empty barriers; registers as the GEMM form.
+  const std::string empty = full.bar + "_empty";
+  const int64_t off = (k->shared_bytes + 7) / 8 * 8;
+  if (off + 8 * S > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
+  const int64_t threads = T + 128;
+  int64_t reg_elements = 0;
+  for (const SimtBuffer& b : k->buffers) {
+    if (b.space == Space::kRegister) reg_elements += b.elements;
+  }
+  const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
+  const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
+  const int64_t dec = 40;
+  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / T / 8 * 8, 240);
+  const int64_t entry = std::min(cap, inc);
+  if (inc < dec) return no + "too many threads to give the consumers more registers";
+
+  k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
+  k->shared_bytes = off + 8 * S;
+  const ir::DType kt = ir::ExprDType(lp.start);
+  const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
+  // Producer: as the GEMM form's (non-persistent).
+  SBlock producer;
+  producer.push_back(SStmt{SSetMaxNReg{false, dec}});
+  {
+    SBlock step;
+    const Expr iv = ir::MakeVar("tl_ws_i", ir::DType::kI32);
+    step.push_back(SStmt{SLet{"tl_ws_i", ir::DType::kI32, iter}});
+    const Expr parity = Bin(ir::BinaryOp::kBitAnd,
+                            Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
+                             {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
+                             {}}});
+    for (SStmt& s : fill_block) step.push_back(std::move(s));
+    SBlock elected = std::move(lets);
+    elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, ir::MakeInt(1, kt), false, std::move(step)}});
+    producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
+  }
+  // Consumers: the statements before the loop, published to every consumer
+  // and to the async proxy (the named barrier prints its proxy fence) before
+  // the first wgmma reads them; per k-step the full wait, the compute (a
+  // named barrier first where it writes shared memory), the release.
+  SBlock consumer;
+  consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
+  NameBarriers(pre, T);
+  for (SStmt& s : pre) consumer.push_back(std::move(s));
+  consumer.push_back(SStmt{SNamedBarrier{1, T}});
+  {
+    SBlock step;
+    step.push_back(SStmt{*stage});
+    step.push_back(SStmt{SMbarWait{full.bar, wait->index,
+                                   Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1))}});
+    if (writes_shared) step.push_back(SStmt{SNamedBarrier{1, T}});
+    NameBarriers(compute, T);
+    for (SStmt& s : compute) step.push_back(std::move(s));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
+                             {SStmt{SMbarArrive{empty, ir::MakeVar(stage->name, stage->dtype), true}}},
+                             {}}});
+    consumer.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
+  }
+  consumer.push_back(SStmt{SNamedBarrier{1, T}});
+  NameBarriers(post, T);
+  for (SStmt& s : post) consumer.push_back(std::move(s));
+
+  SBlock out = std::move(head);
+  out.push_back(SStmt{full});
+  out.push_back(SStmt{SMbarInit{empty, S, T / 32}});
+  out.push_back(SStmt{SWarpRoles{T, std::move(producer), std::move(consumer)}});
+  k->body = std::move(out);
+  k->threads = threads;
+  k->block[0] = threads;
+  k->min_blocks = min_blocks;
+  return "warp-specialized: " + std::to_string(T) + " consumer threads + a 128-thread TMA producer warpgroup, " +
+         std::to_string(S) + " stages on full/empty mbarriers, synchronous k-loop compute (a stage released after it), " +
+         (writes_shared ? "a named barrier among the consumers in the k-loop (its compute writes shared memory)"
+                        : "no barrier in the k-loop") +
+         "; registers " + std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
+         std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
+         std::to_string(inc) + (persistent_blocks > 0 ? "; not persistent (only the deferred-wgmma GEMM form is)" : "");
+}
+
 }  // namespace
 
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
-  if (!HasDeferredWgmma(k->body) || !Has<STmaLoad>(k->body)) return "";
+  if (!Has<STmaLoad>(k->body) || !Has<SWgmma>(k->body)) return "";
+  if (!HasDeferredWgmma(k->body)) return WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks);
   SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
   if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";

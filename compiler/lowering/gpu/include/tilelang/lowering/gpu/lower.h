@@ -247,6 +247,14 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& o
 // output tiles b, b + G, ... in the original block order (static schedule;
 // a rasterized order stays), phases carried across tiles by per-stage bits;
 // needs a static grid.
+// A kernel without a deferred wgmma whose TMA k-loop is [stage let, full
+// wait, phase flip, a barrier, the refill, then compute whose wgmma units
+// all end in wait_group 0] (FlashAttention) gets the same producer; the
+// consumers run the statements before the loop, a named barrier, then per
+// k-step the full wait, the compute and, at its end, the release of the
+// stage (lane 0 of each warp); no barrier in the k-loop unless the compute
+// writes shared memory (then a named one where the block barrier was). Not
+// persistent. The file comment states the invariants and the refusals.
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
                                        int64_t persistent_blocks = 0);
 
