@@ -29,6 +29,10 @@ __device__ __forceinline__ float tl_bf2f(unsigned short h) { return __uint_as_fl
 __device__ __forceinline__ unsigned short tl_f2bf(float f) { unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float tl_rh(float f) { return tl_h2f(tl_f2h(f)); }
 __device__ __forceinline__ float tl_rbf(float f) { return tl_bf2f(tl_f2bf(f)); }
+// exp2 as one MUFU.EX2: exp2f (no fast math) is ex2.approx.f32, the same approximation, whose subnormal
+// handling costs ptxas three more instructions per call (FlashAttention's softmax: one per score).
+// Results below 2^-126 flush to 0.
+__device__ __forceinline__ float tl_ex2(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 // atomic_add into 16-bit floats: the value rounded to the element type, added by the memory system (red: no
 // return value; f16 needs sm_70, bf16 sm_90). Before sm_90 bf16 adds through a compare-and-swap loop on the
 // aligned 32-bit word holding the element (sum in f32, rounded once).
@@ -363,7 +367,7 @@ class Printer {
     auto fn = [&](const char* f32, const char* f64) { return std::string(dbl ? f64 : f32) + "(" + a(0) + ")"; };
     switch (c.op) {
       case ir::CallOp::kExp: return fn("expf", "exp");
-      case ir::CallOp::kExp2: return fn("exp2f", "exp2");
+      case ir::CallOp::kExp2: return fn("tl_ex2", "exp2");
       case ir::CallOp::kLog: return fn("logf", "log");
       case ir::CallOp::kLog2: return fn("log2f", "log2");
       case ir::CallOp::kSqrt: return fn("sqrtf", "sqrt");
