@@ -727,10 +727,11 @@ std::string ChainText(const ChainCase& c) {
 // kernel does); `mutate` may change the lowered kernel first. Returns the
 // worst relative error; *k_out the lowered kernel.
 double RunChain(const ChainCase& c, tl::gpu::SimtKernel* k_out,
-                const std::function<void(tl::gpu::SimtKernel&)>& mutate = nullptr) {
+                const std::function<void(tl::gpu::SimtKernel&)>& mutate = nullptr, bool forward_cast = true) {
   tl::gpu::GpuLowerOptions o = Sm90();
   o.tma_copies = true;
   o.stage_wgmma_epilogue = true;
+  o.forward_cast = forward_cast;
   tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ChainText(c)), o);
   EXPECT_TRUE(k.ok()) << c.name << ": " << k.status().ToString();
   if (!k.ok()) return 1e9;
@@ -790,13 +791,19 @@ TEST(Wgmma, RegisterOperandA) {
     EXPECT_LE(err, 1e-3) << c.name << "\n" << notes << dump;
     EXPECT_NE(notes.find("fragment P_f: wgmma register operand A, layout"), std::string::npos) << c.name << "\n" << notes;
     EXPECT_EQ(notes.find("fragment P_f kept in shared memory"), std::string::npos) << c.name << "\n" << notes;
-    EXPECT_NE(dump.find("P_f@regs["), std::string::npos) << c.name << "\n" << dump;
-    for (const tl::gpu::SimtBuffer& b : k.buffers) {
+    // P_f = cast(S_f) feeds only the wgmma: it packs S_f's slots (ForwardCastIntoWgmmaA), P_f's registers are gone.
+    EXPECT_NE(dump.find("S_f@regs["), std::string::npos) << c.name << "\n" << dump;
+    for (const tl::gpu::SimtBuffer& b : k.buffers) EXPECT_NE(b.name, "P_f") << c.name;
+    std::printf("[ wgmma register A %s ] worst relative error %.3g\n", c.name.c_str(), err);
+    // Without forwarding, P_f is the register operand itself, with the same numbers.
+    tl::gpu::SimtKernel kept;
+    EXPECT_LE(RunChain(c, &kept, nullptr, false), 1e-3) << c.name;
+    EXPECT_NE(tl::gpu::Dump(kept).find("P_f@regs["), std::string::npos) << c.name << "\n" << tl::gpu::Dump(kept);
+    for (const tl::gpu::SimtBuffer& b : kept.buffers) {
       if (b.name == "P_f") {
         EXPECT_EQ(b.space, tl::gpu::Space::kRegister) << c.name;
       }
     }
-    std::printf("[ wgmma register A %s ] worst relative error %.3g\n", c.name.c_str(), err);
     // The same kernel with the two halves of every A register swapped (columns
     // 2t and 2t + 1 exchanged) reads the wrong P: the interpreter's ISA model
     // of the A fragment, not the lowering's slot formula, places the values.
@@ -955,9 +962,11 @@ TEST(Wgmma, LibraryFlashAttentionSm90aCubins) {
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
-    EXPECT_NE(src->source.find("tl_pack_bf16x2(acc_s_cast["), std::string::npos) << c.Args();
-    EXPECT_NE(src->source.find("float acc_s_cast["), std::string::npos) << c.Args() << ": acc_s_cast is not a register array";
-    EXPECT_EQ(src->source.find("acc_s_cast = reinterpret_cast"), std::string::npos) << c.Args() << ": acc_s_cast in shared memory";
+    // P·V packs the f32 scores themselves (ForwardCastIntoWgmmaA): no acc_s_cast registers, no copy.
+    EXPECT_NE(src->source.find("tl_pack_bf16x2(acc_s["), std::string::npos) << c.Args();
+    EXPECT_EQ(src->source.find("acc_s_cast"), std::string::npos) << c.Args() << ": the cast copy was not forwarded";
+    EXPECT_NE(Notes(*k).find("packed from the f32 accumulator (the cast copy and its registers removed): acc_s_cast -> acc_s"),
+              std::string::npos) << c.Args();
     EXPECT_EQ(Notes(*k).find("acc_s_cast kept in shared memory"), std::string::npos) << c.Args();
     if (!tc.ok()) continue;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, "fa", "sm_90a");

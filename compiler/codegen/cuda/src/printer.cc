@@ -801,11 +801,12 @@ class Printer {
     if (ra) {
       auto b = bufs_.find(n.a_frag);
       bool ok = !i8 && b != bufs_.end() && b->second->space == gpu::Space::kRegister && !k_.addressed.count(n.a_frag) &&
-                b->second->dtype == (n.kind == gpu::MmaKind::kF16 ? DType::kF16 : DType::kBF16) && n.wait_pending == 0 &&
+                (b->second->dtype == (n.kind == gpu::MmaKind::kF16 ? DType::kF16 : DType::kBF16) ||
+                 b->second->dtype == DType::kF32) && n.wait_pending == 0 &&
                 n.a_slots.size() == static_cast<size_t>(n.k_steps * n.m_tiles * 8);
       for (int64_t x : n.a_slots) ok = ok && b != bufs_.end() && x >= 0 && x < b->second->elements;
       if (!ok) {
-        err_ = "wgmma register operand A " + n.a_frag + " (not a 16-bit register fragment of the instruction's type, or " +
+        err_ = "wgmma register operand A " + n.a_frag + " (not an f32 or 16-bit register fragment of the instruction's type, or " +
                std::to_string(n.a_slots.size()) + " slots for " + std::to_string(n.k_steps) + " k-steps x " +
                std::to_string(n.m_tiles) + " m-tiles)";
         return;

@@ -1860,6 +1860,10 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
                                  (demoted.empty() ? std::string() : "; fragments kept in shared memory:" + demoted))
                                     .c_str()));
   }
+  if (options.gemm == GemmStrategy::kWgmma && options.forward_cast) {
+    const std::string fwd = ForwardCastIntoWgmmaA(&out);
+    if (!fwd.empty()) out.notes.push_back(fwd);
+  }
   if (options.gemm == GemmStrategy::kWgmma && options.tma_copies && options.wgmma_overlap) {
     const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
                                                        options.persistent_sms);

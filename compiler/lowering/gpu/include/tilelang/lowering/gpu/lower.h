@@ -208,6 +208,10 @@ struct GpuLowerOptions {
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer
   // warpgroup added to the block, the program's threads the consumers.
   bool warp_specialize = false;
+  // (kWgmma) a cast copy of an f32 fragment whose only use is a register-A
+  // wgmma is dropped and the wgmma packs the f32 slots (ForwardCastIntoWgmmaA
+  // below); off: the copy stays (tests, A/B).
+  bool forward_cast = true;
   // (with warp_specialize; 0: off) a persistent kernel over this many SMs
   // (WarpSpecializeGemmPipeline's persistent_blocks).
   int64_t persistent_sms = 0;
@@ -222,6 +226,19 @@ struct GpuLowerOptions {
   const char* target = "this GPU target";
 };
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// ForwardCastIntoWgmmaA (forward_cast.cc; run by LowerToSimt for wgmma
+// kernels, before warp specialization)
+// In: a lowered kernel. Where a loop nest with constant bounds copies every
+// slot of an f32 register fragment S into an f16/bf16 register fragment D
+// (D[x] = cast(S[x]), the same slot on both sides: T.copy between fragments
+// of one layout) and D's only other use is a later synchronous register-A
+// SWgmma of the same block, with nothing in between writing S, the copy is
+// removed, the wgmma packs S's slots instead (the same rounding), and D's
+// registers are dropped. Out: the note naming each D -> S; empty when
+// nothing matched.
+std::string ForwardCastIntoWgmmaA(SimtKernel* k);
 
 // ---------------------------------------------------------------------------
 // WarpSpecializeGemmPipeline (warp_specialize.cc; GpuLowerOptions::
