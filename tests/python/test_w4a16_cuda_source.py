@@ -489,7 +489,8 @@ def test_wgmma_bad_arguments_are_named():
 def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
     """hopper_bench's w4a16_wgmma configs at N = K = 8192: wgmma.mma_async m64n{block_M}k16 with the four A
     registers packed from the register array W_f (no shared tile of dequantized weights: the only shared
-    stores are the scales' staging), no local memory."""
+    stores are the scales' staging), one weight byte load and int -> float conversion per pair of weights, no
+    local memory."""
     from kernels import quant_gemm as qg
     parts = sm90a_parts(qg.w4a16_wgmma(16, 8192, 8192, block_M=block_M, block_N=block_N, num_stages=4,
                                        magic_round=True, split_k=split, workspace=split > 1))
@@ -504,6 +505,9 @@ def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
     ptx = ptx_of(s, tmp_path)
     assert count(ptx, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.f16.f16" % block_M) == 8  # k = 128: 8 k-steps
     assert count(ptx, "cvt.rn.f16x2.f32") == 32  # 64 weights, packed in pairs
+    # both weights of a byte from one shared load and one int -> float conversion (32 bytes per thread and
+    # group): the layout loop's column is base | (slot % 2), so nvcc sees (j >> 1) as one index for both
+    assert count(ptx, "ld.shared.u8") == 32 and count(ptx, "cvt.rn.f32.s16") == 32
     # no fp16 weight tile: the only shared stores are the scales' staging before the k loop (16 bytes each)
     assert count(ptx, "st.shared.u16") == 0 and count(ptx, "st.shared.b16") == 0
     assert len(re.findall(r"^\s*st\.shared", ptx, re.M)) <= 8

@@ -279,8 +279,13 @@ class Lowerer {
       per_row.push_back(IfS(row_guard, std::move(*b)));
     } else {
       SBlock per_col;
-      Expr colx = Add(Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g * L.C)), Mul(TMod(Tid(), L.g), I(L.v))), TMod(V(cs), L.v));
+      Expr colx = Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g * L.C)), Mul(TMod(Tid(), L.g), I(L.v)));
       if (L.C > 1) colx = Add(colx, Mul(TDiv(Tid(), L.R * L.g), I(L.v * L.g)));
+      // + cs % v: with v a power of two as `|` (the rest is a multiple of v: the same value), so that
+      // after unrolling nvcc sees the v columns of a run as one base -- e.g. a byte index col >> 1
+      // shared by both weights of a byte (w4a16_wgmma), which (base + 1) >> 1 hides from it.
+      const bool pow2 = L.v > 1 && (L.v & (L.v - 1)) == 0;
+      colx = pow2 ? ir::MakeBinary(ir::BinaryOp::kBitOr, colx, TMod(V(cs), L.v)) : Add(colx, TMod(V(cs), L.v));
       per_col.push_back(Let(col, ir::FoldConstants(colx)));
       std::optional<Expr> col_guard;
       if (L.cols % (L.v * L.g * L.C) != 0) col_guard = Lt(V(col), I(L.cols));
