@@ -599,7 +599,10 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     a fragment the wgmma A register layout (a thread holds pairs of adjacent k of its rows), so each
     thread decodes exactly its own weights, one byte per pair: one int -> float conversion per byte
     (b ^ 0x08 read as int8 = q_lo + 16 q_hi + 8, split exactly as in w4a16_gemv: floor, or with
-    magic_round the rounding constant), never a shared-memory store of a dequantized weight. Per group
+    magic_round the rounding constant), never a shared-memory store of a dequantized weight. The decode
+    writes a float32 fragment W_q, copied to W_f for the gemm: on sm_90a the lowering drops the copy and
+    packs W_q's slots into the wgmma's registers (ForwardCastIntoWgmmaA; the values are exact small
+    integers, so no fp16 round trip per weight). Per group
     the accumulator C^T_k is scaled by the group's scales (per row n of C^T, staged once per block) into
     a float32 accumulator; C is stored transposed back at the end. The weight bytes and A go through a
     num_stages pipeline (TMA on sm_90a). Off sm_90a the same program runs (the gemm as mma.sync or on the
@@ -640,6 +643,7 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
         A_s = T.alloc_shared((block_M, block_K), dtype)
         W_s = T.alloc_shared((block_N, nbytes), "uint8")
         S_all = T.alloc_shared((block_N, groups), dtype)
+        W_q = T.alloc_fragment((block_N, block_K), "float32")
         W_f = T.alloc_fragment((block_N, block_K), dtype)
         Ct_k = T.alloc_fragment((block_N, block_M), "float32")
         Ct = T.alloc_fragment((block_N, block_M), "float32")
@@ -658,7 +662,10 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
                     hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
                 else:
                     hi = T.floor(b * 0.0625)
-                W_f[n, j] = T.cast(T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi), dtype)
+                W_q[n, j] = T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi)
+            # slot for slot (W_q takes W_f's layout); on sm_90a ForwardCastIntoWgmmaA drops this copy and the
+            # wgmma packs W_q's float32 slots (exact small integers) -- no f16 round trip per weight
+            T.copy(W_q, W_f)
             T.gemm(W_f, A_s, Ct_k, transpose_B=True, clear_accum=True)
             for n, m in T.Parallel(block_N, block_M):
                 Ct[n, m] += Ct_k[n, m] * T.cast(S_all[n, k], "float32")

@@ -489,17 +489,17 @@ def test_wgmma_bad_arguments_are_named():
 def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
     """hopper_bench's w4a16_wgmma configs at N = K = 8192: wgmma.mma_async m64n{block_M}k16 with the four A
     registers packed from the register array W_f (no shared tile of dequantized weights: the only shared
-    stores are the scales' staging), one weight byte load and int -> float conversion per pair of weights, no
-    local memory."""
+    stores are the scales' staging), one weight byte load and int -> float conversion per pair of weights,
+    the weights packed from float32 registers (no f16 round trip each), no local memory."""
     from kernels import quant_gemm as qg
     parts = sm90a_parts(qg.w4a16_wgmma(16, 8192, 8192, block_M=block_M, block_N=block_N, num_stages=4,
                                        magic_round=True, split_k=split, workspace=split > 1))
     s = parts["main_kernel.sm_90a.cu" if split == 1 else "main_k0.sm_90a.cu"]
-    assert f"float W_f[{block_N * 128 // (2 * block_N)}]" in s  # 64 weights per thread and group
-    assert "W_f = reinterpret_cast" not in s
+    assert f"float W_q[{block_N * 128 // (2 * block_N)}]" in s  # 64 weights per thread and group
+    assert "W_q = reinterpret_cast" not in s and "W_f[" not in s  # the f16 copy W_f forwarded: W_q packed
     assert f"wgmma.mma_async.sync.aligned.m64n{block_M}k16.f32.f16.f16" in s
     assert '"r"(tl_ra[0]), "r"(tl_ra[1]), "r"(tl_ra[2]), "r"(tl_ra[3])' in s
-    assert "tl_pack_f16x2(W_f[" in s
+    assert "tl_pack_f16x2(W_q[" in s
     if split > 1:
         assert re.search(r"atomicAdd\(&Wk\[[^;]*\], Ct\[", s)  # float32 atomics of the accumulator
     ptx = ptx_of(s, tmp_path)
@@ -511,4 +511,5 @@ def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
     # no fp16 weight tile: the only shared stores are the scales' staging before the k loop (16 bytes each)
     assert count(ptx, "st.shared.u16") == 0 and count(ptx, "st.shared.b16") == 0
     assert len(re.findall(r"^\s*st\.shared", ptx, re.M)) <= 8
+    assert count(ptx, "cvt.rn.f16.f32") <= 16  # no f16 round trip per weight (the scales' and C's only)
     assert "ld.local" not in ptx and "st.local" not in ptx

@@ -3,10 +3,11 @@
 // the exact sm_90a lowering (TMA copies, wgmma) in the SIMT interpreter
 // against float64 on random inputs: every weight byte value, M = 1, 5, 16
 // (block_M 8 and 16, rows of A past M zero-filled), K = 512 and 1024, with
-// and without split-K. W_f must stay in registers as the wgmma A operand
-// (the lowering's note, the buffer's space) -- no shared tile of dequantized
-// weights -- and the printed CUDA must issue wgmma.mma_async with "r" A
-// operands, compile for sm_90a with ptxas without spills.
+// and without split-K. The weights must stay in registers as the wgmma A
+// operand (the lowering's notes, W_q's space) -- no shared tile of
+// dequantized weights; the f16 copy W_f is forwarded (ForwardCastIntoWgmmaA),
+// the wgmma packs the float32 W_q -- and the printed CUDA must issue wgmma.mma_async with "r" A operands,
+// compile for sm_90a with ptxas without spills.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,9 +98,13 @@ TEST(W4a16Wgmma, InterpreterMatchesFloat64) {
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     const std::string notes = Notes(*k);
     EXPECT_NE(notes.find("fragment W_f: wgmma register operand A"), std::string::npos) << c.Args() << "\n" << notes;
-    EXPECT_EQ(notes.find("W_f kept in shared memory"), std::string::npos) << c.Args() << "\n" << notes;
+    EXPECT_EQ(notes.find("kept in shared memory"), std::string::npos) << c.Args() << "\n" << notes;
+    // the cast copy W_q -> W_f is forwarded: the wgmma packs W_q's float32 slots (no f16 round trip)
+    EXPECT_NE(notes.find("wgmma register operand A packed from the f32 accumulator (the cast copy and its registers "
+                         "removed): W_f"), std::string::npos) << c.Args() << "\n" << notes;
     for (const tl::gpu::SimtBuffer& b : k->buffers) {
-      if (b.name == "W_f") {
+      EXPECT_NE(b.name, "W_f") << c.Args();
+      if (b.name == "W_q") {
         EXPECT_EQ(b.space, tl::gpu::Space::kRegister) << c.Args();
       }
     }
@@ -159,11 +164,12 @@ TEST(W4a16Wgmma, Sm90aSourceAndPtxas) {
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
     const std::string& s = src->source;
-    EXPECT_NE(s.find("float W_f["), std::string::npos) << args << ": W_f is not a register array";
-    EXPECT_NE(s.find("tl_pack_f16x2(W_f["), std::string::npos) << args;
+    EXPECT_NE(s.find("float W_q["), std::string::npos) << args << ": W_q is not a register array";
+    EXPECT_NE(s.find("tl_pack_f16x2(W_q["), std::string::npos) << args;
+    EXPECT_EQ(s.find("W_f["), std::string::npos) << args << ": the f16 copy of the weights is not forwarded";
     EXPECT_NE(s.find("wgmma.mma_async.sync.aligned.m64n"), std::string::npos) << args;
     EXPECT_NE(s.find("\"r\"(tl_ra[0]), \"r\"(tl_ra[1]), \"r\"(tl_ra[2]), \"r\"(tl_ra[3])"), std::string::npos) << args;
-    EXPECT_EQ(s.find("W_f = reinterpret_cast"), std::string::npos) << args << ": W_f in shared memory";
+    EXPECT_EQ(s.find("W_q = reinterpret_cast"), std::string::npos) << args << ": W_q in shared memory";
     if (!tc.ok()) continue;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "w4", "sm_90a");
     ASSERT_TRUE(code.ok()) << args << ": " << code.status().ToString();
