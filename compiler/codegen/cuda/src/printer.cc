@@ -814,7 +814,28 @@ class Printer {
     }
     o << p1 << "const unsigned tl_wg = (unsigned)tl_tid >> 7;\n";
     o << p1 << "(void)tl_wg;\n";
-    o << p1 << "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n";
+    if (ra) {
+      // Every k-step's A registers are packed before the fence, and the fence takes them as operands so
+      // nvcc cannot sink a pack below it: a register wgmma reads that is written after the last
+      // wgmma.fence makes ptxas inject another one (warning C7519) between the k-steps' wgmmas.
+      const std::string pk = n.kind == gpu::MmaKind::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(";
+      std::string ops;
+      for (int64_t ks = 0; ks < n.k_steps; ++ks) {
+        for (int64_t j = 0; j < n.m_tiles; ++j) {
+          o << p1 << "unsigned tl_ra_" << ks << "_" << j << "[4] = {";
+          for (int64_t r = 0; r < 4; ++r) {
+            const size_t at = static_cast<size_t>(((ks * n.m_tiles + j) * 4 + r) * 2);
+            o << (r ? ", " : "") << pk << n.a_frag << "[" << n.a_slots[at] << "], " << n.a_frag << "[" << n.a_slots[at + 1] << "])";
+            ops += std::string(ops.empty() ? "" : ", ") + "\"+r\"(tl_ra_" + std::to_string(ks) + "_" + std::to_string(j) + "[" +
+                   std::to_string(r) + "])";
+          }
+          o << "};\n";
+        }
+      }
+      o << p1 << "asm volatile(\"wgmma.fence.sync.aligned;\" : " << ops << " :: \"memory\");\n";
+    } else {
+      o << p1 << "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n";
+    }
     const uint64_t da = gpu::WgmmaDescriptor(0, n.a.lbo, n.a.sbo, n.a.swizzle);
     const uint64_t db = gpu::WgmmaDescriptor(0, n.b.lbo, n.b.sbo, n.b.swizzle);
     const int regs = static_cast<int>(n.n / 2);
@@ -828,14 +849,8 @@ class Printer {
     }
     for (int64_t j = 0; j < n.m_tiles; ++j) {
       std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(da));
-      if (ra) {  // the A fragment's four registers of this k-step and m-tile
-        const std::string pk = n.kind == gpu::MmaKind::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(";
-        o << p1 << "{\n" << p1 << "  const unsigned tl_ra[4] = {";
-        for (int64_t r = 0; r < 4; ++r) {
-          const size_t at = static_cast<size_t>(((ks * n.m_tiles + j) * 4 + r) * 2);
-          o << (r ? ", " : "") << pk << n.a_frag << "[" << n.a_slots[at] << "], " << n.a_frag << "[" << n.a_slots[at + 1] << "])";
-        }
-        o << "};\n";
+      if (ra) {  // the A fragment's four registers of this k-step and m-tile, packed before the fence
+        o << p1 << "{\n" << p1 << "  const unsigned* tl_ra = tl_ra_" << ks << "_" << j << ";\n";
       } else {
       o << p1 << "{\n" << p1 << "  const unsigned long long tl_da = tl_wgmma_desc(tl_sa + (" << j * n.warpgroups << "u + tl_wg) * "
         << n.a.tile_bytes << "u, " << hex << ");\n";
