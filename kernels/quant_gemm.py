@@ -586,7 +586,7 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
 
 
 def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
-                threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128)):
+                threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128), permute_k=False):
     """W4A16 decode with the dequantized weights in REGISTERS as the wgmma A operand: the same signature
     and packing as quant_matmul(bits=4) / w4a16_mma (A [M, K], W uint8 [N, K/2] two signed nibbles per
     byte, low first, Scales [N, K / group_size], C [M, N]), one scale group per k-step.
@@ -613,7 +613,13 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     M <= 8); group_size a multiple of 16 dividing K. split_k S > 1: as w4a16_mma's (grid z = S, block z
     takes K / group_size / S groups and adds its float32 tile into a float32 workspace with atomics; a
     second kernel rounds it into C; workspace=True: the caller's zeroed 5th argument Wk [M, N], written
-    back to zero). M may be dynamic."""
+    back to zero). M may be dynamic.
+    permute_k: the thread's weights of a row are bytes t, t + 4, ... of the 64-byte row (the A fragment's
+    column pairs): single-byte shared loads with 4-way bank conflicts. With permute_k the reduction order
+    within each group is permuted (position 16 s + 8 h + 2 t + e of the fragment takes weight t * group / 4
+    + 4 s + 2 h + e, and A's tile is permuted alike by a shared-to-shared copy per group), so a thread's
+    weights of a row are one run of group / 8 bytes: one 16-byte load per row at group 128. Needs
+    group_size a multiple of 32."""
     if K % group_size or group_size % 16:
         raise ValueError(f"w4a16_wgmma: K={K} must be a multiple of group_size={group_size}, itself of 16")
     if block_N % 64 or block_N <= 0:
@@ -630,17 +636,30 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     if not isinstance(split_k, int) or split_k < 1 or (K // group_size) % split_k:
         raise ValueError(f"w4a16_wgmma: split_k={split_k!r} must be a positive int dividing K / group_size = "
                          f"{K // group_size}")
+    if permute_k and group_size % 32:
+        raise ValueError(f"w4a16_wgmma: permute_k needs group_size a multiple of 32, got {group_size}")
     out_dtype = out_dtype or dtype
     M = _dim(M)
     block_K = group_size
     nbytes = block_K // 2
     groups = K // group_size // split_k  # the groups of one block (of its split)
 
+    def perm(j):
+        # permute_k: position j = 16 s + 8 h + 2 t + e of the wgmma A fragment (k-step s, lane t = l % 4)
+        # takes weight (and activation) t * group / 4 + 4 s + 2 h + e of the group, so lane t's weights of a
+        # row are one run of group / 8 bytes (16 at group 128: one 16-byte shared load)
+        return ((j >> 1) & 3) * (block_K // 4) + (j >> 4) * 4 + ((j >> 3) & 1) * 2 + (j & 1)
+
+    def byte(j):  # perm(j) >> 1, written so that nvcc sees one 16-byte run per lane and row
+        return ((j >> 1) & 3) * (block_K // 8) + (j >> 4) * 2 + ((j >> 3) & 1)
+
     @T.macro
     def tile(A, W, Scales, Out, bx, by, g0):
         # C^T[bx * block_N + n, by * block_M + m] over groups [g0, g0 + groups): stored into C (split_k 1)
         # or added into the float32 workspace (split_k > 1)
         A_s = T.alloc_shared((block_M, block_K), dtype)
+        if permute_k:
+            A_raw = T.alloc_shared((block_M, block_K), dtype)
         W_s = T.alloc_shared((block_N, nbytes), "uint8")
         S_all = T.alloc_shared((block_N, groups), dtype)
         W_q = T.alloc_fragment((block_N, block_K), "float32")
@@ -650,14 +669,20 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
         T.copy(Scales[bx * block_N, g0], S_all)
         T.clear(Ct)
         for k in T.Pipelined(groups, num_stages=num_stages):
-            T.copy(A[by * block_M, (g0 + k) * block_K], A_s)
+            if permute_k:
+                T.copy(A[by * block_M, (g0 + k) * block_K], A_raw)
+            else:
+                T.copy(A[by * block_M, (g0 + k) * block_K], A_s)
             T.copy(W[bx * block_N, (g0 + k) * nbytes], W_s)
+            if permute_k:
+                for m, j in T.Parallel(block_M, block_K):
+                    A_s[m, j] = A_raw[m, perm(j)]
             for n, j in T.Parallel(block_N, block_K):
                 # b ^ 0x08 read as int8 = q_lo + 16 q_hi + 8 exactly (w4a16_gemv). Both weights of a byte are
                 # the same thread's (the wgmma A register layout holds pairs of adjacent k): j >> 1 and j & 1
                 # (not j // 2, j % 2: floor division of a signed int) let nvcc see that the pair's byte, its
                 # conversion and its split are one, and which half each weight takes.
-                b = T.cast(T.cast(W_s[n, j >> 1] ^ 0x08, "int8"), "float32")
+                b = T.cast(T.cast(W_s[n, byte(j) if permute_k else j >> 1] ^ 0x08, "int8"), "float32")
                 if magic_round:
                     hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
                 else:

@@ -443,9 +443,11 @@ def test_mma_h2_split_k_source_and_ptx(tmp_path, block_N, gps, split):
 
 # ---- w4a16_wgmma (the weights decoded into wgmma's register operand A) -------------------------------
 
-@pytest.mark.parametrize("M,N,K,block_M,block_N,split", [(16, 128, 512, 16, 64, 1), (5, 128, 1024, 16, 128, 2),
-                                                         (1, 64, 512, 8, 64, 4)])
-def test_wgmma_matches_float64_on_the_cpu(M, N, K, block_M, block_N, split):
+@pytest.mark.parametrize("M,N,K,block_M,block_N,split,permute", [(16, 128, 512, 16, 64, 1, False),
+                                                                 (5, 128, 1024, 16, 128, 2, False),
+                                                                 (1, 64, 512, 8, 64, 4, False),
+                                                                 (5, 128, 1024, 16, 64, 2, True)])
+def test_wgmma_matches_float64_on_the_cpu(M, N, K, block_M, block_N, split, permute):
     """w4a16_wgmma's tile program on the CPU (the same program the sm_90a lowering takes; the exact sm_90a
     lowering runs in the SIMT interpreter in tests/compiler/gpu_lowering/w4a16_wgmma_test.cc): C^T = W A^T
     with per-group scales on the accumulator, stored transposed, split-K through the workspace (left zero
@@ -453,7 +455,7 @@ def test_wgmma_matches_float64_on_the_cpu(M, N, K, block_M, block_N, split):
     from kernels import quant_gemm as qg
     rng = np.random.default_rng(M + K + split)
     k = tilelang.compile(qg.w4a16_wgmma(M, N, K, block_M=block_M, block_N=block_N, num_stages=3, magic_round=True,
-                                        split_k=split, workspace=split > 1), target="cpu")
+                                        split_k=split, workspace=split > 1, permute_k=permute), target="cpu")
     a = rng.standard_normal((M, K)).astype(np.float16)
     W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, 128)
     W[0, :256] = np.arange(256, dtype=np.uint8)  # every byte value
@@ -485,15 +487,16 @@ def test_wgmma_bad_arguments_are_named():
         qg.w4a16_wgmma(16, 64, 512, dtype="float32")
 
 
-@pytest.mark.parametrize("block_M,block_N,split", [(16, 64, 1), (16, 128, 4), (8, 64, 4)])
-def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
+@pytest.mark.parametrize("block_M,block_N,split,permute", [(16, 64, 1, False), (16, 128, 4, False), (8, 64, 4, False),
+                                                           (16, 64, 4, True)])
+def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split, permute):
     """hopper_bench's w4a16_wgmma configs at N = K = 8192: wgmma.mma_async m64n{block_M}k16 with the four A
     registers packed from the register array W_f (no shared tile of dequantized weights: the only shared
     stores are the scales' staging), one weight byte load and int -> float conversion per pair of weights,
     the weights packed from float32 registers (no f16 round trip each), no local memory."""
     from kernels import quant_gemm as qg
     parts = sm90a_parts(qg.w4a16_wgmma(16, 8192, 8192, block_M=block_M, block_N=block_N, num_stages=4,
-                                       magic_round=True, split_k=split, workspace=split > 1))
+                                       magic_round=True, split_k=split, workspace=split > 1, permute_k=permute))
     s = parts["main_kernel.sm_90a.cu" if split == 1 else "main_k0.sm_90a.cu"]
     assert f"float W_q[{block_N * 128 // (2 * block_N)}]" in s  # 64 weights per thread and group
     assert "W_q = reinterpret_cast" not in s and "W_f[" not in s  # the f16 copy W_f forwarded: W_q packed
@@ -505,11 +508,18 @@ def test_wgmma_source_and_ptx(tmp_path, block_M, block_N, split):
     ptx = ptx_of(s, tmp_path)
     assert count(ptx, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.f16.f16" % block_M) == 8  # k = 128: 8 k-steps
     assert count(ptx, "cvt.rn.f16x2.f32") == 32  # 64 weights, packed in pairs
-    # both weights of a byte from one shared load and one int -> float conversion (32 bytes per thread and
-    # group): the layout loop's column is base | (slot % 2), so nvcc sees (j >> 1) as one index for both
-    assert count(ptx, "ld.shared.u8") == 32 and count(ptx, "cvt.rn.f32.s16") == 32
-    # no fp16 weight tile: the only shared stores are the scales' staging before the k loop (16 bytes each)
-    assert count(ptx, "st.shared.u16") == 0 and count(ptx, "st.shared.b16") == 0
-    assert len(re.findall(r"^\s*st\.shared", ptx, re.M)) <= 8
-    assert count(ptx, "cvt.rn.f16.f32") <= 16  # no f16 round trip per weight (the scales' and C's only)
+    assert count(ptx, "cvt.rn.f32.s16") == 32  # one int -> float conversion per weight byte (32 per group)
+    if permute:
+        # permute_k: a lane's weights of a row are one 16-byte run: two 16-byte loads per thread and group
+        # (rows r and r + 8), no byte loads (those are 4-way bank conflicts: bytes 4 apart in 64-byte rows)
+        assert count(ptx, "ld.shared.v4.u32") == 2 and count(ptx, "ld.shared.u8") == 0
+        assert count(ptx, "cvt.rn.f16.f32") <= 32  # + the permuted copy of A (16 elements per thread)
+    else:
+        # both weights of a byte from one shared load: the layout loop's column is base | (slot % 2), so
+        # nvcc sees (j >> 1) as one index for both
+        assert count(ptx, "ld.shared.u8") == 32
+        # no fp16 weight tile: the only shared stores are the scales' staging before the k loop
+        assert count(ptx, "st.shared.u16") == 0 and count(ptx, "st.shared.b16") == 0
+        assert len(re.findall(r"^\s*st\.shared", ptx, re.M)) <= 8
+        assert count(ptx, "cvt.rn.f16.f32") <= 16  # no f16 round trip per weight (the scales' and C's only)
     assert "ld.local" not in ptx and "st.local" not in ptx

@@ -126,7 +126,12 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # (threads = 2 * block_N), block_M the wgmma N (8 or 16); split_k as w4a16_mma's
                      (16, 64, 128, 4, 128, "wgmma"), (16, 64, 128, 4, 128, "wgmma", 2),
                      (16, 64, 128, 4, 128, "wgmma", 4), (16, 128, 128, 4, 256, "wgmma", 4),
-                     (8, 64, 128, 4, 128, "wgmma", 4))
+                     (8, 64, 128, 4, 128, "wgmma", 4),
+                     # "wgmma_p": w4a16_wgmma(permute_k=True) -- k permuted within each group (A's tile alike)
+                     # so a thread's weight bytes of a row are one 16-byte load instead of 16 single-byte loads
+                     # 4 apart (4-way bank conflicts)
+                     (16, 64, 128, 4, 128, "wgmma_p", 4), (16, 64, 128, 4, 128, "wgmma_p", 2),
+                     (16, 128, 128, 4, 256, "wgmma_p", 4), (8, 64, 128, 4, 128, "wgmma_p", 4))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -373,10 +378,11 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
-        if kind == "wgmma":  # the weights decoded into wgmma's register operand A (block_N = threads / 2)
+        if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
+            # threads / 2); _p: k permuted within each group (16-byte weight loads)
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                           num_stages=stages, threads=threads, magic_round=True, split_k=split,
-                                          workspace=split > 1)
+                                          workspace=split > 1, permute_k=kind == "wgmma_p")
         if kind in ("mma", "mma_h2", "mma_h2g2"):  # mma_h2*: the fp16 tile made by imported CUDA source (CUDA
             # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -541,7 +547,7 @@ def fits(case, cfg):
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
-        if cfg[5] in ("lut", "mma", "wgmma"):
+        if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "gemv":
             return p["K"] % cfg[2] == 0 and (cfg[2] % p["group"] == 0 or p["group"] % cfg[2] == 0)

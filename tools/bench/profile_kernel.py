@@ -6,7 +6,7 @@
       each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND [SPLIT]   (hopper_bench's
-      W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | mma_h2g2 | wgmma | lut | stage | plain;
+      W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
       group size 128, fp16; SPLIT > 1: w4a16_mma / w4a16_wgmma (split_k=SPLIT) with the caller's workspace, main_k0 then main_k1)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
@@ -59,9 +59,10 @@ def main():
                                         threads=threads, magic_round=True, h2_dequant=kind != "mma",
                                         groups_per_step=2 if kind == "mma_h2g2" else 1, split_k=split,
                                         workspace=split > 1)
-        elif kind == "wgmma":  # block_N: 64 per warpgroup (threads = 2 * block_N)
+        elif kind in ("wgmma", "wgmma_p"):  # block_N: 64 per warpgroup (threads = 2 * block_N); _p: permute_k
             prog = quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
-                                          threads=threads, magic_round=True, split_k=split, workspace=split > 1)
+                                          threads=threads, magic_round=True, split_k=split, workspace=split > 1,
+                                          permute_k=kind == "wgmma_p")
         elif kind == "h2":
             prog = quant_gemm.w4a16_gemv_h2(M, N, K, block_N=bn, block_K=bk, num_stages=stages, threads=threads)
         elif kind == "gemv":
@@ -77,7 +78,7 @@ def main():
                 torch.randint(0, 256, (N, K // 2), device=dev, dtype=torch.uint8),
                 (torch.rand((N, K // 128), device=dev) * 0.05 + 0.01).to(torch.float16),
                 torch.empty((M, N), device=dev, dtype=torch.float16)]
-        if (kind.startswith("mma") or kind == "wgmma") and split > 1:
+        if (kind.startswith("mma") or kind.startswith("wgmma")) and split > 1:
             args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
     else:
         from kernels import attention

@@ -33,11 +33,12 @@ std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../..
 
 struct W4Case {
   int64_t M, N, K, block_M, block_N, split;
+  bool permute = false;  // permute_k: k permuted within each group (W and A alike)
   std::string Args() const {
-    char b[256];
-    std::snprintf(b, sizeof b, "%lld, %lld, %lld, block_M=%lld, block_N=%lld, num_stages=3, magic_round=True, split_k=%lld%s",
+    char b[320];
+    std::snprintf(b, sizeof b, "%lld, %lld, %lld, block_M=%lld, block_N=%lld, num_stages=3, magic_round=True, split_k=%lld%s%s",
                   (long long)M, (long long)N, (long long)K, (long long)block_M, (long long)block_N, (long long)split,
-                  split > 1 ? ", workspace=True" : "");
+                  split > 1 ? ", workspace=True" : "", permute ? ", permute_k=True" : "");
     return b;
   }
 };
@@ -91,7 +92,9 @@ TEST(W4a16Wgmma, InterpreterMatchesFloat64) {
                                              {1, 64, 512, 8, 64, 1},
                                              {5, 128, 1024, 8, 128, 1},
                                              {16, 128, 1024, 16, 64, 4},
-                                             {1, 64, 512, 8, 64, 2}}) {
+                                             {1, 64, 512, 8, 64, 2},
+                                             {16, 128, 512, 16, 64, 1, true},
+                                             {5, 128, 1024, 8, 128, 2, true}}) {
     tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     tl::StatusOr<tl::gpu::SimtKernel> k = Lower(*f);
@@ -156,7 +159,9 @@ TEST(W4a16Wgmma, Sm90aSourceAndPtxas) {
                                  "16, 8192, 8192, block_M=16, block_N=128, num_stages=4, magic_round=True, split_k=4, "
                                  "workspace=True",
                                  "1, 8192, 8192, block_M=8, block_N=64, num_stages=4, magic_round=True, split_k=2, "
-                                 "workspace=True"}) {
+                                 "workspace=True",
+                                 "16, 8192, 8192, block_M=16, block_N=64, num_stages=4, magic_round=True, split_k=4, "
+                                 "workspace=True, permute_k=True"}) {
     tl::StatusOr<tl::ir::Function> f = Emit(args);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     tl::StatusOr<tl::gpu::SimtKernel> k = Lower(*f);

@@ -279,7 +279,10 @@ class Lowerer {
       per_row.push_back(IfS(row_guard, std::move(*b)));
     } else {
       SBlock per_col;
-      Expr colx = Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g * L.C)), Mul(TMod(Tid(), L.g), I(L.v)));
+      // the lane within its group as tid & (g - 1) for g a power of two (tid >= 0: the same value): nvcc then
+      // knows it is in [0, g) and that the column's bits above it are the slot's (merged loads of a run)
+      const Expr lane = (L.g & (L.g - 1)) == 0 ? ir::MakeBinary(ir::BinaryOp::kBitAnd, Tid(), I(L.g - 1)) : TMod(Tid(), L.g);
+      Expr colx = Add(Mul(TDiv(V(cs), L.v), I(L.v * L.g * L.C)), Mul(lane, I(L.v)));
       if (L.C > 1) colx = Add(colx, Mul(TDiv(Tid(), L.R * L.g), I(L.v * L.g)));
       // + cs % v: with v a power of two as `|` (the rest is a multiple of v: the same value), so that
       // after unrolling nvcc sees the v columns of a run as one base -- e.g. a byte index col >> 1
@@ -1868,6 +1871,8 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   if (options.gemm == GemmStrategy::kWgmma && options.forward_cast) {
     const std::string fwd = ForwardCastIntoWgmmaA(&out);
     if (!fwd.empty()) out.notes.push_back(fwd);
+    const std::string zero = ZeroInitWgmmaAccumulators(&out);
+    if (!zero.empty()) out.notes.push_back(zero);
   }
   if (options.gemm == GemmStrategy::kWgmma && options.tma_copies && options.wgmma_overlap) {
     const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
