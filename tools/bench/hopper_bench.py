@@ -124,9 +124,7 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # registers as the wgmma register operand A (no fp16 weight tile in shared memory: that
                      # tile was w4a16_mma's limiter, ncu: shared memory 70 % busy); block_N 64 per warpgroup
                      # (threads = 2 * block_N), block_M the wgmma N (8 or 16); split_k as w4a16_mma's
-                     (16, 64, 128, 4, 128, "wgmma"), (16, 64, 128, 4, 128, "wgmma", 2),
-                     (16, 64, 128, 4, 128, "wgmma", 4), (16, 128, 128, 4, 256, "wgmma", 4),
-                     (8, 64, 128, 4, 128, "wgmma", 4),
+                     (16, 64, 128, 4, 128, "wgmma", 4), (8, 64, 128, 4, 128, "wgmma", 4),
                      # "wgmma_p": w4a16_wgmma(permute_k=True) -- k permuted within each group (A's tile alike)
                      # so a thread's weight bytes of a row are one 16-byte load instead of 16 single-byte loads
                      # 4 apart (4-way bank conflicts)
