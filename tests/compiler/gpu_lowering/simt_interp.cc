@@ -827,7 +827,8 @@ struct Machine {
               }
               double sum = 0;
               for (int64_t kk = 0; kk < KK; ++kk) sum += A[static_cast<size_t>(row * KK + kk)] * B[static_cast<size_t>(kk * n.n + col)];
-              C[slot] = i8 ? C[slot] + sum : Round(C[slot] + sum, DType::kF32);
+              const double d = n.zero_init && ks == 0 ? 0.0 : C[slot];  // scale-d = 0: the accumulator is not read
+              C[slot] = i8 ? d + sum : Round(d + sum, DType::kF32);
             }
           }
         }

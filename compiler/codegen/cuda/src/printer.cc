@@ -841,6 +841,7 @@ class Printer {
     const int regs = static_cast<int>(n.n / 2);
     for (int64_t ks = 0; ks < n.k_steps; ++ks) {
     o << p1 << "{  // k-step " << ks << "\n";
+    const int scale_d = n.zero_init && ks == 0 ? 0 : 1;  // 0: D = A * B, the accumulator not read (simt_ir.h)
     if (ra) {
       o << p1 << "const unsigned tl_sb = tl_smem_base + (unsigned)(" << E(n.b.starts[static_cast<size_t>(ks)]) << ");\n";
     } else {
@@ -876,10 +877,11 @@ class Printer {
           o << (i ? ", " : "") << (i8 ? "\"+r\"(" : "\"+f\"(") << n.c << "[" << slot << "])";
         }
         if (ra) {
-          o << "\n" << p1 << "        : \"r\"(tl_ra[0]), \"r\"(tl_ra[1]), \"r\"(tl_ra[2]), \"r\"(tl_ra[3]), \"l\"(tl_db), \"r\"(1) : \"memory\");\n"
+          o << "\n" << p1 << "        : \"r\"(tl_ra[0]), \"r\"(tl_ra[1]), \"r\"(tl_ra[2]), \"r\"(tl_ra[3]), \"l\"(tl_db), \"r\"(" << scale_d
+            << ") : \"memory\");\n"
             << p1 << "  }\n";
         } else {
-          o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(1) : \"memory\");\n" << p1 << "  }\n";
+          o << "\n" << p1 << "        : \"l\"(tl_da), \"l\"(tl_db), \"r\"(" << scale_d << ") : \"memory\");\n" << p1 << "  }\n";
         }
       }
       o << p1 << "}\n";

@@ -107,7 +107,8 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             }
             o << " * ";
             op(n.b);
-            o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << " wait_group=" << n.wait_pending << "\n";
+            o << " k_steps=" << n.k_steps << " tiles=" << n.m_tiles << "x" << n.n_tiles << " warpgroups=" << n.warpgroups << " wait_group=" << n.wait_pending
+              << (n.zero_init ? " zero_init" : "") << "\n";
           } else if constexpr (std::is_same_v<T, SWgmmaWait>) {
             o << pad << "wgmma.wait_group " << n.pending;
             for (const std::string& c : n.c) o << " " << c;

@@ -32,124 +32,11 @@
 #include <map>
 #include <set>
 
+#include "simt_walk.h"
 #include "tilelang/lowering/gpu/lower.h"
 
 namespace tl::gpu {
 namespace {
-
-using ir::Expr;
-
-// Whether expression e reads buffer `name`.
-bool Reads(const Expr& e, const std::string& name) {
-  bool hit = false;
-  ir::WalkExpr(e, [&](const Expr& x) {
-    if (const auto* l = ir::As<ir::Load>(x); l && l->buffer == name) hit = true;
-  });
-  return hit;
-}
-
-// Whether statement s (nested statements included) reads or writes buffer `name`.
-bool Mentions(const SStmt& s, const std::string& name);
-bool Mentions(const SBlock& b, const std::string& name) {
-  for (const SStmt& s : b) {
-    if (Mentions(s, name)) return true;
-  }
-  return false;
-}
-bool Mentions(const SStmt& s, const std::string& name) {
-  auto r = [&](const Expr& e) { return Reads(e, name); };
-  return std::visit(
-      [&](const auto& n) -> bool {
-        using N = std::decay_t<decltype(n)>;
-        if constexpr (std::is_same_v<N, SLet> || std::is_same_v<N, SAssign>) {
-          return r(n.value);
-        } else if constexpr (std::is_same_v<N, SVar>) {
-          return n.init && r(*n.init);
-        } else if constexpr (std::is_same_v<N, SStore>) {
-          return n.buffer == name || r(n.index) || r(n.value);
-        } else if constexpr (std::is_same_v<N, SAtomicAdd>) {
-          bool m = n.buffer == name || r(n.index) || r(n.value);
-          for (const Expr& e : n.more) m = m || r(e);
-          return m;
-        } else if constexpr (std::is_same_v<N, SFor>) {
-          return r(n.start) || r(n.stop) || r(n.step) || Mentions(n.body, name);
-        } else if constexpr (std::is_same_v<N, SIf>) {
-          return r(n.cond) || Mentions(n.then_body, name) || Mentions(n.else_body, name);
-        } else if constexpr (std::is_same_v<N, SMma> || std::is_same_v<N, SAmdMma>) {
-          return n.a == name || n.b == name || n.c == name || r(n.a_base) || r(n.b_base) || r(n.k0);
-        } else if constexpr (std::is_same_v<N, SCopyVec> || std::is_same_v<N, SCopyAsync>) {
-          return n.dst == name || n.src == name || r(n.dst_index) || r(n.src_index);
-        } else if constexpr (std::is_same_v<N, STmaLoad>) {
-          return n.dst == name || n.bar == name;
-        } else if constexpr (std::is_same_v<N, SMbarInit> || std::is_same_v<N, SMbarArrive> || std::is_same_v<N, SMbarWait>) {
-          return n.bar == name;
-        } else if constexpr (std::is_same_v<N, SWgmma>) {
-          return n.a.buffer == name || n.b.buffer == name || n.c == name || n.a_frag == name;
-        } else if constexpr (std::is_same_v<N, SWgmmaWait>) {
-          for (const std::string& c : n.c) {
-            if (c == name) return true;
-          }
-          return false;
-        } else if constexpr (std::is_same_v<N, SCallExtern>) {
-          for (const SExternArg& a : n.args) {
-            if (a.buffer == name || r(a.value)) return true;
-          }
-          return false;
-        } else if constexpr (std::is_same_v<N, SWarpRoles>) {
-          return Mentions(n.producer, name) || Mentions(n.consumer, name);
-        } else {
-          return false;  // SBarrier, SLaneReduce (a scalar), SComment, commits/waits, setmaxnreg, named barriers
-        }
-      },
-      s.node);
-}
-
-// Whether statement s (nested included) may write register buffer `name`.
-bool Writes(const SStmt& s, const std::string& name) {
-  bool hit = false;
-  std::function<void(const SBlock&)> walk = [&](const SBlock& b) {
-    for (const SStmt& x : b) {
-      if (const auto* st = std::get_if<SStore>(&x.node); st && st->buffer == name) hit = true;
-      if (const auto* w = std::get_if<SWgmma>(&x.node); w && w->c == name) hit = true;
-      if (const auto* m = std::get_if<SMma>(&x.node); m && m->c == name) hit = true;
-      if (const auto* m = std::get_if<SAmdMma>(&x.node); m && m->c == name) hit = true;
-      if (const auto* c = std::get_if<SCallExtern>(&x.node)) {
-        for (const SExternArg& a : c->args) hit = hit || (a.address && a.buffer == name);
-      }
-      if (const auto* f = std::get_if<SFor>(&x.node)) walk(f->body);
-      if (const auto* i = std::get_if<SIf>(&x.node)) {
-        walk(i->then_body);
-        walk(i->else_body);
-      }
-      if (const auto* w = std::get_if<SWarpRoles>(&x.node)) {
-        walk(w->producer);
-        walk(w->consumer);
-      }
-    }
-  };
-  walk(SBlock{s});
-  return hit;
-}
-
-// How many non-compound statements (and loop bounds / conditions) anywhere in
-// b mention buffer `name`.
-int LeafMentions(const SBlock& b, const std::string& name) {
-  int n = 0;
-  for (const SStmt& s : b) {
-    if (const auto* f = std::get_if<SFor>(&s.node)) {
-      n += (Reads(f->start, name) || Reads(f->stop, name) || Reads(f->step, name)) ? 1 : 0;
-      n += LeafMentions(f->body, name);
-    } else if (const auto* i = std::get_if<SIf>(&s.node)) {
-      n += Reads(i->cond, name) ? 1 : 0;
-      n += LeafMentions(i->then_body, name) + LeafMentions(i->else_body, name);
-    } else if (const auto* w = std::get_if<SWarpRoles>(&s.node)) {
-      n += LeafMentions(w->producer, name) + LeafMentions(w->consumer, name);
-    } else {
-      n += Mentions(s, name) ? 1 : 0;
-    }
-  }
-  return n;
-}
 
 struct CastCopy {
   std::string dst, src;
@@ -158,74 +45,37 @@ struct CastCopy {
 // The cast-copy nest of the file comment, with every slot of dst written once;
 // nullopt otherwise. `bufs`: the kernel's buffers by name.
 std::optional<CastCopy> MatchCastCopy(const SStmt& s, const std::map<std::string, const SimtBuffer*>& bufs) {
-  struct Loop {
-    std::string var;
-    int64_t start, stop, step;
-  };
-  std::vector<Loop> loops;
+  const auto* outer = std::get_if<SFor>(&s.node);
+  if (!outer) return std::nullopt;
+  // The stored buffer first (the nest's innermost store), then the whole-fragment check against its size.
   const SStmt* at = &s;
-  const SStore* store = nullptr;
-  while (true) {
-    const auto* f = std::get_if<SFor>(&at->node);
-    if (!f) return std::nullopt;
-    const std::optional<int64_t> a = ir::FoldInt(f->start), b = ir::FoldInt(f->stop), c = ir::FoldInt(f->step);
-    if (!a || !b || !c || *c <= 0) return std::nullopt;
-    loops.push_back({f->var, *a, *b, *c});
+  while (const auto* f = std::get_if<SFor>(&at->node)) {
     const SStmt* inner = nullptr;
     for (const SStmt& x : f->body) {
-      if (std::holds_alternative<SLet>(x.node) || std::holds_alternative<SComment>(x.node)) continue;
-      if (inner) return std::nullopt;
-      inner = &x;
+      if (!std::holds_alternative<SLet>(x.node) && !std::holds_alternative<SComment>(x.node)) inner = &x;
     }
     if (!inner) return std::nullopt;
-    if (const auto* st = std::get_if<SStore>(&inner->node)) {
-      store = st;
-      break;
-    }
     at = inner;
   }
+  const auto* probe = std::get_if<SStore>(&at->node);
+  if (!probe) return std::nullopt;
+  auto d = bufs.find(probe->buffer);
+  if (d == bufs.end()) return std::nullopt;
+  const SStore* store = WholeFragmentStore(s, d->second->elements);
+  if (!store) return std::nullopt;
   const auto* cast = ir::As<ir::Cast>(store->value);
   if (!cast) return std::nullopt;
-  const Expr* v = &*cast->value;
+  const ir::Expr* v = &*cast->value;
   if (const auto* c2 = ir::As<ir::Cast>(*v); c2 && c2->dtype == ir::DType::kF32) v = &*c2->value;
   const auto* load = ir::As<ir::Load>(*v);
   if (!load || load->indices.size() != 1 || !(load->indices[0] == store->index)) return std::nullopt;
-  auto d = bufs.find(store->buffer), src = bufs.find(load->buffer);
-  if (d == bufs.end() || src == bufs.end() || d->second->space != Space::kRegister || src->second->space != Space::kRegister) {
+  auto src = bufs.find(load->buffer);
+  if (src == bufs.end() || d->second->space != Space::kRegister || src->second->space != Space::kRegister) {
     return std::nullopt;
   }
   if ((d->second->dtype != ir::DType::kF16 && d->second->dtype != ir::DType::kBF16) || cast->dtype != d->second->dtype ||
       src->second->dtype != ir::DType::kF32 || d->second->elements != src->second->elements) {
     return std::nullopt;
-  }
-  // The lets of the nest may feed the index: substitute them as the loops
-  // run. Enumerate every iteration (fragments hold at most a few hundred
-  // slots per thread; give up past a bound).
-  int64_t trips = 1;
-  for (const Loop& l : loops) {
-    trips *= std::max<int64_t>(0, (l.stop - l.start + l.step - 1) / l.step);
-    if (trips > 4096) return std::nullopt;
-  }
-  if (trips != d->second->elements) return std::nullopt;
-  std::vector<int> seen(static_cast<size_t>(d->second->elements), 0);
-  std::vector<int64_t> iv(loops.size());
-  for (size_t i = 0; i < loops.size(); ++i) iv[i] = loops[i].start;
-  for (int64_t t = 0; t < trips; ++t) {
-    const Expr x = ir::FoldConstants(ir::RewriteExpr(store->index, [&](const Expr& e) -> std::optional<Expr> {
-      const auto* r = ir::As<ir::VarRef>(e);
-      if (!r) return std::nullopt;
-      for (size_t i = 0; i < loops.size(); ++i) {
-        if (loops[i].var == r->name) return ir::MakeInt(iv[i], r->dtype);
-      }
-      return std::nullopt;
-    }));
-    const std::optional<int64_t> slot = ir::FoldInt(x);
-    if (!slot || *slot < 0 || *slot >= d->second->elements || seen[static_cast<size_t>(*slot)]++) return std::nullopt;
-    for (size_t i = loops.size(); i-- > 0;) {  // the innermost loop varies fastest
-      iv[i] += loops[i].step;
-      if (iv[i] < loops[i].stop) break;
-      iv[i] = loops[i].start;
-    }
   }
   return CastCopy{store->buffer, load->buffer};
 }

@@ -210,7 +210,9 @@ struct GpuLowerOptions {
   bool warp_specialize = false;
   // (kWgmma) a cast copy of an f32 fragment whose only use is a register-A
   // wgmma is dropped and the wgmma packs the f32 slots (ForwardCastIntoWgmmaA
-  // below); off: the copy stays (tests, A/B).
+  // below), and a zero fill right before a wgmma into the filled fragment
+  // becomes the wgmma's scale-d = 0 (ZeroInitWgmmaAccumulators); off: the
+  // copy and the fill stay (tests, A/B).
   bool forward_cast = true;
   // (with warp_specialize; 0: off) a persistent kernel over this many SMs
   // (WarpSpecializeGemmPipeline's persistent_blocks).
@@ -239,6 +241,17 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& o
 // registers are dropped. Out: the note naming each D -> S; empty when
 // nothing matched.
 std::string ForwardCastIntoWgmmaA(SimtKernel* k);
+
+// ---------------------------------------------------------------------------
+// ZeroInitWgmmaAccumulators (zero_init.cc; run by LowerToSimt for wgmma
+// kernels, with forward_cast, before warp specialization)
+// In: a lowered kernel. Where a loop nest with constant bounds stores 0 into
+// every slot of a register fragment C and the next statement of the same
+// block touching C is a synchronous SWgmma accumulating into C whose k-step
+// covers all of C, the fill is removed and the wgmma's zero_init set (scale-d
+// = 0 on its first k-step). Out: the note naming each C; empty when nothing
+// matched.
+std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 
 // ---------------------------------------------------------------------------
 // WarpSpecializeGemmPipeline (warp_specialize.cc; GpuLowerOptions::

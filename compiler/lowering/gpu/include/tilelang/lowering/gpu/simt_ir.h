@@ -234,6 +234,11 @@ struct SWgmma {
   // columns 16 s + 2 (l % 4) + 8 (r / 2) + h).
   std::string a_frag;
   std::vector<int64_t> a_slots;
+  // The first k-step's instructions run with scale-d = 0 (D = A * B, C not
+  // read): the unit starts from a zero accumulator without a fill
+  // (ZeroInitWgmmaAccumulators). Every m-tile and n-tile of that k-step
+  // writes its own registers, together all of `c`.
+  bool zero_init = false;
 };
 // wgmma.wait_group `pending`: at most `pending` of this warpgroup's groups
 // stay in flight; the accumulators `c` (register fragments a deferred SWgmma

@@ -1,0 +1,28 @@
+// Walks over the SIMT IR shared by the small SIMT-level passes (forward_cast.cc,
+// zero_init.cc): which statements read, write or mention a buffer, and the
+// lowering's per-slot loop nests over a register fragment.
+#pragma once
+
+#include <string>
+
+#include "tilelang/lowering/gpu/simt_ir.h"
+
+namespace tl::gpu {
+
+// Whether expression e reads buffer `name`.
+bool Reads(const ir::Expr& e, const std::string& name);
+// Whether statement s / block b (nested statements included) reads or writes buffer `name` in any way
+// (loads, stores, atomics, mma/wgmma operands, copies, TMA, extern-call arguments).
+bool Mentions(const SStmt& s, const std::string& name);
+bool Mentions(const SBlock& b, const std::string& name);
+// Whether statement s (nested included) may write register buffer `name` (stores, mma/wgmma
+// accumulators, extern calls taking its address).
+bool Writes(const SStmt& s, const std::string& name);
+// How many non-compound statements (and loop bounds / conditions) anywhere in b mention `name`.
+int LeafMentions(const SBlock& b, const std::string& name);
+// s is a loop nest with constant bounds whose innermost body is lets (and comments) and ONE store;
+// enumerating the loops, the store's index takes every value of [0, elements) exactly once (a
+// fragment-wide per-slot loop: T.copy / T.fill of a whole fragment). The store, or nullptr.
+const SStore* WholeFragmentStore(const SStmt& s, int64_t elements);
+
+}  // namespace tl::gpu
