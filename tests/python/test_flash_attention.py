@@ -103,11 +103,11 @@ def test_dynamic_lengths_match_float64_on_the_cpu(causal):
         run(k, 1 + (sq % 2), 4, 2, sq, skv, 32, causal, "float16", True)
 
 
-def sm90a_source(prog, monkeypatch):
+def sm90a_source(prog, monkeypatch, pass_configs=None):
     # sm_90a only, as hopper_bench.sh compiles (128 x 128 tiles exceed sm_80's shared memory)
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
     try:
-        src = tilelang.compile(prog, target="cuda").get_kernel_source()
+        src = tilelang.compile(prog, target="cuda", pass_configs=pass_configs).get_kernel_source()
     except Exception as e:  # noqa: BLE001
         if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
             pytest.skip(f"no CUDA toolchain: {e}")
@@ -143,3 +143,20 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
                             str(cu)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+
+
+def test_disable_warp_specialized_pass_config(monkeypatch):
+    """pass_configs={"tl.disable_warp_specialized": True} builds the sm_90a kernel without the producer
+    warpgroup (hopper_bench's "nows" FlashAttention configs); each form is its own cache entry, and the
+    environment's TL_CUDA_WS is part of the key as well."""
+    monkeypatch.delenv("TL_CUDA_WS", raising=False)
+    prog = attention.flash_attention(1, 2, 2, 256, 256, 64, block_M=128, block_N=64, num_stages=2, threads=256,
+                                     dtype="bfloat16")
+    ws = sm90a_source(prog, monkeypatch)
+    assert "__launch_bounds__(384" in ws and "setmaxnreg.inc" in ws
+    for off in (sm90a_source(prog, monkeypatch, {"tl.disable_warp_specialized": True}),
+                sm90a_source(prog, monkeypatch, {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})):
+        assert "__launch_bounds__(256" in off and "setmaxnreg" not in off
+    assert "setmaxnreg.inc" in sm90a_source(prog, monkeypatch, {"tl.disable_warp_specialized": False})
+    monkeypatch.setenv("TL_CUDA_WS", "0")  # the whole-build switch, now in the cache key too
+    assert "setmaxnreg" not in sm90a_source(prog, monkeypatch)

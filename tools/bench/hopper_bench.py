@@ -76,7 +76,8 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # 128x176/256 197 regs 107 KB -> 1. (176 and 96 divide neither S = 4096 nor 16384: `fits` never ran them.)
 # 3 stages: d128 128x64/256 128 regs 128 KB -> 1, 128x128/256 169 regs 224 KB -> 1 (the same one block as
 # 2 stages, one more K/V tile in flight); d64 128x128/256 112 KB -> 2.
-FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3))
+FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
+              (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
@@ -177,6 +178,7 @@ class Case:
         self.program, self.make, self.args, self.out_spec, self.check = program, make, args, out_spec, check
         self.flops, self.min_bytes, self.dtype, self.unit, self.peers = flops, min_bytes, dtype, unit, peers
         self.params = params
+        self.pass_configs = lambda cfg: None  # a config's tilelang.compile pass_configs (FlashAttention: "nows")
 
 
 def _rows(n, limit):
@@ -297,7 +299,7 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
     from kernels import attention
 
     def program(cfg):
-        bm, bn, threads, stages = cfg
+        bm, bn, threads, stages = cfg[:4]
         return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
                                          num_stages=stages, dtype=dtype)
 
@@ -355,6 +357,9 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
                 4 * B * H * S * D * _dt_bytes(dtype), dtype, "TFLOP/s", peers,
                 dict(B=B, H=H, S=S, D=D, causal=causal, dtype=dtype))
     case.timed_peers = {"SDPA-cuDNN": p_sdpa_timed("CUDNN_ATTENTION"), "SDPA-flash": p_sdpa_timed("FLASH_ATTENTION")}
+    # A 5th element "nows": the sm_90a kernel without the producer warpgroup (on the H200 the 128x64 and
+    # 64x64 tiles ran faster that way at D=64 and causal: two blocks per SM instead of one of 384 threads).
+    case.pass_configs = lambda cfg: {"tl.disable_warp_specialized": True} if cfg[4:5] == ("nows",) else None
     return case
 
 
@@ -774,7 +779,7 @@ def triton_matmul():
 def compile_case(case, cfg, target):
     import tilelang
     t0 = time.perf_counter()
-    k = tilelang.compile(case.program(cfg), target=target)
+    k = tilelang.compile(case.program(cfg), target=target, pass_configs=case.pass_configs(cfg))
     return k, time.perf_counter() - t0
 
 

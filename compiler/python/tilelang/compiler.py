@@ -152,11 +152,12 @@ def kernel_name_for(name, kind):
     return name + "_kernel" if kind in ("cuda", "hip") and name in _CUDA_RESERVED else name
 
 
-def _run_tl_pack(args, what, target=None):
+def _run_tl_pack(args, what, target=None, env=None):
     tl_pack = toolchain.tl_pack_path()
     if "compile" not in toolchain.tl_pack_verbs(tl_pack):
         raise TileLangNotImplementedError(f"{tl_pack} has no `compile` verb yet")
-    proc = subprocess.run([tl_pack] + args, capture_output=True, text=True)
+    proc = subprocess.run([tl_pack] + args, capture_output=True, text=True,
+                          env=None if not env else {**os.environ, **env})
     if proc.returncode != 0:
         out = proc.stderr.strip() or proc.stdout.strip()
         lines = [ln for ln in out.splitlines() if "UNIMPLEMENTED" in ln]
@@ -169,11 +170,29 @@ def _run_tl_pack(args, what, target=None):
     return proc
 
 
-def compile_ir(text, target, isa, emit_source_dir=None):
-    """Compile Tile IR text into a bundle in the cache; returns the bundle's path."""
+# tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
+# generates, so they are part of a bundle's cache key.
+BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT")
+
+
+def build_env_for(pass_configs):
+    """The tl-pack build switches a compile's pass_configs ask for: tl.disable_warp_specialized ->
+    TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway)."""
+    env = {}
+    if pass_configs and pass_configs.get("tl.disable_warp_specialized"):
+        env["TL_CUDA_WS"] = "0"
+    return env
+
+
+def compile_ir(text, target, isa, emit_source_dir=None, build_env=None):
+    """Compile Tile IR text into a bundle in the cache; returns the bundle's path. build_env: tl-pack
+    build switches (BUILD_SWITCHES) over the process environment's."""
     cache = toolchain.cache_dir()
     tool = toolchain.tool_fingerprint(toolchain.tl_pack_path())
-    key = hashlib.sha256(f"{tool}\0{target}\0{isa}\0{text}".encode()).hexdigest()[:32]
+    switches = {k: os.environ[k] for k in BUILD_SWITCHES if k in os.environ}
+    switches.update(build_env or {})
+    tag = "".join(f"\0{k}={switches[k]}" for k in sorted(switches))
+    key = hashlib.sha256(f"{tool}\0{target}\0{isa}\0{text}{tag}".encode()).hexdigest()[:32]
     bundle = os.path.join(cache, "bundles", key + ".tlb")
     if os.path.exists(bundle) and emit_source_dir is None:
         return bundle
@@ -188,7 +207,7 @@ def compile_ir(text, target, isa, emit_source_dir=None):
             args += ["--emit-source", emit_source_dir]
         kind = ("cuda" if toolchain.is_cuda_target(isa) else "vulkan" if isa == "vulkan"
                 else "hip" if _is_hip(isa) else "cpu")
-        _run_tl_pack(args, "compile", target=kind)
+        _run_tl_pack(args, "compile", target=kind, env=build_env)
         tmp_bundle = bundle + f".{os.getpid()}.tmp"
         shutil.copyfile(out, tmp_bundle)
         os.replace(tmp_bundle, bundle)  # atomic: concurrent compiles never see half a file
@@ -229,6 +248,9 @@ def compile(func, out_idx=None, target="auto", verbose=False, pass_configs=None,
     if verbose:
         print(text)
     isa = pack_target or toolchain.host_isa_level()  # tl-pack --target
-    bundle = compile_ir(text, target, isa)
+    build_env = build_env_for(pass_configs)
+    bundle = compile_ir(text, target, isa, build_env=build_env)
     from .kernel import JITKernel
-    return JITKernel(func, bundle, out_idx, target, isa, text, kernel_name=names[0], kernel_names=names)
+    kernel = JITKernel(func, bundle, out_idx, target, isa, text, kernel_name=names[0], kernel_names=names)
+    kernel.build_env = build_env  # get_kernel_source regenerates with the same switches
+    return kernel

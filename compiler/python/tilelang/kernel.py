@@ -359,7 +359,8 @@ class JITKernel:
         if self._source is None:
             from .compiler import compile_ir
             with tempfile.TemporaryDirectory(prefix="tilelang-src-") as d:
-                compile_ir(self.ir_text, self.target, self.isa, emit_source_dir=d)
+                compile_ir(self.ir_text, self.target, self.isa, emit_source_dir=d,
+                           build_env=getattr(self, "build_env", None))
                 parts = []
                 want = (".cu",) if self.target == "cuda" else (".cc", ".cpp", ".c", ".h")
                 for root, _, files in sorted(os.walk(d)):

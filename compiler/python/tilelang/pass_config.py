@@ -1,7 +1,10 @@
 """tilelang.PassConfigKey: upstream's pass-configuration keys (same names and values).
 
 Accepted in `pass_configs=` so upstream programs run unchanged; the C++
-compiler decides its own passes, so the values are not interpreted yet.
+compiler decides its own passes, so the values are not interpreted, except
+tl.disable_warp_specialized (a true value: the sm_90a variants are built
+without the producer warpgroup, as TL_CUDA_WS=0 does for a whole build;
+compiler.build_env_for).
 """
 
 import enum
