@@ -285,7 +285,7 @@ class Exec : public ::testing::Test {
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       const double err = std::fabs(got[i] - want[i]) / (1.0 + std::fabs(want[i]));
-      worst = std::max(worst, err);
+      worst = std::max(worst, tl::gpu::test::NanAsInf(err));
       if (!(err <= tol)) ++bad;
     }
     EXPECT_EQ(bad, 0u) << what << ": worst relative error " << worst;
@@ -706,7 +706,7 @@ TEST_F(Timing, Gemm2048) {
     double want = 0;
     for (int p = 0; p < 2048; ++p) want += a.values[i * 2048 + p] * b.values[p * 2048 + j];
     const double err = std::fabs(c.values[i * 2048 + j] - want) / (1.0 + std::fabs(want));
-    worst = std::max(worst, err);
+    worst = std::max(worst, tl::gpu::test::NanAsInf(err));
     if (err > 1e-4) ++bad;
   }
   EXPECT_EQ(bad, 0u) << "worst relative error " << worst;
@@ -971,7 +971,7 @@ TEST(Interp, GemmBf16) {
     for (int j = 0; j < 130; ++j) {
       double s = 0;
       for (int p = 0; p < 150; ++p) s += a[p * 200 + i] * b[p * 130 + j];
-      worst = std::max(worst, std::fabs(t["C"][i * 130 + j] - s) / (1 + std::fabs(s)));
+      worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(t["C"][i * 130 + j] - s) / (1 + std::fabs(s))));
     }
   }
   EXPECT_LT(worst, 1e-5);
@@ -1032,7 +1032,7 @@ func @awkward(X: tensor[37, 29] f32, M: tensor[37] f32, CS: tensor[8, 29] f32, R
   const std::vector<double> x = t["X"];
   ASSERT_TRUE(tl::gpu::test::Interpret(*k, &t).ok());
   double worst = 0;
-  auto check = [&](double got, double want) { worst = std::max(worst, std::fabs(got - want) / (1 + std::fabs(want))); };
+  auto check = [&](double got, double want) { worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(got - want) / (1 + std::fabs(want)))); };
   for (int r = 0; r < 37; ++r) {
     double m = 0, s = 0;
     for (int j = 0; j < 29; ++j) m = std::max(m, std::fabs(x[r * 29 + j]));

@@ -199,7 +199,7 @@ double RunCase(const GemmCase& c, const tl::gpu::GpuLowerOptions& options, std::
         s += a[static_cast<size_t>(c.ta ? p * c.M + i : i * c.K + p)] * b[static_cast<size_t>(c.tb ? j * c.K + p : p * c.N + j)];
       }
       if (c.epilogue) s = s * 2 + 1;
-      worst = std::max(worst, std::fabs(t["C"][static_cast<size_t>(i * c.N + j)] - s) / (1 + std::fabs(s)));
+      worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(t["C"][static_cast<size_t>(i * c.N + j)] - s) / (1 + std::fabs(s))));
     }
   }
   return worst;
@@ -764,7 +764,7 @@ double RunChain(const ChainCase& c, tl::gpu::SimtKernel* k_out,
       for (int64_t j = 0; j < c.N; ++j) {
         o_ref += p[static_cast<size_t>(j)] * v[static_cast<size_t>(c.vt ? x * c.N + j : j * c.D + x)];
       }
-      worst = std::max(worst, std::fabs(t["O"][static_cast<size_t>(i * c.D + x)] - o_ref) / (1 + std::fabs(o_ref)));
+      worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(t["O"][static_cast<size_t>(i * c.D + x)] - o_ref) / (1 + std::fabs(o_ref))));
     }
   }
   return worst;
@@ -935,7 +935,7 @@ TEST(Wgmma, LibraryFlashAttentionRegisterA) {
           for (int64_t j = 0; j < keys; ++j) acc += p[static_cast<size_t>(j)] * V[j * c.D + x];
           acc /= sum;
           const double got = t["O"][static_cast<size_t>((bh * c.S + i) * c.D + x)];
-          worst = std::max(worst, std::fabs(got - acc) / (1 + std::fabs(acc)));
+          worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(got - acc) / (1 + std::fabs(acc))));
         }
       }
     }
