@@ -127,9 +127,11 @@ class Recorder:
         self.current = None
 
     # -- tilelang.compiler.compile_ir
-    def compile_ir(self, text, target, isa, emit_source_dir=None):
+    def compile_ir(self, text, target, isa, emit_source_dir=None, build_env=None):
         if emit_source_dir is not None:
-            return _REAL_COMPILE_IR(text, target, isa, emit_source_dir)
+            return _REAL_COMPILE_IR(text, target, isa, emit_source_dir, build_env=build_env)
+        if build_env:  # one bundle holds every case: per-kernel tl-pack switches cannot be expressed in it
+            raise NotImplementedError(f"tl-pack build switches {sorted(build_env)} (pass_configs) in an exported case")
         n = self.texts.get(text)
         if n is None:
             n = self.texts[text] = len(self.modules)
