@@ -23,6 +23,9 @@
 #   Exit status: that of the script (0 unless it crashed; rows whose configs all failed are listed).
 #   Arguments after `run` go to hopper_bench.py, e.g. `bash tools/device/hopper_bench.sh run --only w4a16`
 #   (one group: copy bandwidth + the W4A16 rows, a fraction of the full run's device time).
+#   TL_DEVICE_PRECOMPILE=16 bash tools/device/hopper_bench.sh run: compile the kernels on the device first
+#   (hopper_bench.py --precompile --jobs 16 with the same arguments), so `build` here may skip its
+#   precompile (the session-7 runs did exactly these two steps).
 #
 # ncu profiles (issue #11 asks what limits a missed target), after build, in a device call:
 #     run(command="bash tools/device/hopper_bench.sh profile", carry=[".gpu"], timeout_s=600)
@@ -120,6 +123,13 @@ device_env() {
 run() {
   local out py
   device_env || return 1
+  if [ -n "${TL_DEVICE_PRECOMPILE:-}" ]; then
+    # Compile every config here, TL_DEVICE_PRECOMPILE jobs at a time (the device's 16 cores: ~15 s for all,
+    # where `build` on a 2-core machine takes ~25 min); `build` then only needs to stage tl-pack and python.
+    echo "=== compiling the benchmark kernels on this machine (--jobs $TL_DEVICE_PRECOMPILE) ==="
+    (cd "$repo" && bench_env && timeout 300 "$py" tools/bench/hopper_bench.py --precompile --jobs "$TL_DEVICE_PRECOMPILE" \
+      "$@" 2>&1 | grep -E "^(FAILED|precompile:)")
+  fi
   echo "=== hopper benchmarks (tools/bench/hopper_bench.py, $py) ==="
   (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout 540 "$py" tools/bench/hopper_bench.py \
     --json "$out/hopper_bench.json" "$@") 2>&1 | tee "$out/hopper_bench.log"
