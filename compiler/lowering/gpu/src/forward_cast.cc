@@ -45,24 +45,9 @@ struct CastCopy {
 // The cast-copy nest of the file comment, with every slot of dst written once;
 // nullopt otherwise. `bufs`: the kernel's buffers by name.
 std::optional<CastCopy> MatchCastCopy(const SStmt& s, const std::map<std::string, const SimtBuffer*>& bufs) {
-  const auto* outer = std::get_if<SFor>(&s.node);
-  if (!outer) return std::nullopt;
-  // The stored buffer first (the nest's innermost store), then the whole-fragment check against its size.
-  const SStmt* at = &s;
-  while (const auto* f = std::get_if<SFor>(&at->node)) {
-    const SStmt* inner = nullptr;
-    for (const SStmt& x : f->body) {
-      if (!std::holds_alternative<SLet>(x.node) && !std::holds_alternative<SComment>(x.node)) inner = &x;
-    }
-    if (!inner) return std::nullopt;
-    at = inner;
-  }
-  const auto* probe = std::get_if<SStore>(&at->node);
-  if (!probe) return std::nullopt;
-  auto d = bufs.find(probe->buffer);
-  if (d == bufs.end()) return std::nullopt;
-  const SStore* store = WholeFragmentStore(s, d->second->elements);
+  const SStore* store = WholeFragmentStore(s, bufs);
   if (!store) return std::nullopt;
+  const SimtBuffer* d = bufs.at(store->buffer);
   const auto* cast = ir::As<ir::Cast>(store->value);
   if (!cast) return std::nullopt;
   const ir::Expr* v = &*cast->value;
@@ -70,11 +55,9 @@ std::optional<CastCopy> MatchCastCopy(const SStmt& s, const std::map<std::string
   const auto* load = ir::As<ir::Load>(*v);
   if (!load || load->indices.size() != 1 || !(load->indices[0] == store->index)) return std::nullopt;
   auto src = bufs.find(load->buffer);
-  if (src == bufs.end() || d->second->space != Space::kRegister || src->second->space != Space::kRegister) {
-    return std::nullopt;
-  }
-  if ((d->second->dtype != ir::DType::kF16 && d->second->dtype != ir::DType::kBF16) || cast->dtype != d->second->dtype ||
-      src->second->dtype != ir::DType::kF32 || d->second->elements != src->second->elements) {
+  if (src == bufs.end() || src->second->space != Space::kRegister) return std::nullopt;
+  if ((d->dtype != ir::DType::kF16 && d->dtype != ir::DType::kBF16) || cast->dtype != d->dtype ||
+      src->second->dtype != ir::DType::kF32 || d->elements != src->second->elements) {
     return std::nullopt;
   }
   return CastCopy{store->buffer, load->buffer};

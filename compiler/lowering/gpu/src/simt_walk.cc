@@ -118,7 +118,7 @@ int LeafMentions(const SBlock& b, const std::string& name) {
   return n;
 }
 
-const SStore* WholeFragmentStore(const SStmt& s, int64_t elements) {
+const SStore* WholeFragmentStore(const SStmt& s, const std::map<std::string, const SimtBuffer*>& bufs) {
   struct Loop {
     std::string var;
     int64_t start, stop, step;
@@ -145,6 +145,9 @@ const SStore* WholeFragmentStore(const SStmt& s, int64_t elements) {
     }
     at = inner;
   }
+  auto buf = bufs.find(store->buffer);
+  if (buf == bufs.end() || buf->second->space != Space::kRegister) return nullptr;
+  const int64_t elements = buf->second->elements;
   // Enumerate every iteration (fragments hold at most a few hundred slots
   // per thread; give up past a bound).
   int64_t trips = 1;

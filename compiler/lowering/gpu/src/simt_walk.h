@@ -3,6 +3,7 @@
 // lowering's per-slot loop nests over a register fragment.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "tilelang/lowering/gpu/simt_ir.h"
@@ -20,9 +21,10 @@ bool Mentions(const SBlock& b, const std::string& name);
 bool Writes(const SStmt& s, const std::string& name);
 // How many non-compound statements (and loop bounds / conditions) anywhere in b mention `name`.
 int LeafMentions(const SBlock& b, const std::string& name);
-// s is a loop nest with constant bounds whose innermost body is lets (and comments) and ONE store;
-// enumerating the loops, the store's index takes every value of [0, elements) exactly once (a
-// fragment-wide per-slot loop: T.copy / T.fill of a whole fragment). The store, or nullptr.
-const SStore* WholeFragmentStore(const SStmt& s, int64_t elements);
+// s is a loop nest with constant bounds whose innermost body is lets (and comments) and ONE store into a
+// register buffer of `bufs` (the kernel's buffers by name); enumerating the loops, the store's index takes
+// every slot of that buffer exactly once (a fragment-wide per-slot loop: T.copy / T.fill of a whole
+// fragment). The store, or nullptr.
+const SStore* WholeFragmentStore(const SStmt& s, const std::map<std::string, const SimtBuffer*>& bufs);
 
 }  // namespace tl::gpu

@@ -44,23 +44,9 @@ int ZeroIn(SBlock& b, const std::map<std::string, const SimtBuffer*>& bufs, std:
       n += ZeroIn(w->producer, bufs, done);
       n += ZeroIn(w->consumer, bufs, done);
     }
-    if (!std::holds_alternative<SFor>(b[i].node)) continue;
-    // The nest's store names the buffer; WholeFragmentStore then checks it covers all of it.
-    const SStmt* at = &b[i];
-    while (const auto* f = std::get_if<SFor>(&at->node)) {
-      const SStmt* inner = nullptr;
-      for (const SStmt& x : f->body) {
-        if (!std::holds_alternative<SLet>(x.node) && !std::holds_alternative<SComment>(x.node)) inner = &x;
-      }
-      if (!inner) break;
-      at = inner;
-    }
-    const auto* probe = std::get_if<SStore>(&at->node);
-    if (!probe) continue;
-    auto c = bufs.find(probe->buffer);
-    if (c == bufs.end() || c->second->space != Space::kRegister) continue;
-    const SStore* store = WholeFragmentStore(b[i], c->second->elements);
+    const SStore* store = WholeFragmentStore(b[i], bufs);
     if (!store || !IsZero(store->value)) continue;
+    const auto c = bufs.find(store->buffer);
     size_t j = i + 1;
     for (; j < b.size(); ++j) {
       if (const auto* w = std::get_if<SWgmma>(&b[j].node); w && w->c == c->first) break;
