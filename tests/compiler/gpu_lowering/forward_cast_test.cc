@@ -65,15 +65,6 @@ std::string Program(Variant v) {
   return t;
 }
 
-double Bf16(double v) {
-  float f = static_cast<float>(v);
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
 tl::gpu::GpuLowerOptions Sm90() {
   tl::gpu::GpuLowerOptions o;
   o.shared_budget_bytes = 227 * 1024;
@@ -117,7 +108,7 @@ void Check(Variant v, bool forwarded) {
   std::map<std::string, std::vector<double>> t;
   for (const char* x : {"Q", "K", "V"}) {
     t[x].resize(kM * kD);
-    for (double& e : t[x]) e = Bf16(d(rng));
+    for (double& e : t[x]) e = tl::gpu::test::RoundToBf16(d(rng));
   }
   t["O"].assign(kM * kD, -7);
   t["P_out"].assign(kM * kN, -7);
@@ -129,12 +120,12 @@ void Check(Variant v, bool forwarded) {
     std::vector<double> s(kN), p(kN);
     for (int64_t j = 0; j < kN; ++j) {
       for (int64_t x = 0; x < kD; ++x) s[j] += q[i * kD + x] * kk[j * kD + x];
-      p[j] = (v == Variant::kSelectCopy && i >= 32) ? 1.0 : Bf16(s[j]);  // P rounds S once
+      p[j] = (v == Variant::kSelectCopy && i >= 32) ? 1.0 : tl::gpu::test::RoundToBf16(s[j]);  // P rounds S once
       if (v == Variant::kCastReadAgain) {
         EXPECT_EQ(t["P_out"][i * kN + j], p[j]) << i << ", " << j;
       }
       if (v == Variant::kSourceWritten) {  // S scaled after the copy: P kept the unscaled scores
-        EXPECT_NEAR(t["P_out"][i * kN + j], Bf16(2 * s[j]), 1e-2 * (1 + std::fabs(s[j]))) << i << ", " << j;
+        EXPECT_NEAR(t["P_out"][i * kN + j], tl::gpu::test::RoundToBf16(2 * s[j]), 1e-2 * (1 + std::fabs(s[j]))) << i << ", " << j;
       }
     }
     for (int64_t x = 0; x < kD; ++x) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,5 +41,15 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
 // An error term for `worst = std::max(worst, NanAsInf(e))`: std::max(worst, NaN) is worst, so a NaN
 // output (a register or element never written: the interpreter starts them as NaN) would pass.
 inline double NanAsInf(double e) { return e != e ? 1.0 / 0.0 : e; }
+
+// v rounded to bf16 (round to nearest even through f32), as a test's reference rounds its inputs.
+inline double RoundToBf16(double v) {
+  float f = static_cast<float>(v);
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
 
 }  // namespace tl::gpu::test

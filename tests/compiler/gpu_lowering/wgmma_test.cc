@@ -161,14 +161,7 @@ std::string GemmText(const GemmCase& c) {
 double RoundTo(double v, const std::string& dt) {
   if (dt == "i8") return std::round(v * 127);
   if (dt == "f16") return static_cast<double>(static_cast<_Float16>(static_cast<float>(v)));
-  if (dt == "bf16") {
-    float f = static_cast<float>(v);
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
-    std::memcpy(&f, &x, 4);
-    return f;
-  }
+  if (dt == "bf16") return tl::gpu::test::RoundToBf16(v);
   return v;
 }
 

@@ -52,15 +52,6 @@ std::string Program(Variant v) {
   return t;
 }
 
-double Bf16(double v) {
-  float f = static_cast<float>(v);
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  x = (x + 0x7fff + ((x >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
 void Check(Variant v, bool zeroed) {
   tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(Program(v));
   ASSERT_TRUE(m.ok()) << m.status().ToString() << "\n" << Program(v);
@@ -86,7 +77,7 @@ void Check(Variant v, bool zeroed) {
   std::map<std::string, std::vector<double>> t;
   for (const char* x : {"Q", "K"}) {
     t[x].resize(3 * 64 * 32);
-    for (double& e : t[x]) e = Bf16(d(rng));
+    for (double& e : t[x]) e = tl::gpu::test::RoundToBf16(d(rng));
   }
   t["Y"].assign(64 * 64, -7);
   t["T_out"].assign(64 * 64, -7);
