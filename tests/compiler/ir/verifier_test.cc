@@ -273,9 +273,11 @@ TEST(Verify, CallExtern) {
   EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decoder(&L[0]) loc(\"k.py\", 7)\n")),
             "@t: call_extern at k.py:7: call_extern decoder: expected a function named 'decoder' in the imported "
             "source (T.import_source), found no such name in 1 imported text(s)");
-  EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decode(&A[0, 0]) loc(\"k.py\", 7)\n")),
-            "@t: call_extern at k.py:7: call_extern decode argument 0: expected the address of a shared, fragment or "
-            "local buffer element, found tensor parameter 'A'");
+  // a tensor parameter's element (global memory) is an address too
+  Module global = MustParse(ExternModule(src, "    call_extern f16 decode(&A[0, 0]) loc(\"k.py\", 7)\n"));
+  EXPECT_TRUE(Verify(global).ok()) << Verify(global).message();
+  EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decode(&A[0]) loc(\"k.py\", 7)\n")),
+            "@t: call_extern at k.py:7: 'A' has rank 2: expected 2 indices, found 1");
   EXPECT_EQ(VerifyError(ExternModule(src, "    call_extern f16 decode(&L[0, 1]) loc(\"k.py\", 7)\n")),
             "@t: call_extern at k.py:7: 'L' has rank 1: expected 1 indices, found 2");
 }

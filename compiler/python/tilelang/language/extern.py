@@ -7,9 +7,9 @@ the kernel, in the same NVRTC unit. T.call_extern(func_name, *args, dtype=...) (
 TVM's order, T.call_extern(dtype, func_name, *args)) is a `call_extern` statement: each
 thread that reaches it calls the function, as upstream's per-thread code does. Its
 result is not available as a value. Arguments are values (f16/bf16 as float) or
-pointers to elements of shared, fragment or local buffers (`&B[i]`): a pointer sees
-the buffer's following elements in row-major order, in the buffer's dtype (f16/bf16 as
-16-bit patterns). Only CUDA targets run such kernels: the CPU, HIP and Vulkan backends
+pointers to elements of tensor parameters (global memory), shared, fragment or local
+buffers (`&B[i]`): a pointer sees the buffer's following elements in row-major order, in
+the buffer's dtype (f16/bf16 as 16-bit patterns). Only CUDA targets run such kernels: the CPU, HIP and Vulkan backends
 reject them naming the kernel, the function and the target.
 """
 
@@ -102,9 +102,10 @@ def call_extern(*args, dtype=None, span=None):
     out = []
     for i, a in enumerate(args):
         if isinstance(a, ir.Address):
-            if a.load.buffer.scope_name not in ("shared", "fragment", "local"):
-                raise error(f"T.call_extern({name!r}) argument {i}: a pointer into tensor {a.load.buffer.name}; "
-                            "only shared, fragment and local buffer elements can be passed (copy it there first)")
+            if a.load.buffer.scope_name not in ("tensor", "shared", "fragment", "local"):
+                raise error(f"T.call_extern({name!r}) argument {i}: a pointer into {a.load.buffer.name} "
+                            f"({a.load.buffer.scope_name}); only tensor, shared, fragment and local buffer "
+                            "elements can be passed")
             out.append(a)
         elif isinstance(a, (Buffer, Region)):
             raise error(f"T.call_extern({name!r}) argument {i}: a buffer; pass T.access_ptr(buf, \"r\") or "
