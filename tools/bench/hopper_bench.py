@@ -130,7 +130,16 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # so a thread's weight bytes of a row are one 16-byte load instead of 16 single-byte loads
                      # 4 apart (4-way bank conflicts)
                      (16, 64, 128, 4, 128, "wgmma_p", 4), (16, 64, 128, 4, 128, "wgmma_p", 2),
-                     (16, 128, 128, 4, 256, "wgmma_p", 4), (8, 64, 128, 4, 128, "wgmma_p", 4))
+                     (16, 128, 128, 4, 256, "wgmma_p", 4), (8, 64, 128, 4, 128, "wgmma_p", 4),
+                     # "m16": kernels.w4a16_m16.w4a16_m16 (CUDA only, imported source; W and the scales repacked
+                     # outside the timing by pack_w4a16_m16): each lane's 16-byte ld.global.nc of the weights is
+                     # its mma.sync A fragment for 4 k16-steps (swap-AB), depth groups loaded ahead in registers,
+                     # A through a cp.async ring. Tuple: (16, block_N, group, depth, threads, "m16", split_k, wk):
+                     # wk warps split each block's groups (summed in shared memory), threads / 32 / wk warps split
+                     # its rows, block_N / 16 / (threads / 32 / wk) 16-row tiles per warp. Split 1: one kernel
+                     (16, 64, 128, 3, 512, "m16", 1, 4), (16, 64, 128, 2, 512, "m16", 1, 4),
+                     (16, 128, 128, 2, 256, "m16", 2, 2), (16, 128, 128, 2, 256, "m16", 4, 2),
+                     (16, 64, 128, 2, 128, "m16", 2, 2), (16, 128, 128, 1, 256, "m16", 2, 4))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -381,6 +390,12 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
+        if kind == "m16":  # CUDA only; (A, Wp, Sp, C[, Wk]) with the repacked weights (args below)
+            from kernels import w4a16_m16
+            wk = cfg[7]
+            wn = threads // 32 // wk
+            return w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
+                                       split_k=split, workspace=split > 1)
         if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
             # threads / 2); _p: k permuted within each group (16-byte weight loads)
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -416,14 +431,28 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             return float("inf")
         return rel_err(be.f64(out)[:, cols], ref)
 
+    def weights(x, cfg):
+        if cfg is None or cfg[5] != "m16":
+            return x["W"], x["S"]
+        if "_m16" not in x:  # pack_w4a16_m16's layout, made once on the host (outside the timing)
+            from kernels.w4a16_m16 import pack_w4a16_m16
+            w, s = x["W"], x["S"]
+            if hasattr(w, "cpu"):  # torch
+                wp, sp = pack_w4a16_m16(w.cpu().numpy(), s.cpu().numpy())
+                x["_m16"] = (x["_be"].torch.as_tensor(wp).to(w.device), x["_be"].torch.as_tensor(sp).to(s.device))
+            else:
+                x["_m16"] = pack_w4a16_m16(w, s)
+        return x["_m16"]
+
     def args(x, o, cfg=None):
+        w_, s_ = weights(x, cfg)
         if cfg is None or w4_split_of(cfg, K) == 1:
-            return [x["A"], x["W"], x["S"], o]
+            return [x["A"], w_, s_, o]
         be = x["_be"]
         w = be.nan((M, N), "float32")  # a fresh workspace per config, zeroed here, outside the timing
         be.store(w, _zeros((M, N)))
         x["_w"] = w  # check() verifies that the call left it zero
-        return [x["A"], x["W"], x["S"], o, w]
+        return [x["A"], w_, s_, o, w]
 
     def make_with_backend(be, rng):
         x = make(be, rng)
@@ -546,6 +575,10 @@ def fits(case, cfg):
     if case.group == "attention":
         return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
     if case.group == "w4a16":
+        if cfg[5] == "m16":  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps of rows
+            wn = cfg[4] // 32 // cfg[7]
+            return (cfg[2] == p["group"] and cfg[1] % (16 * wn) == 0 and p["N"] % cfg[1] == 0
+                    and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * cfg[7]) == 0)
         if len(cfg) > 6:  # split-K w4a16_mma: block_K is the group, split_k x groups_per_step divides the groups
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
