@@ -75,8 +75,9 @@ __device__ __forceinline__ void tl_w4m_mma(float* d, const unsigned* a, unsigned
 }
 __device__ __forceinline__ uint4 tl_w4m_ldg(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  // read once: no L1 line (the activations and scales keep it)
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 __device__ __forceinline__ void tl_w4m_cp16(void* dst, const void* src, int bytes) {

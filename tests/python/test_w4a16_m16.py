@@ -115,7 +115,7 @@ def test_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs):
     mma = len(re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx))
     # per group: tn tiles x 2 chunks x 4 k16-steps x 2 n8 halves, in the loop unrolled depth + 1 times
     assert mma == tn * 2 * 4 * 2 * (depth + 1), mma
-    assert len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx)) >= tn * 2 * depth
+    assert len(re.findall(r"ld\.global\.nc\.L1::no_allocate\.v4\.u32", ptx)) >= tn * 2 * depth
     assert "cp.async.cg.shared.global" in ptx
     assert not re.search(r"cvt\.rn\.f(16|32)\.[su](8|16|32)", ptx), "an int -> float conversion per weight"
     assert len(re.findall(r"fma\.rn\.f16x2", ptx)) == 4 * 4 * tn * 2 * (depth + 1)
