@@ -648,8 +648,11 @@ class Parser {
       } else if (AcceptIdent("k_pack")) {
         ExpectPunct("=");
         g.k_pack = ParseSignedInt("the k_pack factor");
+      } else if (AcceptIdent("wg_wait")) {
+        ExpectPunct("=");
+        g.wg_wait = ParseSignedInt("the wg_wait count");
       } else {
-        Expected("a gemm flag (trans_a, trans_b, clear_accum, policy=..., k_pack=...) or end of line");
+        Expected("a gemm flag (trans_a, trans_b, clear_accum, policy=..., k_pack=..., wg_wait=...) or end of line");
       }
     }
     return g;

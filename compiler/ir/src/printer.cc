@@ -342,6 +342,7 @@ class Printer {
     if (g.clear_accum) out_ += " clear_accum";
     if (g.policy != GemmPolicy::kSquare) out_ += std::string(" policy=") + GemmPolicyName(g.policy);
     if (g.k_pack != 1) out_ += " k_pack=" + std::to_string(g.k_pack);
+    if (g.wg_wait != 0) out_ += " wg_wait=" + std::to_string(g.wg_wait);
   }
   void PrintStmtNode(const Reduce& r, const std::optional<Loc>&, int) {
     out_ += std::string("reduce ") + ReduceOpName(r.op) + " ";

@@ -697,6 +697,9 @@ class FunctionVerifier {
       Error("gemm C '" + g.c.buffer + "': expected fragment, found " + MemScopeName(c.def->scope));
     }
     if (g.k_pack < 1) Error("gemm: expected k_pack >= 1, found " + std::to_string(g.k_pack));
+    if (g.wg_wait < -1 || g.wg_wait > 7) {
+      Error("gemm: expected wg_wait -1 (leave the wgmma group in flight) or 0..7, found " + std::to_string(g.wg_wait));
+    }
     if (!a.def || !b.def || !c.def) return;
     std::optional<std::vector<Expr>> ma = Matrix(g.a, a, "A");
     std::optional<std::vector<Expr>> mb = Matrix(g.b, b, "B");
@@ -808,7 +811,16 @@ class FunctionVerifier {
   }
 
   void VerifyNode(const Sync&) { RequireInKernel(); }
-  void VerifyNode(const Hint&) {}
+  // `hint wait_wgmma N` (T.wait_wgmma): wgmma.wait_group N, N in 0..7.
+  void VerifyNode(const Hint& h) {
+    if (h.name != "wait_wgmma") return;
+    RequireInKernel();
+    if (h.args.size() != 1 || h.args[0].kind != HintArg::Kind::kInt || h.args[0].int_value < 0 || h.args[0].int_value > 7) {
+      Error("hint wait_wgmma: expected one integer 0..7 (the wgmma groups left in flight), found " +
+            std::to_string(h.args.size()) + " argument(s)" +
+            (h.args.size() == 1 && h.args[0].kind == HintArg::Kind::kInt ? " = " + std::to_string(h.args[0].int_value) : ""));
+    }
+  }
 
   // The callee must be defined by the function's imported source (a whole
   // identifier occurrence: the source is opaque C++, not parsed here);

@@ -78,10 +78,10 @@ class Fill(Stmt):
 
 
 class Gemm(Stmt):
-    def __init__(self, a, b, c, trans_a, trans_b, clear_accum, policy, k_pack):
+    def __init__(self, a, b, c, trans_a, trans_b, clear_accum, policy, k_pack, wg_wait=0):
         self.a, self.b, self.c = a, b, c
         self.trans_a, self.trans_b, self.clear_accum = trans_a, trans_b, clear_accum
-        self.policy, self.k_pack = policy, k_pack
+        self.policy, self.k_pack, self.wg_wait = policy, k_pack, wg_wait
 
 
 class Reduce(Stmt):
@@ -261,6 +261,8 @@ def _simple(s):
             text += f" policy={s.policy}"
         if s.k_pack != 1:
             text += f" k_pack={s.k_pack}"
+        if s.wg_wait != 0:
+            text += f" wg_wait={s.wg_wait}"
         return text
     if isinstance(s, Reduce):
         return f"reduce {s.op} {s.src.format()} -> {s.dst.format()} dim={s.dim}" + (" clear" if s.clear else "")

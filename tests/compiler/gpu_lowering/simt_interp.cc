@@ -92,12 +92,12 @@ struct Machine {
   };
   std::map<std::string, std::vector<Mbar>> mbars = {};
 
-  // wgmma groups in flight (SWgmma with wait_pending > 0), oldest first. A
+  // wgmma groups in flight (SWgmma with wait_pending != 0), oldest first. A
   // group runs when a wait_group retires it (the latest the hardware may read
   // its operands and write its accumulator), with the descriptor starts its
   // threads evaluated at issue. Until then a write of any shared element it
-  // reads (TMA, cp.async or a store) and any access of its accumulator is an
-  // error: the race the hardware would have, reported where it happens.
+  // reads (TMA, cp.async or a store) and any access of its accumulator or of
+  // its register operand A is an error: the race the hardware would have, reported where it happens.
   struct WgmmaGroup {
     const SWgmma* n = nullptr;
     std::vector<int64_t> a_start, b_start;  // [ks * warpgroups + wg]
@@ -325,6 +325,9 @@ struct Machine {
       for (const WgmmaGroup& g : wgmma_groups) {
         if (g.n->c == name && error.empty()) {
           error = "accumulator " + name + " accessed while a wgmma group writing it is in flight (no wait_group retired it)";
+        }
+        if (g.n->a_frag == name && error.empty()) {
+          error = "register operand A " + name + " accessed while a wgmma group reading it is in flight (no wait_group retired it)";
         }
       }
     }
@@ -697,13 +700,13 @@ struct Machine {
       error = "wgmma: operand starts do not match k_steps";
       return;
     }
-    if (ra && (n.kind == MmaKind::kI8 || n.wait_pending != 0 ||
+    if (ra && (n.kind == MmaKind::kI8 ||
                n.a_slots.size() != static_cast<size_t>(n.k_steps * n.m_tiles * 8))) {
       error = "wgmma: register operand A " + n.a_frag + " with " + std::to_string(n.a_slots.size()) + " slots, wait_group " +
               std::to_string(n.wait_pending);
       return;
     }
-    if (n.wait_pending < 0) {
+    if (n.wait_pending < -1 || n.wait_pending > 7) {
       error = "wgmma: wait_group " + std::to_string(n.wait_pending);
       return;
     }
@@ -729,7 +732,7 @@ struct Machine {
     WgmmaRun(&g, true);
     if (!error.empty()) return;
     wgmma_groups.push_back(std::move(g));
-    WgmmaRetire(n.wait_pending);
+    if (n.wait_pending >= 0) WgmmaRetire(n.wait_pending);  // -1: in flight until an SWgmmaWait
   }
   // wait_group `pending`: run the oldest groups until at most `pending` remain.
   void WgmmaRetire(int64_t pending) {

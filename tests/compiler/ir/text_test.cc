@@ -334,8 +334,8 @@ TEST(ParseErrors, StatementStructure) {
             "test.tir:6:24: expected a dtype (bool, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64), "
             "found identifier 'float32' (at t.py:2)");
   EXPECT_EQ(ParseError(WrapKernelBody("    gemm A, A -> A transpose_a\n")),
-            "test.tir:6:20: expected a gemm flag (trans_a, trans_b, clear_accum, policy=..., k_pack=...) or end of "
-            "line, found identifier 'transpose_a' (at t.py:2)");
+            "test.tir:6:20: expected a gemm flag (trans_a, trans_b, clear_accum, policy=..., k_pack=..., wg_wait=...) "
+            "or end of line, found identifier 'transpose_a' (at t.py:2)");
   EXPECT_EQ(ParseError(WrapKernelBody("    reduce mean A -> A dim=1\n")),
             "test.tir:6:12: expected a reduction (sum, max, min, abssum, absmax), found identifier 'mean' (at t.py:2)");
   EXPECT_EQ(ParseError(WrapKernelBody("    parallel (i, j) in (4) {\n    }\n")),

@@ -119,6 +119,20 @@ TEST(Verify, GemmScopesAndShapes) {
             "[64, 64]");
   EXPECT_EQ(BodyError(allocs + "    gemm As, Bs -> Cf k_pack=0\n"),
             "@t: gemm at t.py:2: gemm: expected k_pack >= 1, found 0");
+  // wg_wait: -1 (the wgmma group stays in flight) or 0..7 (wgmma.wait_group's immediate).
+  Module waits = MustParse(WrapKernelBody(allocs + "    gemm As, Bs -> Cf wg_wait=-1\n    gemm As, Bs -> Cf wg_wait=7\n"
+                                                    "    hint wait_wgmma 0\n    hint wait_wgmma 7\n"));
+  EXPECT_TRUE(Verify(waits).ok()) << Verify(waits).message();
+  EXPECT_EQ(BodyError(allocs + "    gemm As, Bs -> Cf wg_wait=8\n"),
+            "@t: gemm at t.py:2: gemm: expected wg_wait -1 (leave the wgmma group in flight) or 0..7, found 8");
+  EXPECT_EQ(BodyError(allocs + "    gemm As, Bs -> Cf wg_wait=-2\n"),
+            "@t: gemm at t.py:2: gemm: expected wg_wait -1 (leave the wgmma group in flight) or 0..7, found -2");
+  EXPECT_EQ(BodyError(allocs + "    hint wait_wgmma 8\n"),
+            "@t: hint at t.py:2: hint wait_wgmma: expected one integer 0..7 (the wgmma groups left in flight), found 1 "
+            "argument(s) = 8");
+  EXPECT_EQ(BodyError(allocs + "    hint wait_wgmma\n"),
+            "@t: hint at t.py:2: hint wait_wgmma: expected one integer 0..7 (the wgmma groups left in flight), found 0 "
+            "argument(s)");
 }
 
 TEST(Verify, ReduceAndCumsum) {

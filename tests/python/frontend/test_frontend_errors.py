@@ -49,6 +49,31 @@ def test_gemm_k_mismatch():
                  "T.gemm: K of A (32, shape (64, 32)) does not match K of B (16, shape (16, 64))")
 
 
+def gemm_wg_wait(wg_wait, wait):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 64), "float16")
+            b = T.alloc_shared((64, 64), "float16")
+            c = T.alloc_fragment((64, 64), "float32")
+            T.gemm(a, b, c, wg_wait=wg_wait)  # MARK-wgwait
+            T.wait_wgmma(wait)  # MARK-waitwgmma
+    return main
+
+
+def test_gemm_wg_wait_values():
+    # -1: the wgmma group stays in flight until T.wait_wgmma (Tile IR `wg_wait=-1`, `hint wait_wgmma N`).
+    text = gemm_wg_wait(-1, 1).script()
+    assert "gemm a, b -> c wg_wait=-1" in text and "hint wait_wgmma 1" in text, text
+    assert "wg_wait" not in gemm_wg_wait(0, 0).script()
+    expect_error(lambda: gemm_wg_wait(8, 0), "# MARK-wgwait",
+                 "T.gemm: wg_wait must be -1 (leave the wgmma group in flight) or 0..7, got 8")
+    expect_error(lambda: gemm_wg_wait(-2, 0), "# MARK-wgwait",
+                 "T.gemm: wg_wait must be -1 (leave the wgmma group in flight) or 0..7, got -2")
+    expect_error(lambda: gemm_wg_wait(-1, -1), "# MARK-waitwgmma",
+                 "T.wait_wgmma: the number of groups left in flight must be 0..7, got -1")
+
+
 def gemm_c_mismatch():
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float16")):

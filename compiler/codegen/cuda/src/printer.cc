@@ -802,7 +802,7 @@ class Printer {
       auto b = bufs_.find(n.a_frag);
       bool ok = !i8 && b != bufs_.end() && b->second->space == gpu::Space::kRegister && !k_.addressed.count(n.a_frag) &&
                 (b->second->dtype == (n.kind == gpu::MmaKind::kF16 ? DType::kF16 : DType::kBF16) ||
-                 b->second->dtype == DType::kF32) && n.wait_pending == 0 &&
+                 b->second->dtype == DType::kF32) && n.wait_pending <= 0 &&
                 n.a_slots.size() == static_cast<size_t>(n.k_steps * n.m_tiles * 8);
       for (int64_t x : n.a_slots) ok = ok && b != bufs_.end() && x >= 0 && x < b->second->elements;
       if (!ok) {
@@ -889,11 +889,12 @@ class Printer {
     o << p1 << "}\n";
     }
     o << p1 << "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n";
-    if (n.wait_pending < 0 || n.wait_pending > 7) err_ = "wgmma.wait_group " + std::to_string(n.wait_pending);
-    o << p1 << "asm volatile(\"wgmma.wait_group.sync.aligned " << n.wait_pending << ";\" ::: \"memory\");\n";
-    // A group left in flight (wait_pending > 0) still writes the accumulator:
+    if (n.wait_pending < -1 || n.wait_pending > 7) err_ = "wgmma.wait_group " + std::to_string(n.wait_pending);
+    // -1 (T.gemm(..., wg_wait=-1)): no wait, a later SWgmmaWait retires the group.
+    if (n.wait_pending >= 0) o << p1 << "asm volatile(\"wgmma.wait_group.sync.aligned " << n.wait_pending << ";\" ::: \"memory\");\n";
+    // A group left in flight (wait_pending != 0) still writes the accumulator:
     // keep the compiler from moving its registers across the asm statements.
-    if (n.wait_pending > 0) FenceOperands(n.c, p1, o);
+    if (n.wait_pending != 0) FenceOperands(n.c, p1, o);
     o << pad << "}\n";
   }
 

@@ -90,6 +90,8 @@ int ForwardIn(SBlock& b, SimtKernel* k, const std::map<std::string, const SimtBu
     }
     if (!clean || j == b.size()) continue;
     SWgmma& w = std::get<SWgmma>(b[j].node);
+    // Not into a wgmma left in flight (wg_wait): the program may write S while the
+    // group still reads its copy, which is fine for the copy but not for S itself.
     if (w.c == cc->src || w.wait_pending != 0) continue;
     // No other mention of the copy anywhere in the kernel: its one store and the wgmma.
     if (LeafMentions(k->body, cc->dst) != 2) continue;

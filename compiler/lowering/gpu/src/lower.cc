@@ -95,6 +95,15 @@ class Lowerer {
     for (size_t i = 0; i < f_.symbols.size(); ++i) {
       out_->params.push_back({f_.symbols[i].name, f_.symbols[i].dtype, false, static_cast<int>(i)});
     }
+    // Accumulators of gemms left in flight by wg_wait=-1 / 1..7 (T.gemm(..., wg_wait=W)): each
+    // `hint wait_wgmma N` fences them all against compiler motion across its wait_group.
+    if (options_.gemm == GemmStrategy::kWgmma) {
+      ir::ForEachStmt(k.body, [&](const ir::Stmt& st) {
+        if (const auto* g = ir::As<ir::Gemm>(st); g && g->wg_wait != 0 && plan_.wgmma.count(g->c.buffer)) {
+          wgmma_async_.insert(g->c.buffer);
+        }
+      });
+    }
     SBlock body;
     Status s = LowerBlock(k.body, &body);
     if (!s.ok()) return s;
@@ -1000,11 +1009,22 @@ class Lowerer {
         for (int64_t j = 0; j < m.m_tiles; ++j)
           for (int64_t r = 0; r < 4; ++r)
             for (int64_t h = 0; h < 2; ++h) m.a_slots.push_back((2 * j + r % 2) * acs + 4 * ks + 2 * (r / 2) + h);
-      defer = false;  // nothing tracks the A registers of a group in flight
+      defer = false;  // a pipelined GEMM loop's deferral is for shared operands (wg_wait may still leave it in flight)
     }
     if (defer && !g.clear_accum) {
       m.wait_pending = 1;
       wgmma_deferred_.insert(g.c.buffer);
+    } else if (g.wg_wait != 0) {
+      // T.gemm(..., wg_wait=W): commit the group, then wait_group W (-1: none; a later
+      // `hint wait_wgmma N` retires it). Only where the gemm is one group: a gemm split
+      // into a loop of units would commit several, and wait_wgmma counts gemms.
+      if (per == K / WgmmaK(kind)) {
+        m.wait_pending = g.wg_wait;
+      } else {
+        out_->notes.push_back("wgmma: gemm into " + g.c.buffer + " stays synchronous (wg_wait=" + std::to_string(g.wg_wait) +
+                              " asked): its " + std::to_string(K / WgmmaK(kind)) + " k-steps are " +
+                              std::to_string(K / WgmmaK(kind) / per) + " groups, not one");
+      }
     }
     if (per == K / WgmmaK(kind)) {
       cur_->push_back(S(std::move(m)));  // the whole gemm in one unit
@@ -1494,6 +1514,11 @@ class Lowerer {
           cur_->push_back(S(SBarrier{}));
         }
       }
+      // T.wait_wgmma(N): wgmma.wait_group N where gemms may be in flight (a no-op elsewhere:
+      // every other lowering's gemms are synchronous).
+      if (h->name == "wait_wgmma" && options_.gemm == GemmStrategy::kWgmma && !wgmma_async_.empty() && h->args.size() == 1) {
+        cur_->push_back(S(SWgmmaWait{h->args[0].int_value, std::vector<std::string>(wgmma_async_.begin(), wgmma_async_.end())}));
+      }
       if (h->name == kWgmmaDeferHint) wgmma_defer_next_ = options_.gemm == GemmStrategy::kWgmma;
       if (h->name == kWgmmaDrainHint && !wgmma_deferred_.empty()) {
         for (const std::string& c : wgmma_deferred_) {
@@ -1573,6 +1598,7 @@ class Lowerer {
   bool async_next_ = false;  // the next copy follows kAsyncCopyHint
   bool wgmma_defer_next_ = false;  // the next gemm follows kWgmmaDeferHint
   std::set<std::string> wgmma_deferred_;  // accumulators of deferred SWgmma not drained yet
+  std::set<std::string> wgmma_async_;     // accumulators of wgmma gemms with wg_wait != 0 (T.wait_wgmma fences them)
   int64_t tma_pipe_ = -1, tma_stages_ = 0;  // that hint's pipeline and stages (tma_copies)
   std::map<int64_t, TmaPipe> tma_pipes_;
   std::set<std::string> tma_notes_;

@@ -324,6 +324,20 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   if (Has<STmaLoad>(compute) || Has<SMbarWait>(compute) || Has<SMbarArrive>(compute)) {
     return no + "TMA or mbarrier statements in the k-loop's compute";
   }
+  // Groups a gemm leaves in flight (wg_wait != 0) must be retired inside the k-step: the
+  // consumers release the stage at its end. So a top-level wait_group 0 follows the last
+  // top-level statement holding a wgmma.
+  if (Any(compute, [](const SStmt& y) {
+        const auto* w = std::get_if<SWgmma>(&y.node);
+        return w && w->wait_pending != 0;
+      })) {
+    size_t last = 0, drain = 0;
+    for (size_t i = 0; i < compute.size(); ++i) {
+      if (Has<SWgmma>(SBlock{compute[i]})) last = i + 1;
+      if (const auto* w = std::get_if<SWgmmaWait>(&compute[i].node); w && w->pending == 0) drain = i + 1;
+    }
+    if (drain <= last) return no + "a wgmma group left in flight (wg_wait) is not retired (wait_group 0) within its k-step";
+  }
   // The stages (the refill's destinations) and the shared memory they span.
   std::set<std::string> stages_of;
   Any(SBlock{SStmt{*refill}}, [&](const SStmt& y) {

@@ -54,7 +54,7 @@ int ZeroIn(SBlock& b, const std::map<std::string, const SimtBuffer*>& bufs, std:
     }
     if (j == b.size()) continue;
     auto* w = std::get_if<SWgmma>(&b[j].node);
-    if (!w || w->c != c->first || w->wait_pending != 0 || w->zero_init || w->k_steps < 1 ||
+    if (!w || w->c != c->first || w->zero_init || w->k_steps < 1 ||
         w->m_tiles * w->n_tiles * (w->n / 2) != c->second->elements) {
       continue;
     }

@@ -1,6 +1,8 @@
 """Hints that never change results: T.use_swizzle, T.annotate_layout (with T.Layout or
 make_swizzled_layout values); and T.sync_threads."""
 
+import numbers
+
 from .. import builder as _builder
 from .. import ir
 from ..buffer import Buffer
@@ -29,6 +31,15 @@ def annotate_layout(layout_map):
         if not isinstance(buf, Buffer):
             raise error("T.annotate_layout: keys must be buffers")
         _emit(ir.Hint("annotate_layout", [buf]))
+
+
+def wait_wgmma(id):
+    """wgmma.wait_group.sync.aligned id: wait until at most `id` wgmma groups issued by T.gemm(...,
+    wg_wait=-1) are in flight (Tile IR `hint wait_wgmma N`). A no-op where gemms are synchronous
+    (every lowering but sm_90a's wgmma)."""
+    if isinstance(id, bool) or not isinstance(id, numbers.Integral) or not 0 <= id <= 7:
+        raise error(f"T.wait_wgmma: the number of groups left in flight must be 0..7, got {id!r}")
+    _emit(ir.Hint("wait_wgmma", [int(id)]))
 
 
 def sync_threads(barrier_id=None, arrive_count=None):

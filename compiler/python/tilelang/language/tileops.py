@@ -206,7 +206,12 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
         raise error(f"T.gemm: unknown policy {policy!r}") from None
     if not isinstance(k_pack, numbers.Integral) or k_pack < 1:
         raise error(f"T.gemm: k_pack must be a positive integer, got {k_pack!r}")
-    _emit(ir.Gemm(a, b, c, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol, int(k_pack)))
+    # wg_wait (upstream's): after issuing and committing a wgmma group, wait until at most wg_wait
+    # groups are in flight; -1 leaves this one in flight until a T.wait_wgmma. Only a wgmma lowering
+    # (sm_90a) uses it; every other gemm stays synchronous.
+    if isinstance(wg_wait, bool) or not isinstance(wg_wait, numbers.Integral) or not -1 <= wg_wait <= 7:
+        raise error(f"T.gemm: wg_wait must be -1 (leave the wgmma group in flight) or 0..7, got {wg_wait!r}")
+    _emit(ir.Gemm(a, b, c, bool(transpose_A), bool(transpose_B), bool(clear_accum), pol, int(k_pack), int(wg_wait)))
 
 
 def _reduce(op, buffer, out, dim, clear):

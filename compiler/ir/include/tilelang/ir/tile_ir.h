@@ -377,8 +377,13 @@ struct Fill {
 enum class GemmPolicy : uint8_t { kSquare, kFullRow, kFullCol };
 const char* GemmPolicyName(GemmPolicy p);  // "square", "full_row", "full_col"
 
-// `gemm A, B -> C [trans_a] [trans_b] [clear_accum] [policy=P] [k_pack=N]`.
-// k_pack defaults to 1 and is printed only when it differs.
+// `gemm A, B -> C [trans_a] [trans_b] [clear_accum] [policy=P] [k_pack=N] [wg_wait=W]`.
+// k_pack defaults to 1 and is printed only when it differs. wg_wait (upstream's,
+// default 0, printed when it differs): a wgmma lowering commits the gemm's group
+// and then waits until at most W groups are in flight; -1 leaves it in flight
+// until a `hint wait_wgmma N` retires it. Other lowerings keep the gemm
+// synchronous (the result is the same for a program that touches C and a
+// register A only after the wait).
 struct Gemm {
   Region a;
   Region b;
@@ -388,6 +393,7 @@ struct Gemm {
   bool clear_accum = false;
   GemmPolicy policy = GemmPolicy::kSquare;
   int64_t k_pack = 1;
+  int64_t wg_wait = 0;  // -1 or 0..7
   bool operator==(const Gemm&) const = default;
 };
 

@@ -223,9 +223,11 @@ struct SWgmma {
   // in flight, the previous one is retired. Its operands may be read and its
   // accumulator written until a later wait retires it: nothing may write the
   // operand bytes or touch the accumulator before that (an SWgmmaWait or the
-  // next unit's wait).
+  // next unit's wait). T.gemm(..., wg_wait=W) sets W: 1..7 as above, -1 no
+  // wait at all (printed without wait_group; a later SWgmmaWait retires it),
+  // nor may anything touch a register operand A (`a_frag`) before then.
   int64_t wait_pending = 0;
-  // Register A (`a_frag` non-empty; then `a` is unused and wait_pending 0):
+  // Register A (`a_frag` non-empty; then `a` is unused):
   // A is the f16/bf16 register fragment a_frag, given to each instruction
   // as four .b32 registers of two 16-bit elements (low half first): for
   // k-step s, m-tile j, register r < 4 and half h < 2 the fragment slot
