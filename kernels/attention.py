@@ -31,7 +31,7 @@ def _dims(*names):
 
 
 def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False, with_lse=False, block_M=64,
-                    block_N=64, num_stages=1, threads=128, dtype="float16"):
+                    block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False):
     """FlashAttention forward. Signature: (Q, K, V, O[, LSE]); LSE [batch, heads, seq_q] float32
     (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names.
 
@@ -43,7 +43,16 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
     test on k picks blocks crossing the causal diagonal or the end of seq_kv; no block needs it
     without causality when seq_kv is a static multiple of block_N. Causal grids run the query blocks
     with the most KV blocks first (bx = 0 is the last query block) so the long blocks do not trail
-    the wave. O leaves through Q_s's shared memory (dead after the loop) in 16-byte row stores."""
+    the wave. O leaves through Q_s's shared memory (dead after the loop) in 16-byte row stores.
+
+    overlap=True is FlashAttention-3's intra-warpgroup overlap (on sm_90a; elsewhere the gemms are
+    synchronous and the same numbers come out): the loop runs n_blocks + 1 steps, step k copying
+    K_k and V_{k-1} (K_{n-1} and V_0 where those are past the ends; the last step's S is not used);
+    it issues S_k = Q K_k^T and then O += P_{k-1} V_{k-1}, both left in flight
+    (T.gemm(..., wg_wait=-1)), waits for S_k alone (T.wait_wgmma(1): groups retire in order), runs
+    S_k's softmax while P V may still run on the tensor cores, waits for P V (T.wait_wgmma(0)),
+    rescales O and casts P_k for the next step. Every group is retired within its step, so the
+    warp-specialized form still releases each stage at the step's end."""
     if heads % kv_heads:
         raise ValueError(f"flash_attention: heads={heads} is not a multiple of kv_heads={kv_heads}")
     accum = "float32"
@@ -78,49 +87,54 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
             n_blocks = T.max(0, T.min(T.ceildiv(seq_kv, block_N), T.ceildiv((bq + 1) * block_M + past_len, block_N)))
         else:
             n_blocks = T.ceildiv(seq_kv, block_N)
-        for k in T.Pipelined(n_blocks, num_stages=num_stages):
-            T.copy(K[bz, by // groups, k * block_N, 0], K_s)
-            T.copy(V[bz, by // groups, k * block_N, 0], V_s)
-            T.clear(acc_s)
-            T.gemm(Q_s, K_s, acc_s, transpose_B=True)
-            T.copy(m, m_prev)
-            if is_causal or static_kv_tail:
-                # Block-uniform: some key of this block is past the first query row's diagonal or
-                # past seq_kv. (For causal the diagonal test implies the seq_kv one for every row below
-                # seq_q; rows past seq_q are computed but not stored.)
-                if is_causal:
-                    masked = (k + 1) * block_N > bq * block_M + past_len + 1
-                else:
-                    masked = (k + 1) * block_N > seq_kv
-                if masked:
-                    for i, j in T.Parallel(block_M, block_N):
-                        if is_causal:
-                            valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
-                        else:
-                            valid = k * block_N + j < seq_kv
-                        acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
-            T.reduce_max(acc_s, m, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                r[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                m_s[i] = m[i] * scale
-            if is_causal or static_kv_tail:
-                if masked:
-                    # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
+        if overlap:
+            _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev, r, m_s, row_sum, l,
+                               n_blocks, bq, bz, by // groups, past_len, seq_kv, scale, is_causal, static_kv_tail,
+                               block_M, block_N, dim, num_stages)
+        else:
+            for k in T.Pipelined(n_blocks, num_stages=num_stages):
+                T.copy(K[bz, by // groups, k * block_N, 0], K_s)
+                T.copy(V[bz, by // groups, k * block_N, 0], V_s)
+                T.clear(acc_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True)
+                T.copy(m, m_prev)
+                if is_causal or static_kv_tail:
+                    # Block-uniform: some key of this block is past the first query row's diagonal or
+                    # past seq_kv. (For causal the diagonal test implies the seq_kv one for every row below
+                    # seq_q; rows past seq_q are computed but not stored.)
+                    if is_causal:
+                        masked = (k + 1) * block_N > bq * block_M + past_len + 1
+                    else:
+                        masked = (k + 1) * block_N > seq_kv
+                    if masked:
+                        for i, j in T.Parallel(block_M, block_N):
+                            if is_causal:
+                                valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
+                            else:
+                                valid = k * block_N + j < seq_kv
+                            acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
+                T.reduce_max(acc_s, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    r[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                    m_s[i] = m[i] * scale
+                if is_causal or static_kv_tail:
+                    if masked:
+                        # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
+                    else:
+                        for i, j in T.Parallel(block_M, block_N):
+                            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
                 else:
                     for i, j in T.Parallel(block_M, block_N):
                         acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-            else:
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-            T.reduce_sum(acc_s, row_sum, dim=1)
-            for i in T.Parallel(block_M):
-                l[i] = l[i] * r[i] + row_sum[i]
-            T.copy(acc_s, acc_s_cast)
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] *= r[i]
-            T.gemm(acc_s_cast, V_s, acc_o)
+                T.reduce_sum(acc_s, row_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * r[i] + row_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r[i]
+                T.gemm(acc_s_cast, V_s, acc_o)
         for i in T.Parallel(block_M):
             r[i] = T.if_then_else(l[i] > 0, 1.0 / l[i], 0.0)
         for i, j in T.Parallel(block_M, dim):
@@ -148,6 +162,62 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
             body(Q, K, V, O, None, bx, by, bz)
 
     return main
+
+
+@T.macro
+def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev, r, m_s, row_sum, l, n_blocks, bq,
+                       bz, kv, past_len, seq_kv, scale, is_causal, static_kv_tail, block_M, block_N, dim,
+                       num_stages):
+    """flash_attention(overlap=True)'s k-loop (see its doc): step k issues S_k and P_{k-1} V_{k-1}."""
+    for k in T.Pipelined(n_blocks + 1, num_stages=num_stages):
+        T.copy(K[bz, kv, T.min(k, n_blocks - 1) * block_N, 0], K_s)
+        T.copy(V[bz, kv, T.max(k - 1, 0) * block_N, 0], V_s)
+        # Issued at every step (the last one's, on K_{n-1} again, is not used): under `if k < n_blocks`
+        # the accumulator merges with its old value after the branch and ptxas serializes every
+        # wgmma (C7515). Likewise P V's issue and its wait share one branch.
+        T.clear(acc_s)
+        T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
+        if k > 0:
+            T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
+            T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
+        else:
+            T.wait_wgmma(0)  # S_0 alone is in flight
+        if k < n_blocks:
+            T.copy(m, m_prev)
+            if is_causal or static_kv_tail:
+                if is_causal:
+                    masked = (k + 1) * block_N > bq * block_M + past_len + 1
+                else:
+                    masked = (k + 1) * block_N > seq_kv
+                if masked:
+                    for i, j in T.Parallel(block_M, block_N):
+                        if is_causal:
+                            valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
+                        else:
+                            valid = k * block_N + j < seq_kv
+                        acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
+            T.reduce_max(acc_s, m, dim=1, clear=False)
+            for i in T.Parallel(block_M):
+                r[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                m_s[i] = m[i] * scale
+            if is_causal or static_kv_tail:
+                if masked:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+            else:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+            T.reduce_sum(acc_s, row_sum, dim=1)
+            for i in T.Parallel(block_M):
+                l[i] = l[i] * r[i] + row_sum[i]
+        T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
+        if k < n_blocks:
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] *= r[i]
+            T.copy(acc_s, acc_s_cast)
 
 
 @T.macro

@@ -92,6 +92,25 @@ def test_static_lengths_match_float64_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm,
     run(tilelang.compile(prog, target="cpu"), 2, H, Hkv, Sq, Skv, D, causal, dtype, lse)
 
 
+# flash_attention(overlap=True) (FA3's schedule: S_k issued with P_{k-1} V_{k-1}, n_blocks + 1 steps); on
+# the CPU the gemms are synchronous, so this checks the restructured loop: the shifted V copy, the unused
+# last S, the first step without P V, causal and ragged lengths, D = 64 and 128.
+OVERLAP_CASES = [
+    (2, 2, 64, 192, 64, True, 32, 32, "bfloat16", False),
+    (2, 1, 100, 100, 128, True, 32, 64, "bfloat16", True),
+    (2, 2, 37, 100, 128, False, 32, 32, "float16", False),
+    (2, 2, 64, 128, 64, False, 64, 32, "bfloat16", True),
+    (1, 1, 32, 32, 64, True, 32, 32, "float16", False),       # one KV block: steps 0 and 1 only
+]
+
+
+@pytest.mark.parametrize("H,Hkv,Sq,Skv,D,causal,bm,bn,dtype,lse", OVERLAP_CASES)
+def test_overlap_matches_float64_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, dtype, lse):
+    prog = attention.flash_attention(2, H, Hkv, Sq, Skv, D, is_causal=causal, with_lse=lse, block_M=bm,
+                                     block_N=bn, num_stages=2, threads=128, dtype=dtype, overlap=True)
+    run(tilelang.compile(prog, target="cpu"), 2, H, Hkv, Sq, Skv, D, causal, dtype, lse)
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_dynamic_lengths_match_float64_on_the_cpu(causal):
     """One kernel for every (seq_q, seq_kv): multiples of the blocks, ragged, seq_q < seq_kv (past_len > 0),
@@ -143,6 +162,30 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
                             str(cu)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("causal,bm,bn,D", [(False, 128, 64, 128), (True, 128, 64, 128), (False, 128, 128, 64)])
+def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
+    """flash_attention(overlap=True) at hopper_bench's shapes: the S and P V wgmma groups are committed without
+    a wait (two commits, no wait_group between them), wait_group 1 retires S alone, the kernel stays
+    warp-specialized (every group retired within its k-step), and ptxas neither spills nor serializes."""
+    src = sm90a_source(attention.flash_attention(4, 32, 32, 4096, 4096, D, is_causal=causal, block_M=bm,
+                                                 block_N=bn, num_stages=2, threads=256, dtype="bfloat16",
+                                                 overlap=True), monkeypatch)
+    assert "setmaxnreg.inc" in src and "__launch_bounds__(384" in src
+    loop = src.split("bar.sync 1, 256;", 1)[1]
+    s_at = loop.index("acc_s += Q_s * K_s")
+    pv_at = loop.index("acc_o += acc_s_cast (registers) * V_s")
+    assert "wgmma.wait_group" not in loop[s_at:pv_at], "S's group is waited for before P V is issued"
+    assert "wgmma.wait_group.sync.aligned 1;" in loop[pv_at:]
+    if os.access(NVCC, os.X_OK):
+        cu = tmp_path / "fa3.cu"
+        cu.write_text(src)
+        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "fa3.cubin"),
+                            str(cu)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+        assert "serialized" not in r.stderr, r.stderr  # C7510 / C7515 / C7519
 
 
 def test_disable_warp_specialized_pass_config(monkeypatch):
