@@ -22,9 +22,9 @@ scales of the thread's rows (one 4-byte load of a repacked scale pair).
 Block: WN x WK warps; warp (wn, wk) owns TN 16-row tiles (rows bx * block_N + 16 (wn TN + i)) and a
 contiguous 1/WK of the block's groups; the WK partial sums meet in shared memory at the end (no global
 atomics inside the block). split_k S > 1: grid z = S, block z takes K / group_size / S groups and adds
-its float32 [M, block_N] result into the float32 workspace Wk with atomics; the cast kernel of
-kernels.quant_gemm (_split_k_main) rounds it into C and zeroes it again (workspace=True: Wk is the
-caller's 5th argument; else a zeroed T.alloc_global per call).
+its float32 [M, block_N] result into a float32 workspace with atomics; the last block of a tile (a
+semaphore per tile) rounds the sum into C and zeroes the workspace and the semaphore again -- one kernel
+(the 16:58 ncu round: a split-K cast kernel and its launch gap cost ~10 us at these sizes).
 
 Arguments: A [M, K] fp16 (M <= 16 per block row; rows >= M read as zero), Wp [N / 16, 8 K] uint8 and
 Sp [N / 16, 16 K / group_size] fp16 from pack_w4a16_m16(W, Scales) (W [N, K/2] uint8 two signed nibbles
@@ -88,6 +88,11 @@ __device__ __forceinline__ void tl_w4m_cp16(void* dst, const void* src, int byte
 __device__ __forceinline__ void tl_w4m_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void tl_w4m_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ float tl_w4m_ldcg(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
 __device__ __forceinline__ unsigned tl_w4m_ldg32(const void* p) {
   unsigned v;
   asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -100,8 +105,10 @@ def _source(name, K, group_size, tn, wn, wk, depth, gw, split):
     """CUDA C++ of one thread's whole block-tile (the function the tile program calls once per thread).
     The thread's slot `tid` gives its warp (wn, wk) and lane; gw groups per warp; weights: depth groups
     loaded ahead into registers; activations: the block's rows of each warp's next groups copied by all
-    threads into a (depth + 2)-deep shared ring with cp.async (zero-filled rows >= M); split: float32
-    atomics into the workspace, else fp16 stores."""
+    threads into a (depth + 2)-deep shared ring with cp.async (zero-filled rows >= M). split (split-K over
+    blocks): each block adds its float32 tile into the workspace wk with atomics and counts itself in its
+    tile's semaphore; the last of the split blocks rounds the sum into out and leaves wk and the semaphore
+    zero (one kernel: no cast kernel, no launch gap). Else fp16 stores."""
     gc = group_size // 64  # 64-wide chunks per group
     kc = K // 64  # chunks per 16-row tile (its row of Wp holds kc * 512 bytes)
     ng = K // group_size
@@ -113,13 +120,32 @@ def _source(name, K, group_size, tn, wn, wk, depth, gw, split):
     ast = group_size + 8  # activation row stride (halves): 16 bytes past 128 -> conflict-free 16-byte reads
     aslot = wk * 16 * ast  # halves per ring slot (the wk warps' groups)
     nvec = wk * 16 * group_size // 8  # 16-byte copies per ring slot
-    out_t = "float" if split else "unsigned short"
-    store = ("atomicAdd(out + (size_t)row * N + n0 + nl, v);" if split else
-             "out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(v);")
+    if split:
+        store = "atomicAdd(wks + (size_t)row * N + n0 + nl, v);"
+        fixup = f"""
+  __threadfence();  // this block's atomics before its count
+  __syncthreads();
+  int* last = reinterpret_cast<int*>(smem);  // red is read: its first word is free
+  if (tid == 0) *last = atomicAdd(sem, 1) == {split} - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();  // the other blocks' sums before the reads
+  for (int idx = tid; idx < {16 * block_n}; idx += {threads}) {{
+    const int m = idx / {block_n}, nl = idx % {block_n}, row = row0 + m;
+    if (row < M) {{
+      float* p = wks + (size_t)row * N + n0 + nl;
+      out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(tl_w4m_ldcg(p));
+      *p = 0.f;  // for the next call
+    }}
+  }}
+  if (tid == 0) *sem = 0;"""
+    else:
+        store = "out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(v);"
+        fixup = ""
     return f"""
 __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, const unsigned char* __restrict__ wp,
-    const unsigned short* __restrict__ sp, {out_t}* __restrict__ out, float* smem, int M, int N, int tile0,
-    int row0, int g0, int tid) {{
+    const unsigned short* __restrict__ sp, unsigned short* __restrict__ out, float* smem, int M, int N, int tile0,
+    int row0, int g0, int tid{", float* wks, int* sem" if split else ""}) {{
   const int lane = tid & 31, warp = tid >> 5;
   const int wn = warp % {wn}, wk = warp / {wn};
   const int g = lane >> 2, t = lane & 3;
@@ -245,7 +271,7 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
 #pragma unroll
     for (int q = 0; q < {wk}; ++q) v += red[(q * 16 + m) * {rs} + nl];
     if (row < M) {store}
-  }}
+  }}{fixup}
 }}
 """
 
@@ -257,13 +283,15 @@ def _smem_bytes(group_size, tn, wn, wk, depth):
     return max(ring, red)
 
 
-def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1, split_k=2, workspace=False,
-              cast_block=(16, 128)):
+def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1, split_k=1, workspace=False):
     """The kernel described in the module docstring. tn: 16-row tiles per warp; wn x wk warps per block
     (block_N = 16 tn wn output channels, 32 wn wk threads); depth: groups of weights loaded ahead by each
     thread (depth * tn * group_size / 64 16-byte loads in flight per thread); split_k: blocks along K
-    (a divisor of K / group_size, as is wk of the groups of one block). Signature: (A, Wp, Sp, C) or,
-    with split_k > 1 and workspace=True, (A, Wp, Sp, C, Wk)."""
+    (a divisor of K / group_size, as is wk of the groups of one block), summed in one kernel: float32
+    atomics into the workspace Wk [M, N], a per-tile semaphore Sem [M, N / block_N] (element [16 by, bx]
+    counts the blocks of tile (bx, by)); the last block rounds the tile into C and zeroes both again.
+    Signature: (A, Wp, Sp, C); with split_k > 1 and workspace=True (A, Wp, Sp, C, Wk, Sem), both zero
+    before the first call and left zero by every call (workspace=False: T.alloc_global, zeroed per call)."""
     if group_size % 64 or K % group_size:
         raise ValueError(f"w4a16_m16: group_size={group_size} must be a multiple of 64 dividing K={K}")
     block_n = 16 * tn * wn
@@ -282,27 +310,27 @@ def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1
     groups = ng // split_k  # groups of one block
     gw = groups // wk  # groups of one warp
     threads = 32 * wn * wk
-    srcs = {}
-
-    def fn(split):
-        name = f"tl_w4m16_k{K}_g{group_size}_t{tn}_n{wn}_k{wk}_d{depth}_w{gw}_{'a' if split else 's'}"
-        srcs[split] = _FMA + _DECODE + _MMA + _source(name, K, group_size, tn, wn, wk, depth, gw, split)
-        return name
-
+    split = split_k if split_k > 1 else 0
+    name = f"tl_w4m16_k{K}_g{group_size}_t{tn}_n{wn}_k{wk}_d{depth}_w{gw}_s{split_k}"
+    src = _FMA + _DECODE + _MMA + _source(name, K, group_size, tn, wn, wk, depth, gw, split)
     smem = _smem_bytes(group_size, tn, wn, wk, depth)
 
     @T.macro
-    def tile(A, Wp, Sp, Out, bx, by, g0):
+    def tile(A, Wp, Sp, C, bx, by, g0, Wk, Sem):
         red = T.alloc_shared((smem // 16, 4), "float32")  # the activation ring, then the reduction buffer
-        split = split_k > 1
-        name = fn(split)
-        T.import_source(srcs[split])
+        T.import_source(src)
         # one call per thread (slot 2 p + h: the default layout gives each thread one slot; the function
         # takes its warp and lane from the slot)
         for p, h in T.Parallel(threads // 2, 2):
-            T.call_extern(name, T.address_of(A[0, 0]), T.address_of(Wp[0, 0]), T.address_of(Sp[0, 0]),
-                          T.address_of(Out[0, 0]), T.address_of(red[0, 0]), M, N, bx * (block_n // 16),
-                          by * 16, g0, 2 * p + h, dtype="handle")
+            if split:
+                T.call_extern(name, T.address_of(A[0, 0]), T.address_of(Wp[0, 0]), T.address_of(Sp[0, 0]),
+                              T.address_of(C[0, 0]), T.address_of(red[0, 0]), M, N, bx * (block_n // 16),
+                              by * 16, g0, 2 * p + h, T.address_of(Wk[0, 0]), T.address_of(Sem[by * 16, bx]),
+                              dtype="handle")
+            else:
+                T.call_extern(name, T.address_of(A[0, 0]), T.address_of(Wp[0, 0]), T.address_of(Sp[0, 0]),
+                              T.address_of(C[0, 0]), T.address_of(red[0, 0]), M, N, bx * (block_n // 16),
+                              by * 16, g0, 2 * p + h, dtype="handle")
 
     grid = (N // block_n, T.ceildiv(M, 16))
     if split_k == 1:
@@ -310,41 +338,24 @@ def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1
         def main(A: T.Tensor((M, K), "float16"), Wp: T.Tensor((N // 16, 8 * K), "uint8"),
                  Sp: T.Tensor((N // 16, 16 * ng), "float16"), C: T.Tensor((M, N), out_dtype)):
             with T.Kernel(*grid, threads=threads) as (bx, by):
-                tile(A, Wp, Sp, C, bx, by, 0)
+                tile(A, Wp, Sp, C, bx, by, 0, None, None)
         return main
-    cb_m, cb_n = cast_block
-
-    @T.macro
-    def cast(C, Wk, bx, by):
-        # as kernels.quant_gemm._split_k_main's: Wk rounded into C (and zeroed) through shared memory
-        w_s = T.alloc_shared((cb_m, cb_n), "float32")
-        T.copy(Wk[by * cb_m, bx * cb_n], w_s)
-        T.copy(w_s, C[by * cb_m, bx * cb_n])
-        if workspace:
-            z_s = T.alloc_shared((cb_m, cb_n), "float32")
-            T.clear(z_s)
-            T.copy(z_s, Wk[by * cb_m, bx * cb_n])
-
-    cast_grid = (T.ceildiv(N, cb_n), T.ceildiv(M, cb_m))
     if workspace:
         @T.prim_func
         def main(A: T.Tensor((M, K), "float16"), Wp: T.Tensor((N // 16, 8 * K), "uint8"),
                  Sp: T.Tensor((N // 16, 16 * ng), "float16"), C: T.Tensor((M, N), out_dtype),
-                 Wk: T.Tensor((M, N), "float32")):
+                 Wk: T.Tensor((M, N), "float32"), Sem: T.Tensor((M, N // block_n), "int32")):
             with T.Kernel(*grid, split_k, threads=threads) as (bx, by, bz):
-                tile(A, Wp, Sp, Wk, bx, by, bz * groups)
-            with T.Kernel(*cast_grid, threads=128) as (bx, by):
-                cast(C, Wk, bx, by)
+                tile(A, Wp, Sp, C, bx, by, bz * groups, Wk, Sem)
         return main
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), Wp: T.Tensor((N // 16, 8 * K), "uint8"),
              Sp: T.Tensor((N // 16, 16 * ng), "float16"), C: T.Tensor((M, N), out_dtype)):
         Wk = T.alloc_global((M, N), "float32")
+        Sem = T.alloc_global((M, N // block_n), "int32")
         with T.Kernel(*grid, split_k, threads=threads) as (bx, by, bz):
-            tile(A, Wp, Sp, Wk, bx, by, bz * groups)
-        with T.Kernel(*cast_grid, threads=128) as (bx, by):
-            cast(C, Wk, bx, by)
+            tile(A, Wp, Sp, C, bx, by, bz * groups, Wk, Sem)
 
     return main
 

@@ -136,7 +136,8 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # its mma.sync A fragment for 4 k16-steps (swap-AB), depth groups loaded ahead in registers,
                      # A through a cp.async ring. Tuple: (16, block_N, group, depth, threads, "m16", split_k, wk):
                      # wk warps split each block's groups (summed in shared memory), threads / 32 / wk warps split
-                     # its rows, block_N / 16 / (threads / 32 / wk) 16-row tiles per warp. Split 1: one kernel
+                     # its rows, block_N / 16 / (threads / 32 / wk) 16-row tiles per warp. One kernel at any split
+                     # (the last block of a tile rounds the workspace; the bench passes Wk and the semaphores Sem)
                      (16, 64, 128, 3, 512, "m16", 1, 4), (16, 64, 128, 2, 512, "m16", 1, 4),
                      (16, 128, 128, 2, 256, "m16", 2, 2), (16, 128, 128, 2, 256, "m16", 4, 2),
                      (16, 64, 128, 2, 128, "m16", 2, 2), (16, 128, 128, 1, 256, "m16", 2, 4),
@@ -455,6 +456,12 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         w = be.nan((M, N), "float32")  # a fresh workspace per config, zeroed here, outside the timing
         be.store(w, _zeros((M, N)))
         x["_w"] = w  # check() verifies that the call left it zero
+        if cfg[5] == "m16":  # and the per-tile semaphores of its one-kernel split-K (zero, left zero)
+            if hasattr(w, "cpu"):  # torch
+                sem = be.torch.zeros((M, N // cfg[1]), dtype=be.torch.int32, device=w.device)
+            else:
+                sem = _zeros((M, N // cfg[1])).astype("int32")
+            return [x["A"], w_, s_, o, w, sem]
         return [x["A"], w_, s_, o, w]
 
     def make_with_backend(be, rng):

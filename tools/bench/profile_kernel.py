@@ -9,7 +9,8 @@
       W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
       group size 128, fp16; SPLIT > 1: w4a16_mma / w4a16_wgmma (split_k=SPLIT) with the caller's workspace, main_k0 then main_k1)
   python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16 SPLIT WK   (kernels.w4a16_m16, CUDA
-      only: hopper_bench's "m16" tuple; the random weights repacked by pack_w4a16_m16 first; SPLIT 1: one kernel)
+      only: hopper_bench's "m16" tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
+      at any SPLIT)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
 "cuda"), so a config the bench precompiled is a cache hit), the inputs are random torch tensors on
@@ -91,8 +92,9 @@ def main():
         if kind == "m16":  # (A, Wp, Sp, C[, Wk]): the weights and scales in pack_w4a16_m16's layout
             wp, sp = w4a16_m16.pack_w4a16_m16(args[1].cpu().numpy(), args[2].cpu().numpy())
             args[1], args[2] = torch.as_tensor(wp).to(dev), torch.as_tensor(sp).to(dev)
-            if split > 1:
-                args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
+            if split > 1:  # the one-kernel split-K's workspace and per-tile semaphores: zero, left zero
+                args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))
+                args.append(torch.zeros((M, N // bn), device=dev, dtype=torch.int32))
     else:
         from kernels import attention
         B, H, S, D = (int(v) for v in a.args[:4])
