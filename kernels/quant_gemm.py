@@ -585,6 +585,207 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
     return main
 
 
+# w4a16_gemv_ldg's memory helpers. The weights go global -> shared by cp.async (.cg: not into L1, where A
+# stays for the block's warps; L2::256B: the whole 256-byte run), each thread into its own slots of a
+# ring, so no block barrier: cp.async.wait_group makes a thread's own copies visible to it. Why not
+# plain loads into a register ring: ptxas sinks them next to their use (SASS of the register version:
+# the k-th weight load issued after ~k - 1 chunks were consumed, one or two 16-byte loads in flight per
+# thread), while a cp.async cannot move below the wait_group that counts it. The scales: a 4-byte
+# cp.async of the aligned pair holding the chunk's scale (cp.async has no 2-byte size). The lop3 of
+# the decode in asm: ptxas splits (x & m) ^ c with two immediates into two LOP3s.
+_W4L_HELPERS = r"""
+__device__ __forceinline__ void tl_w4l_cp16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;"
+               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+}
+__device__ __forceinline__ void tl_w4l_cp4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
+               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+}
+__device__ __forceinline__ void tl_w4l_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+#define TL_W4L_WAIT(n) asm volatile("cp.async.wait_group %0;" :: "n"(n) : "memory")
+// a slot's 16 bytes in one load (NVVM splits some uint4 reads into v2 and scalar loads), after the wait
+__device__ __forceinline__ uint4 tl_w4l_ldring(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  return v;
+}
+__device__ __forceinline__ uint4 tl_w4l_lda(const unsigned short* p) {
+  uint4 v;
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned tl_w4l_lo(unsigned x) {  // (x & 0x000f000fu) ^ 0x64086408u in one LOP3
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(r) : "r"(x), "n"(0x000f000fu), "n"(0x64086408u));
+  return r;
+}
+__device__ __forceinline__ unsigned tl_w4l_hi(unsigned x) {  // (x & 0x00f000f0u) ^ 0x64806480u
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(r) : "r"(x), "n"(0x00f000f0u), "n"(0x64806480u));
+  return r;
+}
+"""
+
+
+def _w4ldg_source(name, K, group_size, rows, depth, prefetch, threads):
+    """CUDA C++ of one thread of w4a16_gemv_ldg: lane l of warp w owns the 16-byte chunks (32 weights)
+    l, l + 32, ... of each of the warp's `rows` rows, in units of `depth` chunks of one row (one slice of
+    1024 depth weights); units run slice by slice, the rows inside. Each unit's chunks (and the 4-byte
+    scale pairs holding their group scales) are copied global -> shared by cp.async `prefetch` units
+    ahead of their use into the thread's own slots of a ring of prefetch + 1 units (one commit group per
+    unit, wait_group(prefetch) before a unit is read; slot s, chunk d, thread t at ring[(s * depth + d) *
+    threads + t]: a warp's 16-byte reads are consecutive, conflict-free). The lane's activations of a
+    slice are loaded once (global, L1-cached: the block's warps share them) and paired as in
+    _w4h2_source, then reused by all the rows. The per-chunk arithmetic is _w4h2_source's (the same bit
+    operations, fp16 products 8 per half, float32 times the group scale). Writes the lane's float32
+    partial sum of row r to part[r * threads + t]."""
+    units = (K // (1024 * depth)) * rows
+    ring = prefetch + 1
+    kb, groups = K // 2, K // group_size
+    return _W4H2_HELPERS + _W4L_HELPERS + f"""
+__device__ __forceinline__ void {name}(const unsigned char* w, const unsigned short* a, const unsigned short* s,
+                                        unsigned* ring, float* part, int t) {{
+  const unsigned lane = t & 31, warp = t >> 5;
+  w += warp * {rows * kb}u + lane * 16u;
+  s += warp * {rows * groups}u;
+  a += lane * 32u;
+  uint4* rw = reinterpret_cast<uint4*>(ring) + t;  // weights: [slot][d][thread] uint4
+  unsigned* rs = ring + {ring * depth * threads * 4} + t;  // scale pairs: [slot][d][thread] u32
+  unsigned ap[{depth}][4][4];
+  float acc[{rows}];
+#pragma unroll
+  for (int r = 0; r < {rows}; ++r) acc[r] = 0.f;
+#pragma unroll
+  for (int v = 0; v < {prefetch}; ++v) {{  // the first units: one commit group each (empty past the end)
+    if (v < {units}) {{
+#pragma unroll
+      for (int d = 0; d < {depth}; ++d) {{
+        const unsigned c = (v / {rows}) * {depth} + d;  // chunk column: lane l's chunk is 32 c + l
+        tl_w4l_cp16(rw + (v * {depth} + d) * {threads}, w + (v % {rows}) * {kb}u + c * 512u);
+        tl_w4l_cp4(rs + (v * {depth} + d) * {threads},
+                   s + (v % {rows}) * {groups}u + (((c * 1024u + lane * 32u) / {group_size}u) & ~1u));
+      }}
+    }}
+    tl_w4l_commit();
+  }}
+#pragma unroll
+  for (int u = 0; u < {units}; ++u) {{
+    const int v = u + {prefetch};
+    if (v < {units}) {{  // unit u + prefetch into the slot unit u - 1 freed
+#pragma unroll
+      for (int d = 0; d < {depth}; ++d) {{
+        const unsigned c = (v / {rows}) * {depth} + d;
+        tl_w4l_cp16(rw + ((v % {ring}) * {depth} + d) * {threads}, w + (v % {rows}) * {kb}u + c * 512u);
+        tl_w4l_cp4(rs + ((v % {ring}) * {depth} + d) * {threads},
+                   s + (v % {rows}) * {groups}u + (((c * 1024u + lane * 32u) / {group_size}u) & ~1u));
+      }}
+    }}
+    tl_w4l_commit();
+    if (u % {rows} == 0) {{  // a new slice: this lane's 32 activations of each of its chunks, paired
+#pragma unroll
+      for (int d = 0; d < {depth}; ++d) {{
+        const unsigned c = (u / {rows}) * {depth} + d;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {{
+          const uint4 x = tl_w4l_lda(a + c * 1024u + 8 * i);  // (a0, a4), (a1, a5), (a2, a6), (a3, a7)
+          ap[d][i][0] = __byte_perm(x.x, x.z, 0x5410);
+          ap[d][i][1] = __byte_perm(x.x, x.z, 0x7632);
+          ap[d][i][2] = __byte_perm(x.y, x.w, 0x5410);
+          ap[d][i][3] = __byte_perm(x.y, x.w, 0x7632);
+        }}
+      }}
+    }}
+    TL_W4L_WAIT({prefetch});  // unit u's group is complete (prefetch newer ones may still fly)
+#pragma unroll
+    for (int d = 0; d < {depth}; ++d) {{
+      const unsigned c = (u / {rows}) * {depth} + d;
+      const uint4 qq = tl_w4l_ldring(rw + ((u % {ring}) * {depth} + d) * {threads});
+      const unsigned sp = rs[((u % {ring}) * {depth} + d) * {threads}];
+      const unsigned short sc = (unsigned short)(sp >> ((((c * 1024u + lane * 32u) / {group_size}u) & 1u) * 16u));
+      const unsigned words[4] = {{qq.x, qq.y, qq.z, qq.w}};
+      unsigned h0 = 0u, h1 = 0u;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {{
+        const unsigned x = words[i], y = x >> 8;
+        const unsigned q0 = tl_w4h2_fma(tl_w4l_lo(x), 0x3c003c00u, 0xe408e408u);  // x - 1032
+        const unsigned q1 = tl_w4h2_fma(tl_w4l_hi(x), 0x2c002c00u, 0xd480d480u);  // x / 16 - 72
+        const unsigned q2 = tl_w4h2_fma(tl_w4l_lo(y), 0x3c003c00u, 0xe408e408u);
+        const unsigned q3 = tl_w4h2_fma(tl_w4l_hi(y), 0x2c002c00u, 0xd480d480u);
+        h0 = tl_w4h2_fma(q0, ap[d][i][0], h0);
+        h1 = tl_w4h2_fma(q1, ap[d][i][1], h1);
+        h0 = tl_w4h2_fma(q2, ap[d][i][2], h0);
+        h1 = tl_w4h2_fma(q3, ap[d][i][3], h1);
+      }}
+      acc[u % {rows}] += tl_w4h2_h2f(sc) * (tl_w4h2_sum(h0) + tl_w4h2_sum(h1));
+    }}
+  }}
+#pragma unroll
+  for (int r = 0; r < {rows}; ++r) part[r * {threads} + t] = acc[r];
+}}
+"""
+
+
+def w4a16_gemv_ldg(M, N, K, group_size=128, out_dtype=None, rows=4, warps=4, depth=2, prefetch=4):
+    """W4A16 decode for CUDA only (imported CUDA source, like w4a16_gemv_h2 and with its signature,
+    packing and per-32-weight arithmetic), built to keep DRAM busy. Each warp owns `rows` rows
+    (block_N = rows * warps); each lane copies its 16-byte chunks of them (512 contiguous bytes per
+    warp and copy) with their group scales by cp.async into its own slots of a shared ring
+    `prefetch` units of `depth` chunks ahead of their use: a lane has prefetch * depth * 16 weight
+    bytes (plus prefetch * depth * 4 bytes of scale pairs) in flight whenever it computes, and no
+    thread waits on another (no block barrier before the epilogue). The lane's activations (32 per
+    chunk) are loaded per slice of 1024 * depth weights and reused by the warp's rows; the 32 lanes'
+    partial sums of a row are added at the end (one shared write per row and thread, reduce_sum).
+
+    Why (issue #11, ncu of w4a16_gemv_h2: DRAM ~29 % busy): its grid of a few hundred blocks staged
+    small TMA tiles through a block-wide pipeline, so few bytes were in flight per SM.
+
+    Shared memory: (prefetch + 1) * depth * 20 bytes per thread, + rows * 4 (the partial sums).
+    K: a multiple of 1024 * depth (a slice: 32 lanes x depth chunks of 32 weights); group_size a
+    multiple of 32 dividing K with K / group_size even (the 4-byte scale pairs); N a multiple of
+    rows * warps."""
+    if group_size % 32 or K % group_size or (K // group_size) % 2:
+        raise ValueError(f"w4a16_gemv_ldg: group_size={group_size} must be a multiple of 32 dividing K={K} "
+                         f"an even number of times")
+    if depth < 1 or K % (1024 * depth):
+        raise ValueError(f"w4a16_gemv_ldg: K={K} must be a multiple of 1024 * depth = {1024 * max(depth, 1)}")
+    if rows < 1 or warps < 1 or prefetch < 1:
+        raise ValueError(f"w4a16_gemv_ldg: rows={rows}, warps={warps}, prefetch={prefetch} must be >= 1")
+    block_N = rows * warps
+    if not isinstance(N, int) or N % block_N:
+        raise ValueError(f"w4a16_gemv_ldg: N={N} must be a multiple of rows * warps = {block_N}")
+    out_dtype = out_dtype or "float16"
+    threads = 32 * warps
+    M = _dim(M)
+    name = f"tl_w4a16_ldg_k{K}_g{group_size}_r{rows}_d{depth}_p{prefetch}_t{threads}"
+    src = _w4ldg_source(name, K, group_size, rows, depth, prefetch, threads)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), W: T.Tensor((N, K // 2), "uint8"),
+             Scales: T.Tensor((N, K // group_size), "float16"), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(N // block_N, M, threads=threads) as (bx, by):
+            # each thread's cp.async slots: weights [slot][d][t] uint4, then scale pairs [slot][d][t] u32
+            ring = T.alloc_shared(((prefetch + 1) * depth * 5 * threads,), "uint32")
+            part = T.alloc_shared((rows, threads), "float32")  # [r, t]: thread t's partial sum of its row r
+            red = T.alloc_fragment((block_N, 32), "float32")
+            row = T.alloc_fragment((block_N,), "float32")
+            T.import_source(src)
+            # one call per thread (slot t = 2 p + h: the default layout gives each thread one slot; the
+            # function reads its warp and lane from t, so any slot order is correct, the identity coalesced)
+            for p, h in T.Parallel(threads // 2, 2):
+                T.call_extern(name, T.address_of(W[bx * block_N, 0]), T.address_of(A[by, 0]),
+                              T.address_of(Scales[bx * block_N, 0]), T.address_of(ring[0]),
+                              T.address_of(part[0, 0]), 2 * p + h, dtype="handle")
+            for n, l in T.Parallel(block_N, 32):  # row n = warp * rows + r: lane l's sum is part[r, 32 warp + l]
+                red[n, l] = part[n % rows, (n // rows) * 32 + l]
+            T.reduce_sum(red, row, dim=1)
+            for n in T.Parallel(block_N):
+                C[by, bx * block_N + n] = T.cast(row[n], out_dtype)
+
+    return main
+
+
 def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
                 threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128), permute_k=False):
     """W4A16 decode with the dequantized weights in REGISTERS as the wgmma A operand: the same signature

@@ -103,6 +103,13 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (1, 16, 256, 6, 128, "h2"), (1, 32, 256, 6, 128, "h2"), (1, 64, 256, 4, 128, "h2"),
                      (1, 32, 512, 4, 256, "h2"), (1, 16, 512, 6, 128, "h2"), (1, 64, 256, 4, 256, "h2"),
                      (1, 32, 256, 8, 128, "h2"), (1, 16, 256, 8, 128, "h2"),
+                     # "ldg": kernels.quant_gemm.w4a16_gemv_ldg (CUDA only, h2's arithmetic) -- each thread's own
+                     # cp.async ring, no block-wide pipeline (the h2 ncu: DRAM ~29 % busy, too few bytes in
+                     # flight). Tuple: (1, rows * warps, 1024 * depth, prefetch, 32 * warps, "ldg"): each lane
+                     # keeps prefetch * depth * 16 weight bytes in flight, a warp owns rows rows
+                     (1, 16, 2048, 4, 128, "ldg"), (1, 16, 1024, 8, 128, "ldg"), (1, 8, 2048, 4, 128, "ldg"),
+                     (1, 32, 2048, 4, 256, "ldg"), (1, 16, 2048, 8, 128, "ldg"), (1, 32, 1024, 8, 128, "ldg"),
+                     (1, 32, 2048, 4, 128, "ldg"),
                      (16, 32, 128, 4, 128, "mma"), (16, 64, 128, 4, 128, "mma"), (16, 16, 128, 6, 64, "mma"),
                      (16, 32, 128, 8, 128, "mma"), (16, 32, 128, 6, 256, "mma"), (16, 64, 128, 6, 256, "mma"),
                      (16, 32, 128, 4, 128, "mma_h2"), (16, 64, 128, 4, 128, "mma_h2"), (16, 32, 128, 6, 256, "mma_h2"),
@@ -411,6 +418,9 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
                                         num_stages=stages, threads=threads, magic_round=True,
                                         h2_dequant=kind != "mma", groups_per_step=2 if kind == "mma_h2g2" else 1,
                                         split_k=split, workspace=split > 1)
+        if kind == "ldg":  # CUDA only (imported CUDA source): bn = rows * warps, bk = 1024 * depth, stages = prefetch
+            return quant_gemm.w4a16_gemv_ldg(M, N, K, group_size=group, rows=bn // (threads // 32),
+                                             warps=threads // 32, depth=bk // 1024, prefetch=stages)
         if kind == "h2":  # CUDA only (imported CUDA source); bk is the k-step, the group size stays W4_GROUP
             return quant_gemm.w4a16_gemv_h2(M, N, K, group_size=group, block_N=bn, block_K=bk, num_stages=stages,
                                             threads=threads)
@@ -595,6 +605,9 @@ def fits(case, cfg):
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
         if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
+        if cfg[5] == "ldg":  # a slice of 1024 * depth weights divides K; warps of rows rows divide N; even groups
+            return (p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and cfg[2] % 1024 == 0
+                    and cfg[1] % (cfg[4] // 32) == 0 and p["group"] % 32 == 0 and (p["K"] // p["group"]) % 2 == 0)
         if cfg[5] == "gemv":
             return p["K"] % cfg[2] == 0 and (cfg[2] % p["group"] == 0 or p["group"] % cfg[2] == 0)
         return p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and (not cfg[5] or cfg[2] % p["group"] == 0)

@@ -6,7 +6,7 @@
       each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND [SPLIT]   (hopper_bench's
-      W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
+      W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | ldg | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
       group size 128, fp16; SPLIT > 1: w4a16_mma / w4a16_wgmma (split_k=SPLIT) with the caller's workspace, main_k0 then main_k1)
   python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16 SPLIT WK   (kernels.w4a16_m16, CUDA
       only: hopper_bench's "m16" tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
@@ -66,6 +66,9 @@ def main():
             prog = quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                           threads=threads, magic_round=True, split_k=split, workspace=split > 1,
                                           permute_k=kind == "wgmma_p")
+        elif kind == "ldg":  # BN = rows * warps, BK = 1024 * depth, STAGES = prefetch, THREADS = 32 * warps
+            prog = quant_gemm.w4a16_gemv_ldg(M, N, K, rows=bn // (threads // 32), warps=threads // 32,
+                                             depth=bk // 1024, prefetch=stages)
         elif kind == "h2":
             prog = quant_gemm.w4a16_gemv_h2(M, N, K, block_N=bn, block_K=bk, num_stages=stages, threads=threads)
         elif kind == "gemv":
