@@ -150,7 +150,10 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 64, 128, 2, 128, "m16", 2, 2), (16, 128, 128, 1, 256, "m16", 2, 4),
                      # 1 x 8 warps of rows x 2 of groups, 4 (3) groups ahead: 64 (48) KiB of weights in flight per
                      # SM at one block of 512 threads (121 / 113 registers), A read by 64 column blocks, not 128
-                     (16, 128, 128, 4, 512, "m16", 2, 2), (16, 128, 128, 3, 512, "m16", 2, 2))
+                     (16, 128, 128, 4, 512, "m16", 2, 2), (16, 128, 128, 3, 512, "m16", 2, 2),
+                     # 2 tiles x 8 warps of rows: A read by 32 column blocks (a quarter of the weight bytes from
+                     # the L2), 1 (2) groups ahead: 32 (64) KiB in flight per SM, 127 (128, 40-byte spill) registers
+                     (16, 256, 128, 1, 512, "m16", 4, 2), (16, 256, 128, 2, 512, "m16", 4, 2))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
