@@ -77,7 +77,9 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # 3 stages: d128 128x64/256 128 regs 128 KB -> 1, 128x128/256 169 regs 224 KB -> 1 (the same one block as
 # 2 stages, one more K/V tile in flight); d64 128x128/256 112 KB -> 2.
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
-              (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"))
+              (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
+              # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (128x128 spills at D=128)
+              (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
@@ -324,7 +326,7 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
     def program(cfg):
         bm, bn, threads, stages = cfg[:4]
         return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
-                                         num_stages=stages, dtype=dtype)
+                                         num_stages=stages, dtype=dtype, overlap=cfg[4:5] == ("overlap",))
 
     def make(be, rng):
         return {n: be.randn((B, H, S, D), dtype, rng) for n in ("Q", "K", "V")}
@@ -1044,8 +1046,9 @@ def run_all(cases, be, target, json_path, log=print, budget_s=None):
 
 
 def self_test_configs(case):
-    """The first fitting config, plus for W4A16, the norms and GEMM the first of each kernel variant (their
-    kind: stage_scales or "lut"; stage; split-K at this K), so every factory path runs."""
+    """The first fitting config, plus for W4A16, the norms, GEMM and attention the first of each kernel variant
+    (their kind: stage_scales or "lut"; stage; split-K at this K; "nows" / "overlap"), so every factory path
+    runs."""
     picked, kinds = [], set()
     for cfg in case.configs:
         if not fits(case, cfg):
@@ -1054,6 +1057,8 @@ def self_test_configs(case):
             cfg[2] if case.group == "norm" else None
         if case.group == "gemm":
             kind = len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1
+        if case.group == "attention":  # plain, "nows", "overlap" (flash_attention(overlap=True))
+            kind = cfg[4:5]
         if not picked or kind not in kinds:
             picked.append(cfg)
             kinds.add(kind)

@@ -4,7 +4,9 @@
   python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT]]
       (SPLIT > 1: kernels.gemm.matmul_splitk with the caller's workspace, as hopper_bench's split-K configs;
       each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`)
-  python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES
+  python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
+      (VARIANT overlap | nows as hopper_bench's 5th FA config element: flash_attention(overlap=True), or
+      pass_configs tl.disable_warp_specialized)
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND [SPLIT]   (hopper_bench's
       W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | ldg | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
       group size 128, fp16; SPLIT > 1: w4a16_mma / w4a16_wgmma (split_k=SPLIT) with the caller's workspace, main_k0 then main_k1)
@@ -34,6 +36,7 @@ def main():
     import torch
     import tilelang
     dev = torch.device("cuda", 0)
+    pass_configs = None  # attention "nows": the sm_90a kernel without the producer warpgroup
     if a.kind == "gemm":
         from kernels import gemm
         M, N, K = (int(v) for v in a.args[:3])
@@ -103,11 +106,16 @@ def main():
         B, H, S, D = (int(v) for v in a.args[:4])
         causal = a.args[4].lower() in ("1", "true", "causal")
         bm, bn, threads, stages = (int(v) for v in a.args[5:9])
+        variant = a.args[9] if len(a.args) > 9 else ""
+        if variant not in ("", "overlap", "nows"):
+            ap.error(f"attention VARIANT {variant!r} not in overlap | nows")
         prog = attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
-                                         num_stages=stages, dtype="bfloat16")
+                                         num_stages=stages, dtype="bfloat16", overlap=variant == "overlap")
+        if variant == "nows":
+            pass_configs = {"tl.disable_warp_specialized": True}
         args = [torch.randn((B, H, S, D), device=dev, dtype=torch.bfloat16) for _ in range(3)]
         args.append(torch.empty((B, H, S, D), device=dev, dtype=torch.bfloat16))
-    k = tilelang.compile(prog, target="cuda")
+    k = tilelang.compile(prog, target="cuda", pass_configs=pass_configs)
     for _ in range(a.reps):
         k(*args)
     torch.cuda.synchronize()
