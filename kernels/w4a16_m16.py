@@ -75,8 +75,9 @@ __device__ __forceinline__ void tl_w4m_mma(float* d, const unsigned* a, unsigned
 }
 __device__ __forceinline__ uint4 tl_w4m_ldg(const void* p) {
   uint4 v;
-  // read once: no L1 line (the activations and scales keep it)
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  // read once: no L1 line. Not .nc on purpose: a coherent load may not move past the __syncthreads() that
+  // separates its issue (depth groups ahead) from its use, so ptxas cannot sink it next to the mma
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
@@ -95,7 +96,7 @@ __device__ __forceinline__ float tl_w4m_ldcg(const float* p) {
 }
 __device__ __forceinline__ unsigned tl_w4m_ldg32(const void* p) {
   unsigned v;
-  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p));  // coherent, as tl_w4m_ldg
   return v;
 }
 """
