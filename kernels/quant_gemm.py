@@ -594,21 +594,29 @@ def w4a16_gemv_h2(M, N, K, group_size=128, out_dtype=None, block_N=16, block_K=2
 # cp.async of the aligned pair holding the chunk's scale (cp.async has no 2-byte size). The lop3 of
 # the decode in asm: ptxas splits (x & m) ^ c with two immediates into two LOP3s.
 _W4L_HELPERS = r"""
-__device__ __forceinline__ void tl_w4l_cp16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;"
-               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+__device__ __forceinline__ unsigned tl_w4l_saddr(const void* p) {  // generic -> shared window address
+  unsigned a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
 }
-__device__ __forceinline__ void tl_w4l_cp4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;"
-               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(src) : "memory");
+// dst / p: shared window addresses (one conversion of the ring's base, then constant offsets)
+__device__ __forceinline__ void tl_w4l_cp16(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void tl_w4l_cp4(unsigned dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void tl_w4l_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 #define TL_W4L_WAIT(n) asm volatile("cp.async.wait_group %0;" :: "n"(n) : "memory")
 // a slot's 16 bytes in one load (NVVM splits some uint4 reads into v2 and scalar loads), after the wait
-__device__ __forceinline__ uint4 tl_w4l_ldring(const uint4* p) {
+__device__ __forceinline__ uint4 tl_w4l_ldring(unsigned p) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p))));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned tl_w4l_ldring4(unsigned p) {
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(p));
   return v;
 }
 __device__ __forceinline__ uint4 tl_w4l_lda(const unsigned short* p) {
@@ -651,8 +659,8 @@ __device__ __forceinline__ void {name}(const unsigned char* w, const unsigned sh
   w += warp * {rows * kb}u + lane * 16u;
   s += warp * {rows * groups}u;
   a += lane * 32u;
-  uint4* rw = reinterpret_cast<uint4*>(ring) + t;  // weights: [slot][d][thread] uint4
-  unsigned* rs = ring + {ring * depth * threads * 4} + t;  // scale pairs: [slot][d][thread] u32
+  const unsigned rw = tl_w4l_saddr(ring) + t * 16u;  // weights: [slot][d][thread] 16 bytes
+  const unsigned rs = rw + {ring * depth * threads * 16}u - t * 12u;  // then scale pairs: [slot][d][thread] u32
   unsigned ap[{depth}][4][4];
   float acc[{rows}];
 #pragma unroll
@@ -663,8 +671,8 @@ __device__ __forceinline__ void {name}(const unsigned char* w, const unsigned sh
 #pragma unroll
       for (int d = 0; d < {depth}; ++d) {{
         const unsigned c = (v / {rows}) * {depth} + d;  // chunk column: lane l's chunk is 32 c + l
-        tl_w4l_cp16(rw + (v * {depth} + d) * {threads}, w + (v % {rows}) * {kb}u + c * 512u);
-        tl_w4l_cp4(rs + (v * {depth} + d) * {threads},
+        tl_w4l_cp16(rw + (v * {depth} + d) * {threads * 16}u, w + (v % {rows}) * {kb}u + c * 512u);
+        tl_w4l_cp4(rs + (v * {depth} + d) * {threads * 4}u,
                    s + (v % {rows}) * {groups}u + (((c * 1024u + lane * 32u) / {group_size}u) & ~1u));
       }}
     }}
@@ -677,8 +685,8 @@ __device__ __forceinline__ void {name}(const unsigned char* w, const unsigned sh
 #pragma unroll
       for (int d = 0; d < {depth}; ++d) {{
         const unsigned c = (v / {rows}) * {depth} + d;
-        tl_w4l_cp16(rw + ((v % {ring}) * {depth} + d) * {threads}, w + (v % {rows}) * {kb}u + c * 512u);
-        tl_w4l_cp4(rs + ((v % {ring}) * {depth} + d) * {threads},
+        tl_w4l_cp16(rw + ((v % {ring}) * {depth} + d) * {threads * 16}u, w + (v % {rows}) * {kb}u + c * 512u);
+        tl_w4l_cp4(rs + ((v % {ring}) * {depth} + d) * {threads * 4}u,
                    s + (v % {rows}) * {groups}u + (((c * 1024u + lane * 32u) / {group_size}u) & ~1u));
       }}
     }}
@@ -701,8 +709,8 @@ __device__ __forceinline__ void {name}(const unsigned char* w, const unsigned sh
 #pragma unroll
     for (int d = 0; d < {depth}; ++d) {{
       const unsigned c = (u / {rows}) * {depth} + d;
-      const uint4 qq = tl_w4l_ldring(rw + ((u % {ring}) * {depth} + d) * {threads});
-      const unsigned sp = rs[((u % {ring}) * {depth} + d) * {threads}];
+      const uint4 qq = tl_w4l_ldring(rw + ((u % {ring}) * {depth} + d) * {threads * 16}u);
+      const unsigned sp = tl_w4l_ldring4(rs + ((u % {ring}) * {depth} + d) * {threads * 4}u);
       const unsigned short sc = (unsigned short)(sp >> ((((c * 1024u + lane * 32u) / {group_size}u) & 1u) * 16u));
       const unsigned words[4] = {{qq.x, qq.y, qq.z, qq.w}};
       unsigned h0 = 0u, h1 = 0u;
