@@ -141,7 +141,7 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 64, 128, 4, 128, "wgmma_p", 4), (16, 64, 128, 4, 128, "wgmma_p", 2),
                      (16, 128, 128, 4, 256, "wgmma_p", 4), (8, 64, 128, 4, 128, "wgmma_p", 4),
                      # "m16": kernels.w4a16_m16.w4a16_m16 (CUDA only, imported source; W and the scales repacked
-                     # outside the timing by pack_w4a16_m16): each lane's 16-byte ld.global.nc of the weights is
+                     # outside the timing by pack_w4a16_m16): each lane's 16-byte ld.global of the weights is
                      # its mma.sync A fragment for 4 k16-steps (swap-AB), depth groups loaded ahead in registers,
                      # A through a cp.async ring. Tuple: (16, block_N, group, depth, threads, "m16", split_k, wk):
                      # wk warps split each block's groups (summed in shared memory), threads / 32 / wk warps split
