@@ -610,8 +610,9 @@ def fits(case, cfg):
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
         if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
-        if cfg[5] == "ldg":  # a slice of 1024 * depth weights divides K; warps of rows rows divide N; even groups
-            return (p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and cfg[2] % 1024 == 0
+        if cfg[5] == "ldg":  # M = 1 (a block per row of A: W re-read per row); a slice of 1024 * depth weights
+            # divides K; warps of rows rows divide N; an even number of groups (the 4-byte scale pairs)
+            return (p["M"] == 1 and p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and cfg[2] % 1024 == 0
                     and cfg[1] % (cfg[4] // 32) == 0 and p["group"] % 32 == 0 and (p["K"] // p["group"]) % 2 == 0)
         if cfg[5] == "gemv":
             return p["K"] % cfg[2] == 0 and (cfg[2] % p["group"] == 0 or p["group"] % cfg[2] == 0)
