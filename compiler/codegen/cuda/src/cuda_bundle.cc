@@ -104,6 +104,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   std::optional<CudaSource> src_90;
   std::vector<std::string> why_not_90;  // the sm_90a lowering's gemm notes when sm_90a takes the kernel above
   gpu::GpuLowerOptions l90 = lo;
+  // The sm_90a variant is its own cubin with its own Requirements.shared_bytes and launch size, so it gets
+  // sm_90a's 227 KiB, not the smallest budget of the list (a "sm_90a" target also carries compute_80 PTX:
+  // 163 KiB, which silently cut hopper_bench's deeper pipelines, e.g. 128x256x64 at 4 stages to 3).
+  l90.shared_budget_bytes = SharedBudget("sm_90a");
   // TL_CUDA_WGMMA=0 at build time: sm_90a without wgmma (mma.sync as the
   // other archs), to bisect a device problem without changing the program.
   const char* wgmma_env = std::getenv("TL_CUDA_WGMMA");
