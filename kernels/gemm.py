@@ -39,7 +39,8 @@ def _raster(pid, n_m, n_n, panel):
 
 
 def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=False, bias=False,
-           act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128, raster=0):
+           act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128, raster=0,
+           swap_ab=False):
     """GEMM with an optional fused epilogue.
 
     Parameters:
@@ -53,6 +54,10 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
       block_*     the tile: block_M x block_N outputs per block, K stepped by block_K.
       raster      0: a 2-D grid in row-major block order; P > 0: a 1-D grid walked in panels of P
                   row blocks (better L2 reuse at large M and N; static M and N, no batch).
+      swap_ab     skinny M (decode, M = 16): each block computes its tile transposed, C^T = B^T A^T, so
+                  block_N fills the MMA's M dimension (wgmma's 64-row tiles) and block_M (16) is its N;
+                  A's tile is block_M rows (no rows of zeros), a pipeline stage is nearly all B, and more
+                  stages fit; the tile is stored transposed. No transposes, bias, activation, batch or raster.
     Signature: (A, B, [Bias,] C); C is written.
     """
     if dtype not in ACCUM:
@@ -66,6 +71,9 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
     if raster and (batch is not None or not isinstance(M, int) or not isinstance(N, int)):
         raise ValueError(f"matmul: raster={raster} needs static M and N and no batch, got M={M!r}, N={N!r}, "
                          f"batch={batch!r}")
+    if swap_ab and (trans_A or trans_B or bias or act != "none" or batch is not None or raster):
+        raise ValueError(f"matmul: swap_ab takes no trans_A/trans_B, bias, act, batch or raster, got trans_A={trans_A}, "
+                         f"trans_B={trans_B}, bias={bias}, act={act!r}, batch={batch!r}, raster={raster}")
     n_m, n_n = (-(-M // block_M), -(-N // block_N)) if raster else (0, 0)
     M, N, K, B_ = _dim(M), _dim(N), _dim(K), _dim(batch)
     lead = () if batch is None else (B_,)
@@ -82,6 +90,19 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
             bx, by = _raster(ids, n_m, n_n, raster)
             return bx, by, 0
         return ids[0], ids[1], (ids[2] if batch is not None else 0)
+
+    @T.macro
+    def body_swapped(A, B, C, bx, by):
+        A_s = T.alloc_shared((block_M, block_K), dtype)
+        B_s = T.alloc_shared((block_K, block_N), dtype)
+        Ct_f = T.alloc_fragment((block_N, block_M), accum)  # C^T: N rows, M columns
+        T.clear(Ct_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(B_s, A_s, Ct_f, transpose_A=True, transpose_B=True)
+        for n, m in T.Parallel(block_N, block_M):
+            C[by * block_M + m, bx * block_N + n] = Ct_f[n, m]
 
     @T.macro
     def body(A, B, Bias, C, bx, by, bz):
@@ -131,6 +152,13 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
                 body(A, B, Bias, C, *block_ids(ids))
         return main
 
+    if swap_ab:
+        @T.prim_func
+        def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
+            with T.Kernel(*grid, threads=threads) as (bx, by):
+                body_swapped(A, B, C, bx, by)
+        return main
+
     @T.prim_func
     def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
         with T.Kernel(*grid, threads=threads) as ids:
@@ -140,7 +168,7 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
 
 
 def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128, block_N=128, block_K=64,
-                  num_stages=3, threads=256, cast_block=(32, 128), workspace=False):
+                  num_stages=3, threads=256, cast_block=(32, 128), workspace=False, reduce="atomic", swap_ab=False):
     """C = A @ B with K split over `split_k` blocks per output tile (skinny M: more blocks streaming B).
 
     Two kernels in one program, over a float32 workspace W [M, N] that is zero when kernel 1 starts:
@@ -153,9 +181,21 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
     zero before the first call; kernel 2 writes zeros back after reading each element, so every
     call leaves it zero for the next (one workspace per concurrently running call).
     Numerics: float32 accumulation as `matmul`; the split sums add in an unspecified order.
+    reduce="partials": W is [split_k, M, N] float32 and block z stores its tile into W[z] with plain
+    stores (on sm_90a the staged 16-byte epilogue, no atomics at the end of the split kernel); kernel 2
+    adds the split_k slices in order z = 0, 1, ... (deterministic) and rounds once. W needs no zeroing
+    and is left as written (with workspace=True any contents will do; without, T.alloc_global's zeroing
+    is still done per call): split_k x 4 bytes per output element are written and read back, all of it
+    in the L2 at the skinny shapes (M = 128, N = 8192, split 4: 16 MiB), instead of atomics, the read and
+    the write-back of zeros.
+    swap_ab=True (skinny M): the split kernel computes the transposed tile C^T = B^T A^T, so N fills the
+    MMA's M dimension (wgmma's 64-row tiles) and block_M (16 for M = 16) is its N; A's tile is block_M rows
+    (no rows of zeros), so a stage is nearly all B and more of them fit in shared memory. The tile is
+    stored (or added) transposed; kernel 2 is unchanged.
     Parameters as `matmul` (A [M, K], B [K, N], no transposes, no epilogue); M may be a str naming a
     `T.dynamic` symbol; N and K are ints. cast_block: the (rows, columns) tile of kernel 2.
-    Signature: (A, B, C) or, with workspace=True, (A, B, C, W [M, N] float32); C is written."""
+    Signature: (A, B, C) or, with workspace=True, (A, B, C, W [M, N] float32; [split_k, M, N] with
+    reduce="partials"); C is written."""
     if dtype not in ("float16", "bfloat16", "float32"):
         raise ValueError(f"matmul_splitk: dtype {dtype!r} not in ['bfloat16', 'float16', 'float32']")
     if not isinstance(N, int) or not isinstance(K, int):
@@ -164,6 +204,9 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
     if not isinstance(split_k, int) or not 1 <= split_k <= steps:
         raise ValueError(f"matmul_splitk: split_k={split_k!r} must be an int in [1, {steps}] "
                          f"(K={K} is {steps} k-steps of block_K={block_K})")
+    if reduce not in ("atomic", "partials"):
+        raise ValueError(f"matmul_splitk: reduce={reduce!r} not in ['atomic', 'partials']")
+    partials = reduce == "partials"
     accum = "float32"
     out_dtype = out_dtype or accum
     per_split = -(-steps // split_k)  # k-steps per split; the last split's tail past K reads zeros
@@ -180,7 +223,39 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
             T.copy(A[by * block_M, (bz * per_split + k) * block_K], A_s)
             T.copy(B[(bz * per_split + k) * block_K, bx * block_N], B_s)
             T.gemm(A_s, B_s, C_f)
-        T.atomic_add(W[by * block_M, bx * block_N], C_f)
+        if partials:
+            T.copy(C_f, W[bz, by * block_M, bx * block_N])
+        else:
+            T.atomic_add(W[by * block_M, bx * block_N], C_f)
+
+    @T.macro
+    def split_swapped(A, B, W, bx, by, bz):
+        A_s = T.alloc_shared((block_M, block_K), dtype)
+        B_s = T.alloc_shared((block_K, block_N), dtype)
+        Ct_f = T.alloc_fragment((block_N, block_M), accum)  # C^T: N rows, M columns
+        T.clear(Ct_f)
+        for k in T.Pipelined(per_split, num_stages=num_stages):
+            T.copy(A[by * block_M, (bz * per_split + k) * block_K], A_s)
+            T.copy(B[(bz * per_split + k) * block_K, bx * block_N], B_s)
+            T.gemm(B_s, A_s, Ct_f, transpose_A=True, transpose_B=True)
+        if partials:
+            for n, m in T.Parallel(block_N, block_M):
+                W[bz, by * block_M + m, bx * block_N + n] = Ct_f[n, m]
+        else:
+            for n, m in T.Parallel(block_N, block_M):
+                T.atomic_add(W[by * block_M + m, bx * block_N + n], Ct_f[n, m])
+
+    @T.macro
+    def sum_partials(C, W, bx, by):
+        # the split_k slices of this tile through shared memory (16-byte reads), added in slice order
+        w_s = T.alloc_shared((cb_m, cb_n), accum)
+        acc = T.alloc_fragment((cb_m, cb_n), accum)
+        T.clear(acc)
+        for z in T.serial(split_k):
+            T.copy(W[z, by * cb_m, bx * cb_n], w_s)
+            for i, j in T.Parallel(cb_m, cb_n):
+                acc[i, j] += w_s[i, j]
+        T.copy(acc, C[by * cb_m, bx * cb_n])
 
     @T.macro
     def cast(C, W, bx, by):
@@ -196,23 +271,27 @@ def matmul_splitk(M, N, K, split_k, dtype="float16", out_dtype=None, block_M=128
 
     grid = (T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k)
     cast_grid = (T.ceildiv(N, cb_n), T.ceildiv(M, cb_m))
+    W_shape = (split_k, M, N) if partials else (M, N)
+    finish = sum_partials if partials else cast
+    if swap_ab:
+        split = split_swapped  # noqa: F811 - the transposed form of the split kernel
     if workspace:
         @T.prim_func
         def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype),
-                 W: T.Tensor((M, N), accum)):
+                 W: T.Tensor(W_shape, accum)):
             with T.Kernel(*grid, threads=threads) as (bx, by, bz):
                 split(A, B, W, bx, by, bz)
             with T.Kernel(*cast_grid, threads=128) as (bx, by):
-                cast(C, W, bx, by)
+                finish(C, W, bx, by)
         return main
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype)):
-        W = T.alloc_global((M, N), accum)
+        W = T.alloc_global(W_shape, accum)
         with T.Kernel(*grid, threads=threads) as (bx, by, bz):
             split(A, B, W, bx, by, bz)
         with T.Kernel(*cast_grid, threads=128) as (bx, by):
-            cast(C, W, bx, by)
+            finish(C, W, bx, by)
 
     return main
 

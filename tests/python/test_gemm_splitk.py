@@ -6,7 +6,10 @@ call, or the caller's, which the cast kernel leaves zero), then a cast kernel.
   the tiles (a split whose k-steps run past K reads zeros), for bf16, fp16 and f32, M as a T.dynamic
   symbol, and every split count from 1 to the number of k-steps; called three times (the workspace is
   zero at every call, so a later call gives the same result, not a multiple; the caller's is zero after).
-- Bad split counts and dtypes are rejected naming the argument and the allowed range.
+- reduce="partials" (each split's tile stored into its own slice W[z], summed in order by the second kernel; the
+  caller's workspace starts NaN and each slice must hold exactly its split's partial product) and swap_ab=True
+  (C^T = B^T A^T per block, stored transposed; matmul's one-kernel form and matmul_splitk's) on the same cases.
+- Bad split counts, dtypes and reduce modes are rejected naming the argument and the allowed range.
 - The sm_90a CUDA source (no GPU needed): the split kernel runs wgmma on TMA-loaded tiles (M = 128
   tiles) or mma.sync (M = 16 tiles) and adds its tile into the float32 workspace with f32x2 vector
   atomics (red.global.add.v2.f32); a second kernel casts; ptxas (where nvcc is installed) compiles
@@ -96,6 +99,70 @@ def test_splitk_matches_float64_on_the_cpu(M, N, K, split, bm, bn, bk, dtype, wo
         assert not W.any()  # the caller's workspace: zero again after every call
 
 
+@pytest.mark.parametrize("workspace", [False, True])
+@pytest.mark.parametrize("M,N,K,split,bm,bn,bk,dtype", CASES)
+def test_splitk_partials_matches_float64_on_the_cpu(M, N, K, split, bm, bn, bk, dtype, workspace):
+    """reduce="partials": split z stores its tile into W[z] (plain stores), the second kernel adds the slices.
+    The caller's workspace starts NaN: every element the sum reads must have been written by the split kernel;
+    each slice holds exactly its split's partial product (k-steps z * per .. (z + 1) * per - 1, zeros past K)."""
+    dynamic = M == 37
+    prog = gemm.matmul_splitk("M" if dynamic else M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm,
+                              block_N=bn, block_K=bk, num_stages=2, threads=128, cast_block=(4, 64),
+                              workspace=workspace, reduce="partials")
+    assert [p.name for p in prog.params] == (["A", "B", "C", "W"] if workspace else ["A", "B", "C"])
+    k = tilelang.compile(prog, target="cpu")
+    assert len(k.kernel_names) == 2  # the split kernel, then the sum of the slices
+    A, B, a, b = operands(M, N, K, dtype)
+    ref = a @ b
+    per = -(-(-(-K // bk)) // split) * bk  # K columns per split
+    for _ in range(2):  # no zeroing needed between calls: the slices are overwritten, not added into
+        W = np.full((split, M, N), np.nan, np.float32)
+        C = np.full((M, N), 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full((M, N), np.nan, dtype)
+        k(A, B, C, W) if workspace else k(A, B, C)
+        c = decoded(C, dtype)
+        assert np.isfinite(c).all()
+        assert rel(c, ref) < TOL[dtype], (M, N, K, split, dtype, rel(c, ref))
+        if workspace:
+            for z in range(split):
+                sl = slice(z * per, (z + 1) * per)
+                bound = 2e-5 * (np.abs(a[:, sl]) @ np.abs(b[sl, :]))  # float32 summation of <= 128 products
+                assert (np.abs(W[z] - a[:, sl] @ b[sl, :]) <= bound).all(), z
+
+
+@pytest.mark.parametrize("split", [1, 3])
+@pytest.mark.parametrize("M,N,K,bm,bn,bk,dtype", [(16, 128, 256, 16, 64, 64, "bfloat16"),
+                                                  (5, 200, 320, 16, 64, 128, "float16"),
+                                                  (13, 64, 100, 8, 32, 32, "float32")])
+def test_swap_ab_matches_float64_on_the_cpu(M, N, K, bm, bn, bk, dtype, split):
+    """swap_ab=True: each block computes C^T = B^T A^T and stores it transposed -- matmul (one kernel, split 1)
+    and matmul_splitk (atomic and partials); ragged M, N and K."""
+    A, B, a, b = operands(M, N, K, dtype)
+    ref = a @ b
+    progs = []
+    if split == 1:
+        progs.append(gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
+                                 num_stages=2, threads=128, swap_ab=True))
+    else:
+        for reduce in ("atomic", "partials"):
+            progs.append(gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
+                                            block_K=bk, num_stages=2, threads=128, swap_ab=True, reduce=reduce,
+                                            cast_block=(4, 64)))
+    for prog in progs:
+        k = tilelang.compile(prog, target="cpu")
+        C = np.full((M, N), 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full((M, N), np.nan, dtype)
+        k(A, B, C)
+        c = decoded(C, dtype)
+        assert np.isfinite(c).all()
+        assert rel(c, ref) < TOL[dtype], (M, N, K, split, dtype, rel(c, ref))
+
+
+def test_swap_ab_refuses_what_it_does_not_do():
+    with pytest.raises(ValueError) as info:
+        gemm.matmul(16, 128, 256, dtype="float16", trans_B=True, swap_ab=True)
+    assert str(info.value) == ("matmul: swap_ab takes no trans_A/trans_B, bias, act, batch or raster, got "
+                               "trans_A=False, trans_B=True, bias=False, act='none', batch=None, raster=0")
+
+
 def test_every_split_count_gives_the_product():
     M, N, K, bk = 20, 64, 192, 32  # 6 k-steps
     A, B, a, b = operands(M, N, K, "float32")
@@ -113,6 +180,7 @@ def test_every_split_count_gives_the_product():
     (dict(split_k=5), "matmul_splitk: split_k=5 must be an int in [1, 4] (K=256 is 4 k-steps of block_K=64)"),
     (dict(split_k=2, dtype="int8"), "matmul_splitk: dtype 'int8' not in ['bfloat16', 'float16', 'float32']"),
     (dict(split_k=2, K="K"), "matmul_splitk: N and K must be ints, got N=128, K='K'"),
+    (dict(split_k=2, reduce="tree"), "matmul_splitk: reduce='tree' not in ['atomic', 'partials']"),
 ])
 def test_bad_arguments_are_named(kw, msg):
     args = dict(M=16, N=128, K=256, block_K=64)

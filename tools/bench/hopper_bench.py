@@ -49,7 +49,13 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # blocks walked in panels of P row blocks (kernels.gemm.matmul raster=); split_k S > 1: kernels.gemm.matmul_splitk
 # (S blocks per output tile, each over 1/S of K, float32 atomics into a float32 workspace, then a kernel that
 # rounds it into C and writes zeros back: both kernels are inside the timed call; the workspace is zeroed once
-# when allocated, outside it, and every call leaves it zero). The best one is reported.
+# when allocated, outside it, and every call leaves it zero); an 8th element "partials": matmul_splitk(reduce=
+# "partials") -- each split stores its tile into its own float32 slice W[z] (plain 16-byte stores, no atomics),
+# the second kernel adds the slices in order and rounds (W needs no zeroing: the bench passes it NaN-filled);
+# "swap" / "swap-partials": matmul_splitk(swap_ab=True), or matmul(swap_ab=True) at split 1 (one kernel, C stored
+# directly) -- C^T = B^T A^T, N on wgmma's 64-row M side, block_M the wgmma N (16 at M = 16: A's tile has no rows
+# of zeros, a stage is ~80-90 % B).
+# The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 256, 32, 256, 3, 8),
                       # deeper pipelines for the warp-specialized loop (the producer runs up to S stages ahead):
@@ -60,13 +66,30 @@ GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32,
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
                      (128, 128, 64, 128, 3, 0, 4), (128, 128, 64, 256, 5, 0, 2), (128, 256, 64, 256, 3, 0, 4),
-                     (128, 64, 64, 128, 4, 0, 2), (64, 128, 64, 128, 4, 0, 2))
+                     (128, 64, 64, 128, 4, 0, 2), (64, 128, 64, 128, 4, 0, 2),
+                     # session 8: 128x256 tiles (A read from the L2 by 32 column blocks, not 64 or 128) at 4 stages
+                     # (192 KiB: 128 KiB of B in flight per SM), and the split sums as per-split slices
+                     (128, 256, 64, 256, 4, 0, 4), (128, 256, 64, 256, 4, 0, 4, "partials"),
+                     (128, 64, 64, 128, 4, 0, 2, "partials"), (128, 128, 64, 256, 5, 0, 2, "partials"),
+                     # one kernel, no split (ncu 16:58: the split kernel alone is 45.7 us, the call ~55 us): 128 blocks
+                     # of 128x64, 192 KiB pipelines (the same A re-reads from the L2 as the split-2 128x64 config)
+                     (128, 64, 64, 128, 8), (128, 64, 128, 128, 4))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
                     (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
                     (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8),
                     # wgmma on 64-row tiles (48 rows of zeros from TMA: 4x the tensor work, B through 128-byte
                     # swizzled TMA boxes instead of mma.sync's padded ones)
-                    (64, 128, 64, 128, 4, 0, 4), (64, 64, 64, 128, 4, 0, 2))
+                    (64, 128, 64, 128, 4, 0, 4), (64, 64, 64, 128, 4, 0, 2),
+                    # session 8: per-split slices instead of atomics; 64x256 at 5 stages (160 KiB of B in flight per
+                    # SM); swap-AB (16-row A tiles: 18 KiB per 64x128 stage, 2 blocks of 6 stages per SM, or
+                    # 34 KiB per 64x256 stage, 6 stages: 192 KiB of B in flight per SM either way)
+                    (64, 128, 64, 128, 4, 0, 4, "partials"), (64, 256, 64, 128, 5, 0, 4),
+                    (16, 128, 64, 128, 6, 0, 4, "swap-partials"), (16, 256, 64, 128, 6, 0, 4, "swap-partials"),
+                    (16, 128, 64, 128, 6, 0, 4, "swap"),
+                    # one kernel, no split (ncu 16:58: the split kernel alone is 38.4 us at 3.58 TB/s, the call ~52 us):
+                    # 128 blocks of 64 columns, swap-AB at 8 stages of 16 KiB of B + 4 KiB of A (128 KiB of B in flight
+                    # per SM, as the split config's 2 blocks x 4 stages), and 64-row tiles at 6 stages of 32 KiB
+                    (16, 64, 128, 128, 8, 0, 1, "swap"), (64, 64, 128, 128, 6))
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
 # FlashAttention (block_M, block_N, threads, num_stages). Since 6ef9f64 P stays in registers (wgmma register
 # operand A), so no P tile in shared memory; ptxas sm_90a / blocks per SM (registers and shared bytes):
@@ -254,13 +277,19 @@ def gemm_case(M, N, K, dtype, configs):
     def split_of(cfg):  # at most one k-step per split (tiny shapes)
         return min(cfg[6], -(-K // cfg[2])) if len(cfg) > 6 else 1
 
+    def partials(cfg):
+        return len(cfg) > 7 and cfg[7] in ("partials", "swap-partials")
+
     def program(cfg):
         bm, bn, bk, threads, stages = cfg[:5]
         if split_of(cfg) > 1:  # the workspace is the 4th argument (zero; every call leaves it zero)
             return gemm.matmul_splitk(M, N, K, split_of(cfg), dtype=dtype, out_dtype=dtype, block_M=bm,
-                                      block_N=bn, block_K=bk, num_stages=stages, threads=threads, workspace=True)
+                                      block_N=bn, block_K=bk, num_stages=stages, threads=threads, workspace=True,
+                                      reduce="partials" if partials(cfg) else "atomic",
+                                      swap_ab=len(cfg) > 7 and cfg[7].startswith("swap"))
         return gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
-                           num_stages=stages, threads=threads, raster=cfg[5] if len(cfg) > 5 else 0)
+                           num_stages=stages, threads=threads, raster=cfg[5] if len(cfg) > 5 else 0,
+                           swap_ab=len(cfg) > 7 and cfg[7] == "swap")
 
     def make(be, rng):
         return {"A": be.randn((M, K), dtype, rng), "B": be.randn((K, N), dtype, rng)}
@@ -291,6 +320,9 @@ def gemm_case(M, N, K, dtype, configs):
         if cfg is None or split_of(cfg) == 1:
             return [x["A"], x["B"], o]
         be = x["_be"]
+        if partials(cfg):  # one slice per split, any contents: NaN proves every element read was written first
+            x.pop("_w", None)
+            return [x["A"], x["B"], o, be.nan((split_of(cfg), M, N), "float32")]
         w = be.nan((M, N), "float32")  # a fresh workspace per config, zeroed here, outside the timing
         be.store(w, _zeros((M, N)))
         x["_w"] = w  # check() verifies that the call left it zero
@@ -1057,7 +1089,7 @@ def self_test_configs(case):
         kind = (cfg[5], w4_split_of(cfg, case.params["K"]) > 1) if case.group == "w4a16" else \
             cfg[2] if case.group == "norm" else None
         if case.group == "gemm":
-            kind = len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1
+            kind = (len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1, cfg[7:8])
         if case.group == "attention":  # plain, "nows", "overlap" (flash_attention(overlap=True))
             kind = cfg[4:5]
         if not picked or kind not in kinds:

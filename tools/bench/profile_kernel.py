@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """One of our benchmark kernels, launched a few times on the GPU, for a profiler (ncu) to look at.
 
-  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT]]
+  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT]]]
       (SPLIT > 1: kernels.gemm.matmul_splitk with the caller's workspace, as hopper_bench's split-K configs;
-      each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`)
+      each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`;
+      VARIANT partials | swap | swap-partials as hopper_bench's 8th config element: reduce="partials"
+      (W [SPLIT, M, N], no zeroing), swap_ab=True (SPLIT 1 with swap: matmul(swap_ab=True), one kernel))
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
       (VARIANT overlap | nows as hopper_bench's 5th FA config element: flash_attention(overlap=True), or
       pass_configs tl.disable_warp_specialized)
@@ -44,16 +46,24 @@ def main():
         bm, bn, bk, threads, stages = (int(v) for v in a.args[4:9])
         raster = int(a.args[9]) if len(a.args) > 9 else 0
         split = int(a.args[10]) if len(a.args) > 10 else 1
+        variant = a.args[11] if len(a.args) > 11 else ""
+        if variant not in ("", "partials", "swap", "swap-partials"):
+            ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials")
+        partials = variant in ("partials", "swap-partials")
         if split > 1:
             prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
-                                      block_K=bk, num_stages=stages, threads=threads, workspace=True)
+                                      block_K=bk, num_stages=stages, threads=threads, workspace=True,
+                                      reduce="partials" if partials else "atomic",
+                                      swap_ab=variant.startswith("swap"))
         else:
             prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
-                               num_stages=stages, threads=threads, raster=raster)
+                               num_stages=stages, threads=threads, raster=raster, swap_ab=variant == "swap")
         t = getattr(torch, dtype)
         args = [torch.randn((M, K), device=dev, dtype=t), torch.randn((K, N), device=dev, dtype=t),
                 torch.empty((M, N), device=dev, dtype=t)]
-        if split > 1:
+        if split > 1 and partials:
+            args.append(torch.empty((split, M, N), device=dev, dtype=torch.float32))  # any contents
+        elif split > 1:
             args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
     elif a.kind == "w4a16":
         from kernels import quant_gemm
