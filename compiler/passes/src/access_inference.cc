@@ -34,6 +34,13 @@ std::vector<Access> InferParamAccess(const ir::Function& f) {
       mark(x->src.buffer, Access::kRead);
       mark(x->dst.buffer, Access::kReadWrite);
     }
+    // T.call_extern(..., &T[i]): the imported function may read and write through the pointer
+    // (kernels/w4a16_m16.py stores C from its imported source)
+    if (const auto* x = ir::As<ir::CallExtern>(s)) {
+      for (const ir::ExternArg& a : x->args) {
+        if (const auto* l = a.address ? ir::As<ir::Load>(a.value) : nullptr) mark(l->buffer, Access::kReadWrite);
+      }
+    }
   });
   std::vector<Access> out;
   for (const ir::Param& p : f.params) {

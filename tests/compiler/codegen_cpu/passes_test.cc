@@ -172,6 +172,22 @@ TEST(Passes, ParamAccess) {
   EXPECT_EQ(a[5], Access::kRead);       // s: scalar
 }
 
+TEST(Passes, ParamAccessThroughExternPointers) {
+  // a tensor element passed to T.call_extern may be read and written by the imported function
+  const ir::Function f = Parse(R"(tileir 1
+func @x(A: tensor[64] f16, C: tensor[64] f16) {
+  import_source "__device__ void f(unsigned short* a, unsigned short* c) {}\n"
+  kernel grid(1) threads(32) -> (bx) {
+    call_extern i32 f(&A[0], &C[bx])
+  }
+}
+)");
+  const std::vector<Access> a = InferParamAccess(f);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0], Access::kReadWrite);
+  EXPECT_EQ(a[1], Access::kReadWrite);
+}
+
 TEST(Passes, GridExpressionsCompileToRpn) {
   const ir::Function f = Parse(kGemm);
   const ir::Kernel& k = TheKernel(f);
