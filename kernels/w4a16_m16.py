@@ -7,15 +7,18 @@ the copy floor of its 34.6 MB is 8.3 us). The problem is memory-bound: the SMs m
 bytes in flight and spend few instructions per byte. Here each thread's 16-byte global load of the
 repacked weights IS its mma.sync m16n8k16 operand A (swap-AB: the weights are the 16-row operand, the
 M <= 16 activation rows the two n8 operands) for 4 consecutive k16 steps of one 16-row tile: no shared
-memory for the weights, no layout shuffle, loads straight into registers D groups ahead (each warp
-holds TN * group_size / 64 16-byte loads per group in flight per thread). The int4 -> fp16 decode is
+memory for the weights, no layout shuffle, loads straight into registers D groups ahead (TN *
+group_size / 64 16-byte loads per group and thread; coherent ld.global, not .nc, so ptxas cannot sink
+them past the per-group block barrier to their use). The int4 -> fp16 decode is
 w4a16_gemv_h2's: (x & 0x000f000f) ^ 0x64086408 is the half2 (1024 + (q0 + 8), 1024 + (q4 + 8)) and one
 fma.rn.f16x2 gives (q0, q4) exactly; the repacking puts the 8 nibbles of each 32-bit word where the 4
 registers of the mma A fragment need them, so a word costs 4 LOP3 + 1 shift + 4 HFMA2 and no permute.
 The k order inside each 64-wide chunk is permuted (the sum over k does not care), identically for the
 weights and the activations: fragment k16-step s, thread t = lane % 4, element e of its b0..b3 takes
 physical k = 16 t + 4 s + e, so a thread's activations of a chunk are one contiguous 32-byte run per row
-(two 16-byte loads, shared by all TN tiles of the warp). Per group the mma chain starts from zero into
+(two conflict-free 16-byte shared loads, shared by all TN tiles of the warp). The block's activation
+rows of each warp's next groups come through a (D + 2)-slot cp.async ring in shared memory (one block
+barrier per group). Per group the mma chain starts from zero into
 a float32 partial (exact integer-weight products), added to the float32 total times the two group
 scales of the thread's rows (one 4-byte load of a repacked scale pair).
 
