@@ -17,6 +17,7 @@ naming the target and carrying the backend's message (file:line).
 """
 
 import hashlib
+import numbers
 import os
 import re
 import shutil
@@ -177,11 +178,35 @@ BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT")
 
 def build_env_for(pass_configs):
     """The tl-pack build switches a compile's pass_configs ask for: tl.disable_warp_specialized ->
-    TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway)."""
+    TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway); tl.persistent ->
+    TL_CUDA_PERSISTENT (persistent_switch)."""
     env = {}
     if pass_configs and pass_configs.get("tl.disable_warp_specialized"):
         env["TL_CUDA_WS"] = "0"
+    if pass_configs and "tl.persistent" in pass_configs:
+        env["TL_CUDA_PERSISTENT"] = persistent_switch(pass_configs["tl.persistent"])
     return env
+
+
+def persistent_switch(value):
+    """pass_configs "tl.persistent" (this project's key; upstream TileLang has none) as TL_CUDA_PERSISTENT's value.
+    True: the sm_90a warp-specialized GEMM as a persistent kernel over the H100/H200's 132 SMs (a grid of
+    min(tiles, 132 x blocks per SM) blocks, each looping over the output tiles b, b + G, ...; a device with
+    fewer SMs runs the extra blocks as a second wave, still correct); an int N >= 2: over N SMs; False / 0 /
+    None: not persistent, even where the environment says TL_CUDA_PERSISTENT. Only that kernel form changes
+    (compiler/lowering/gpu/README.md, "Persistent"); other kernels and targets build as without the key."""
+    if value is True:
+        return "1"  # cuda_bundle.cc: 1 means 132 SMs
+    n = None if isinstance(value, bool) or not isinstance(value, numbers.Integral) else int(value)
+    if value is None or value is False or n == 0:
+        return "0"
+    if n is not None and 2 <= n < 2**31:
+        return str(n)
+    if n == 1:
+        raise TileLangError("pass_configs['tl.persistent'] = 1 is ambiguous: True for the device's 132 SMs, "
+                            "or a number of SMs >= 2")
+    raise TileLangError(f"pass_configs['tl.persistent'] must be True, False or a number of SMs >= 2, "
+                        f"got {value!r} ({type(value).__name__})")
 
 
 def compile_ir(text, target, isa, emit_source_dir=None, build_env=None):

@@ -4,7 +4,11 @@ Accepted in `pass_configs=` so upstream programs run unchanged; the C++
 compiler decides its own passes, so the values are not interpreted, except
 tl.disable_warp_specialized (a true value: the sm_90a variants are built
 without the producer warpgroup, as TL_CUDA_WS=0 does for a whole build;
-compiler.build_env_for).
+compiler.build_env_for) and this project's own tl.persistent (no upstream
+equivalent; True, or a number of SMs >= 2: the sm_90a warp-specialized GEMM
+as a persistent kernel, as TL_CUDA_PERSISTENT does for a whole build; False
+turns it off for this compile even where the environment sets it;
+compiler.persistent_switch). Both are part of the bundle cache key.
 """
 
 import enum
@@ -23,6 +27,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"
     TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
+    TL_PERSISTENT = "tl.persistent"  # this project's own: see the module docstring
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"

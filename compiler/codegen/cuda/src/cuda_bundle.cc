@@ -128,10 +128,11 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // GEMM keeps every thread both waiting for TMA and issuing wgmma).
   const char* ws_env = std::getenv("TL_CUDA_WS");
   l90.warp_specialize = !(ws_env && std::string(ws_env) == "0");
-  // TL_CUDA_PERSISTENT=1 at build time (off by default, not measured yet):
+  // TL_CUDA_PERSISTENT=1 at build time (off by default; tilelang.compile's
+  // pass_configs {"tl.persistent": True | N} sets it per compile):
   // the warp-specialized GEMM as a persistent kernel over 132 SMs (H100/H200
   // SXM; a device with fewer runs the extra blocks as a second wave, still
-  // correct), or over N SMs with TL_CUDA_PERSISTENT=N (N > 1).
+  // correct), or over N SMs with TL_CUDA_PERSISTENT=N (N > 1); 0 is off.
   if (const char* p = std::getenv("TL_CUDA_PERSISTENT"); p && std::atoi(p) > 0) {
     l90.persistent_sms = std::atoi(p) == 1 ? 132 : std::atoi(p);
   }

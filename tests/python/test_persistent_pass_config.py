@@ -1,0 +1,128 @@
+"""pass_configs={"tl.persistent": ...} (this project's key; upstream TileLang has none): the sm_90a warp-specialized
+GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does for a whole tl-pack build.
+
+- The sm_90a CUDA source (no GPU needed) of kernels.gemm.matmul 512^3 in 128x128 tiles (16 output tiles): without
+  the key no tile loop; True -> both roles loop over the tiles with stride min(16, 132 SMs x 1 block) = 16; 2 ->
+  stride 2 (a grid of 2 blocks, 8 tiles each); the PassConfigKey member is the same key; False builds the
+  non-persistent kernel even where the environment says TL_CUDA_PERSISTENT=1, which otherwise applies (each form
+  is its own cache entry: a stale hit would fail these checks). ptxas (where nvcc is installed) compiles the
+  persistent kernel without spills.
+- Bad values are refused naming the key and what it takes (1 is ambiguous: the environment's 1 means 132 SMs).
+- On the CPU target the key changes nothing: the same GEMM against float64.
+
+Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_persistent_pass_config.py
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, ROOT)
+try:
+    import tilelang  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+import tilelang  # noqa: E402
+from tilelang import toolchain  # noqa: E402
+from tilelang.errors import TileLangError  # noqa: E402
+
+from kernels import gemm  # noqa: E402
+from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
+
+NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def env():
+    try:
+        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
+    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
+        pytest.skip(f"no tl-pack ({e})")
+    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
+    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+
+
+def program():
+    return gemm.matmul(512, 512, 512, dtype="bfloat16", out_dtype="bfloat16", block_M=128, block_N=128,
+                       block_K=64, num_stages=3, threads=256)
+
+
+def sm90a_source(monkeypatch, pass_configs=None):
+    monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
+    try:
+        src = tilelang.compile(program(), target="cuda", pass_configs=pass_configs).get_kernel_source()
+    except Exception as e:  # noqa: BLE001
+        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+            pytest.skip(f"no CUDA toolchain: {e}")
+        raise
+    parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+    return next(v for n, v in parts.items() if n.endswith(".sm_90a.cu"))
+
+
+def tile_strides(src):
+    """The persistent tile loops' (bound, stride): one per role (producer and consumers)."""
+    return re.findall(r"for \(int tl_tile = bx; tl_tile < (\d+); tl_tile \+= (\d+)\)", src)
+
+
+def test_persistent_per_compile(monkeypatch, tmp_path):
+    monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
+    plain = sm90a_source(monkeypatch)
+    assert "setmaxnreg.inc" in plain and "__launch_bounds__(384, 1)" in plain  # warp-specialized
+    assert tile_strides(plain) == [] and "tl_tile" not in plain
+    on = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert tile_strides(on) == [("16", "16"), ("16", "16")], tile_strides(on)
+    assert "setmaxnreg.inc" in on
+    two = sm90a_source(monkeypatch, {tilelang.PassConfigKey.TL_PERSISTENT: 2})
+    assert tile_strides(two) == [("16", "2"), ("16", "2")], tile_strides(two)
+    assert tile_strides(sm90a_source(monkeypatch, {"tl.persistent": np.int64(4)})) == [("16", "4")] * 2
+    assert "tl_tile" not in sm90a_source(monkeypatch, {"tl.persistent": False})
+    monkeypatch.setenv("TL_CUDA_PERSISTENT", "1")  # the whole-build switch: applies without the key ...
+    assert tile_strides(sm90a_source(monkeypatch)) == [("16", "16")] * 2
+    assert "tl_tile" not in sm90a_source(monkeypatch, {"tl.persistent": False})  # ... the key overrides it
+    assert tile_strides(sm90a_source(monkeypatch, {"tl.persistent": 2})) == [("16", "2")] * 2
+    if os.access(NVCC, os.X_OK):
+        cu = tmp_path / "persistent.cu"
+        cu.write_text(two)
+        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "p.cubin"),
+                            str(cu)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+
+
+def test_the_key_is_known():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unknown key warns
+        from tilelang.pass_config import check_pass_configs
+        assert check_pass_configs({"tl.persistent": True}) == {"tl.persistent": True}
+
+
+@pytest.mark.parametrize("value,msg", [
+    (1, "pass_configs['tl.persistent'] = 1 is ambiguous"),
+    (-3, "pass_configs['tl.persistent'] must be True, False or a number of SMs >= 2, got -3 (int)"),
+    ("yes", "pass_configs['tl.persistent'] must be True, False or a number of SMs >= 2, got 'yes' (str)"),
+    (2.5, "pass_configs['tl.persistent'] must be True, False or a number of SMs >= 2, got 2.5 (float)"),
+    (2**31, "got 2147483648 (int)"),
+])
+def test_bad_values_are_refused(value, msg):
+    with pytest.raises(TileLangError) as info:
+        tilelang.compile(program(), target="cpu", pass_configs={"tl.persistent": value})
+    assert msg in str(info.value)
+
+
+def test_cpu_target_unchanged():
+    k = tilelang.compile(gemm.matmul(96, 64, 128, dtype="bfloat16", out_dtype="bfloat16", block_M=32, block_N=32,
+                                     block_K=32, num_stages=2, threads=128), target="cpu",
+                         pass_configs={"tl.persistent": True})
+    rng = np.random.default_rng()
+    A, B = to_bf16_bits(rng.standard_normal((96, 128))), to_bf16_bits(rng.standard_normal((128, 64)))
+    C = np.full((96, 64), 0x7FC0, np.uint16)
+    k(A, B, C)
+    ref = from_bf16_bits(A).astype(np.float64) @ from_bf16_bits(B).astype(np.float64)
+    got = from_bf16_bits(C).astype(np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 4e-3
