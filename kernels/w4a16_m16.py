@@ -29,6 +29,14 @@ its float32 [M, block_N] result into a float32 workspace with atomics; the last 
 semaphore per tile) rounds the sum into C and zeroes the workspace and the semaphore again -- one kernel
 (the 16:58 ncu round: a split-K cast kernel and its launch gap cost ~10 us at these sizes).
 
+ring=True (_source_ring, hopper_bench kind "m16r"): the same tile, but the weights and scale pairs stream
+through a per-thread cp.async ring in shared memory: each thread copies its own 16-byte fragments of group
+gi + depth (LDGSTS; the 17:45 ncu of the register variant: 1.34 TB/s, one block of 512 threads per SM) into
+its own slots and reads group gi's back with one 16-byte ld.shared per fragment after cp.async.wait_group,
+which ptxas cannot move. Bytes in flight are then depth x block_N x group / 2 per block whatever the
+registers (77-85 at 2 tiles per warp: 2 blocks of 256 or 4 of 128 threads per SM); the group loop is not
+unrolled (slots by running indices). One lop3 per (x & m) ^ c (both variants).
+
 Arguments: A [M, K] fp16 (M <= 16 per block row; rows >= M read as zero), Wp [N / 16, 8 K] uint8 and
 Sp [N / 16, 16 K / group_size] fp16 from pack_w4a16_m16(W, Scales) (W [N, K/2] uint8 two signed nibbles
 per byte low first, Scales [N, K / group_size] fp16: quant_gemm's packing), C [M, N]."""
@@ -39,8 +47,16 @@ import tilelang.language as T
 
 from kernels.gemm import _dim
 
-# the fp16 pair helper and the decode constants are w4a16_gemv_h2's (kernels/quant_gemm.py)
+# the fp16 pair helper and the decode constants are w4a16_gemv_h2's (kernels/quant_gemm.py).
+# tl_w4m_lop3: (x & M) ^ C as ONE lop3 (truth table 0x6a = (a & b) ^ c): written in C with both constants
+# immediate, ptxas emits two LOP3 (one immediate each) -- 4 extra instructions per decoded word (H20's finding)
 _FMA = r"""
+template <unsigned M, unsigned C>
+__device__ __forceinline__ unsigned tl_w4m_lop3(unsigned x) {
+  unsigned r;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(r) : "r"(x), "n"(M), "n"(C));
+  return r;
+}
 __device__ __forceinline__ unsigned tl_w4m_fma(unsigned a, unsigned b, unsigned c) {
   unsigned d;
   asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -62,10 +78,10 @@ __device__ __forceinline__ float tl_w4m_h2f(unsigned short h) {
 _DECODE = r"""
 __device__ __forceinline__ void tl_w4m_decode(unsigned x, unsigned* r) {
   const unsigned y = x >> 8;
-  r[0] = tl_w4m_fma((x & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);  // (n0, n4): x - 1032
-  r[1] = tl_w4m_fma((x & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);  // (n1, n5): x / 16 - 72
-  r[2] = tl_w4m_fma((y & 0x000f000fu) ^ 0x64086408u, 0x3c003c00u, 0xe408e408u);  // (n2, n6)
-  r[3] = tl_w4m_fma((y & 0x00f000f0u) ^ 0x64806480u, 0x2c002c00u, 0xd480d480u);  // (n3, n7)
+  r[0] = tl_w4m_fma(tl_w4m_lop3<0x000f000fu, 0x64086408u>(x), 0x3c003c00u, 0xe408e408u);  // (n0, n4): x - 1032
+  r[1] = tl_w4m_fma(tl_w4m_lop3<0x00f000f0u, 0x64806480u>(x), 0x2c002c00u, 0xd480d480u);  // (n1, n5): x / 16 - 72
+  r[2] = tl_w4m_fma(tl_w4m_lop3<0x000f000fu, 0x64086408u>(y), 0x3c003c00u, 0xe408e408u);  // (n2, n6)
+  r[3] = tl_w4m_fma(tl_w4m_lop3<0x00f000f0u, 0x64806480u>(y), 0x2c002c00u, 0xd480d480u);  // (n3, n7)
 }
 """
 
@@ -88,6 +104,11 @@ __device__ __forceinline__ void tl_w4m_cp16(void* dst, const void* src, int byte
   unsigned d;
   asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tl_w4m_cp4(void* dst, const void* src) {
+  unsigned d;
+  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void tl_w4m_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -280,14 +301,223 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
 """
 
 
-def _smem_bytes(group_size, tn, wn, wk, depth):
-    """The shared bytes of one block: the activation ring, reused by the reduction buffer."""
-    ring = (depth + 2) * wk * 16 * (group_size + 8) * 2
+def _ring_bytes(group_size, tn, wn, wk, depth):
+    """(activation ring, weight ring, scale ring) bytes of the ring variant: depth + 2 activation slots
+    (block-shared: the slot written was read two barriers ago), depth + 1 weight and scale slots (each
+    thread reads only the slots it copied: the slot written is the one it finished the group before)."""
+    threads = 32 * wn * wk
+    act = (depth + 2) * wk * 16 * (group_size + 8) * 2
+    wts = (depth + 1) * tn * (group_size // 64) * threads * 16
+    sc = (depth + 1) * tn * threads * 4
+    return act, wts, sc
+
+
+def _source_ring(name, K, group_size, tn, wn, wk, depth, gw, split):
+    """_source's block tile with the weights (and scale pairs) streamed through a per-thread cp.async ring in
+    shared memory instead of registers: a thread copies its own 16-byte fragments of group gi + depth into its
+    own slots (LDGSTS: nothing waits on them until cp.async.wait_group, which ptxas cannot move), then reads
+    group gi's back with 16-byte ld.shared (the fragment as loaded: no ldmatrix, no shuffle). Bytes in flight
+    per thread: depth * tn * group_size / 4 (+ the scales), independent of registers; the loop is not
+    unrolled (slots by running offsets), so the registers are the accumulators and one group's operands."""
+    gc = group_size // 64
+    kc = K // 64
+    ng = K // group_size
+    block_n = 16 * tn * wn
+    threads = 32 * wn * wk
+    rs = block_n + 4
+    nw = depth + 1
+    na = depth + 2
+    ast = group_size + 8
+    aslot = wk * 16 * ast
+    nvec = wk * 16 * group_size // 8
+    act_b, wts_b, _ = _ring_bytes(group_size, tn, wn, wk, depth)
+    wslot = tn * gc * threads * 16  # bytes of one weight slot (all threads)
+    sslot = tn * threads * 4
+    nact = -(-nvec // threads)  # activation copies per thread and group
+    if split:
+        store = "atomicAdd(wks + (size_t)row * N + n0 + nl, v);"
+        fixup = f"""
+  __threadfence();  // this block's atomics before its count
+  __syncthreads();
+  int* last = reinterpret_cast<int*>(smem);  // red is read: its first word is free
+  if (tid == 0) *last = atomicAdd(sem, 1) == {split} - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();  // the other blocks' sums before the reads
+  for (int idx = tid; idx < {16 * block_n}; idx += {threads}) {{
+    const int m = idx / {block_n}, nl = idx % {block_n}, row = row0 + m;
+    if (row < M) {{
+      float* p = wks + (size_t)row * N + n0 + nl;
+      out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(tl_w4m_ldcg(p));
+      *p = 0.f;  // for the next call
+    }}
+  }}
+  if (tid == 0) *sem = 0;"""
+    else:
+        store = "out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(v);"
+        fixup = ""
+    return f"""
+__device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, const unsigned char* __restrict__ wp,
+    const unsigned short* __restrict__ sp, unsigned short* __restrict__ out, float* smem, int M, int N, int tile0,
+    int row0, int g0, int tid{", float* wks, int* sem" if split else ""}) {{
+  const int lane = tid & 31, warp = tid >> 5;
+  const int wn = warp % {wn}, wk = warp / {wn};
+  const int g = lane >> 2, t = lane & 3;
+  const int gbase = g0 + wk * {gw};  // the warp's first group
+  const int tile = tile0 + wn * {tn};  // the warp's first 16-row tile
+  unsigned short* as = reinterpret_cast<unsigned short*>(smem);  // [{na}][{wk}][16][{ast}] activations
+  // this thread's weight slots [{nw}][{tn}][{gc}] x 16 bytes ({threads} threads apart: a warp's 32 lanes are
+  // 512 contiguous bytes, conflict-free) and scale-pair slots [{nw}][{tn}] x 4 bytes
+  unsigned char* ws = reinterpret_cast<unsigned char*>(smem) + {act_b} + 16 * tid;
+  unsigned char* ss = reinterpret_cast<unsigned char*>(smem) + {act_b + wts_b} + 4 * tid;
+  const unsigned char* w0 = wp + (size_t)tile * {kc * 512} + (size_t)gbase * {gc * 512} + 16 * lane;
+  const unsigned char* s0 = reinterpret_cast<const unsigned char*>(sp) + (size_t)tile * {ng * 32} + gbase * 32 + 4 * g;
+  float tot[{tn}][2][4];
+#pragma unroll
+  for (int i = 0; i < {tn}; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tot[i][j][e] = 0.f;
+  // weights and scale pairs of the warp's group GI into slot SL (this thread's copies only; constant offsets
+  // from one source and one destination address per group)
+#define TL_W4M_LOADW(SL, GI)                                                                    \\
+  do {{                                                                                          \\
+    const unsigned char* src = w0 + (size_t)(GI) * {gc * 512};                                  \\
+    const unsigned char* ssrc = s0 + (GI) * 32;                                                 \\
+    unsigned char* dst = ws + (SL) * {wslot};                                                   \\
+    unsigned char* sdst = ss + (SL) * {sslot};                                                  \\
+    _Pragma("unroll") for (int i = 0; i < {tn}; ++i) {{                                         \\
+      _Pragma("unroll") for (int c = 0; c < {gc}; ++c)                                          \\
+        tl_w4m_cp16(dst + (i * {gc} + c) * {threads * 16}, src + i * {kc * 512} + c * 512, 16); \\
+      tl_w4m_cp4(sdst + i * {threads * 4}, ssrc + i * {ng * 32});                               \\
+    }}                                                                                           \\
+  }} while (0)
+  // this thread's share of the block's activation copies (the same for every group but the column):
+  // copy v = tid + {threads} it: warp-group q, row m, 16-byte column x; rows >= M zero-filled
+  const unsigned short* asrc[{nact}];
+  int adst[{nact}], abytes[{nact}];
+#pragma unroll
+  for (int it = 0; it < {nact}; ++it) {{
+    const int v = tid + it * {threads};
+    const int q = v / {16 * group_size // 8}, m = (v / {group_size // 8}) % 16, x = v % {group_size // 8};
+    const int row = row0 + m;
+    asrc[it] = a + (size_t)(row < M ? row : 0) * {K} + (size_t)(g0 + q * {gw}) * {group_size} + 8 * x;
+    adst[it] = (q * 16 + m) * {ast} + 8 * x;
+    abytes[it] = row < M ? 16 : 0;
+  }}
+  // activation group GI of every warp of the block into ring slot SL (block-shared)
+#define TL_W4M_LOADA(SL, GI)                                                                    \\
+  do {{                                                                                          \\
+    _Pragma("unroll") for (int it = 0; it < {nact}; ++it)                                       \\
+      if ({int(nvec % threads == 0)} || tid + it * {threads} < {nvec})                          \\
+        tl_w4m_cp16(as + (SL) * {aslot} + adst[it], asrc[it] + (GI) * {group_size}, abytes[it]); \\
+  }} while (0)
+#pragma unroll
+  for (int d = 0; d < {depth}; ++d) {{
+    if (d < {gw}) {{
+      TL_W4M_LOADW(d, d);
+      TL_W4M_LOADA(d, d);
+    }}
+    tl_w4m_commit();
+  }}
+  int rw = 0, ra = 0;  // the slots of group gi (weights mod {nw}, activations mod {na})
+  int xw = {depth % nw}, xa = {depth % na};  // the slots of group gi + {depth}
+#pragma unroll 1
+  for (int gi = 0; gi < {gw}; ++gi) {{
+    if (gi + {depth} < {gw}) {{
+      TL_W4M_LOADW(xw, gi + {depth});
+      TL_W4M_LOADA(xa, gi + {depth});
+    }}
+    tl_w4m_commit();
+    tl_w4m_wait<{depth}>();  // this thread's copies of group gi have landed
+    __syncthreads();  // and everyone's activations
+    const unsigned short* ar = as + ra * {aslot} + wk * {16 * ast} + 16 * t;
+    const unsigned char* wr = ws + rw * {tn * gc * threads * 16};
+    float part[{tn}][2][4];
+#pragma unroll
+    for (int i = 0; i < {tn}; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[i][j][e] = 0.f;
+#pragma unroll
+    for (int c = 0; c < {gc}; ++c) {{
+      // B fragments of k16-step s: row g (j = 0) and row 8 + g (j = 1), halves 16 t + 4 s .. + 3
+      const uint4 x0 = *reinterpret_cast<const uint4*>(ar + g * {ast} + 64 * c);
+      const uint4 x1 = *reinterpret_cast<const uint4*>(ar + g * {ast} + 64 * c + 8);
+      const uint4 y0 = *reinterpret_cast<const uint4*>(ar + (8 + g) * {ast} + 64 * c);
+      const uint4 y1 = *reinterpret_cast<const uint4*>(ar + (8 + g) * {ast} + 64 * c + 8);
+      const unsigned bj[2][4][2] = {{{{{{x0.x, x0.y}}, {{x0.z, x0.w}}, {{x1.x, x1.y}}, {{x1.z, x1.w}}}},
+                                    {{{{y0.x, y0.y}}, {{y0.z, y0.w}}, {{y1.x, y1.y}}, {{y1.z, y1.w}}}}}};
+#pragma unroll
+      for (int i = 0; i < {tn}; ++i) {{
+        const uint4 wv = *reinterpret_cast<const uint4*>(wr + (i * {gc} + c) * {threads * 16});
+        const unsigned words[4] = {{wv.x, wv.y, wv.z, wv.w}};
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {{
+          unsigned fa[4];
+          tl_w4m_decode(words[s], fa);
+          tl_w4m_mma(part[i][0], fa, bj[0][s][0], bj[0][s][1]);
+          tl_w4m_mma(part[i][1], fa, bj[1][s][0], bj[1][s][1]);
+        }}
+      }}
+    }}
+#pragma unroll
+    for (int i = 0; i < {tn}; ++i) {{
+      const unsigned sv = *reinterpret_cast<const unsigned*>(ss + (rw * {tn} + i) * {threads * 4});
+      const float slo = tl_w4m_h2f((unsigned short)(sv & 0xffffu));  // row g of the tile
+      const float shi = tl_w4m_h2f((unsigned short)(sv >> 16));  // row g + 8
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {{
+        tot[i][j][0] += part[i][j][0] * slo;
+        tot[i][j][1] += part[i][j][1] * slo;
+        tot[i][j][2] += part[i][j][2] * shi;
+        tot[i][j][3] += part[i][j][3] * shi;
+      }}
+    }}
+    rw = rw == {nw - 1} ? 0 : rw + 1;
+    ra = ra == {na - 1} ? 0 : ra + 1;
+    xw = xw == {nw - 1} ? 0 : xw + 1;
+    xa = xa == {na - 1} ? 0 : xa + 1;
+  }}
+#undef TL_W4M_LOADW
+#undef TL_W4M_LOADA
+  tl_w4m_wait<0>();
+  __syncthreads();  // the rings are free: the reduction buffer reuses them
+  float* red = smem;  // [{wk} * 16][{rs}]
+#pragma unroll
+  for (int i = 0; i < {tn}; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {{
+        const int m = 8 * j + 2 * t + (e & 1), nl = (wn * {tn} + i) * 16 + g + 8 * (e >> 1);
+        red[(wk * 16 + m) * {rs} + nl] = tot[i][j][e];
+      }}
+  __syncthreads();
+  const int n0 = tile0 * 16;
+  for (int idx = tid; idx < {16 * block_n}; idx += {threads}) {{
+    const int m = idx / {block_n}, nl = idx % {block_n}, row = row0 + m;
+    float v = 0.f;
+#pragma unroll
+    for (int q = 0; q < {wk}; ++q) v += red[(q * 16 + m) * {rs} + nl];
+    if (row < M) {store}
+  }}{fixup}
+}}
+"""
+
+
+def _smem_bytes(group_size, tn, wn, wk, depth, ring=False):
+    """The shared bytes of one block: the activation ring (ring=True: and the weight and scale rings),
+    reused by the reduction buffer."""
+    rings = sum(_ring_bytes(group_size, tn, wn, wk, depth)) if ring else (depth + 2) * wk * 16 * (group_size + 8) * 2
     red = wk * 16 * (16 * tn * wn + 4) * 4
-    return max(ring, red)
+    return max(rings, red)
 
 
-def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1, split_k=1, workspace=False):
+def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1, split_k=1, workspace=False,
+              ring=False):
     """The kernel described in the module docstring. tn: 16-row tiles per warp; wn x wk warps per block
     (block_N = 16 tn wn output channels, 32 wn wk threads); depth: groups of weights loaded ahead by each
     thread (depth * tn * group_size / 64 16-byte loads in flight per thread); split_k: blocks along K
@@ -295,7 +525,9 @@ def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1
     atomics into the workspace Wk [M, N], a per-tile semaphore Sem [M, N / block_N] (element [16 by, bx]
     counts the blocks of tile (bx, by)); the last block rounds the tile into C and zeroes both again.
     Signature: (A, Wp, Sp, C); with split_k > 1 and workspace=True (A, Wp, Sp, C, Wk, Sem), both zero
-    before the first call and left zero by every call (workspace=False: T.alloc_global, zeroed per call)."""
+    before the first call and left zero by every call (workspace=False: T.alloc_global, zeroed per call).
+    ring=True: the weights and scale pairs through a per-thread cp.async ring in shared memory (_source_ring:
+    depth groups in flight that ptxas cannot sink to their use; hopper_bench kind "m16r"); else in registers."""
     if group_size % 64 or K % group_size:
         raise ValueError(f"w4a16_m16: group_size={group_size} must be a multiple of 64 dividing K={K}")
     block_n = 16 * tn * wn
@@ -315,9 +547,10 @@ def w4a16_m16(M, N, K, group_size=128, out_dtype=None, tn=4, wn=2, wk=4, depth=1
     gw = groups // wk  # groups of one warp
     threads = 32 * wn * wk
     split = split_k if split_k > 1 else 0
-    name = f"tl_w4m16_k{K}_g{group_size}_t{tn}_n{wn}_k{wk}_d{depth}_w{gw}_s{split_k}"
-    src = _FMA + _DECODE + _MMA + _source(name, K, group_size, tn, wn, wk, depth, gw, split)
-    smem = _smem_bytes(group_size, tn, wn, wk, depth)
+    name = f"tl_w4m16{'r' if ring else ''}_k{K}_g{group_size}_t{tn}_n{wn}_k{wk}_d{depth}_w{gw}_s{split_k}"
+    src = _FMA + _DECODE + _MMA + (_source_ring if ring else _source)(name, K, group_size, tn, wn, wk, depth, gw,
+                                                                      split)
+    smem = _smem_bytes(group_size, tn, wn, wk, depth, ring)
 
     @T.macro
     def tile(A, Wp, Sp, C, bx, by, g0, Wk, Sem):

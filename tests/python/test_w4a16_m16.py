@@ -123,6 +123,74 @@ def test_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs):
     assert len(re.findall(r"fma\.rn\.f16x2", ptx)) == 4 * 4 * tn * 2 * (depth + 1)
 
 
+def _wrapped_ring_source(tn, wn, wk, depth, split, K=8192, gs=128):
+    """_source_ring in a one-line kernel (dynamic shared memory: the rings exceed 48 KiB)."""
+    gw = K // gs // split // wk
+    src = wm._FMA + wm._DECODE + wm._MMA + wm._source_ring("f", K, gs, tn, wn, wk, depth, gw, split if split > 1 else 0)
+    bn = 16 * tn * wn
+    ws = ", float* wk, int* sem" if split > 1 else ""
+    wa = ", wk, sem + blockIdx.x" if split > 1 else ""
+    return (src +
+            f'\nextern "C" __global__ void __launch_bounds__({32 * wn * wk}) k(const unsigned short* a, '
+            f"const unsigned char* w, const unsigned short* s, unsigned short* o, int M, int N{ws}) {{\n"
+            f"  extern __shared__ __align__(16) float red[];\n"
+            f"  f(a, w, s, o, red, M, N, blockIdx.x * {bn // 16}, blockIdx.y * 16, blockIdx.z * {K // gs // split}, "
+            f"threadIdx.x{wa});\n}}\n")
+
+
+# hopper_bench's "m16r" configs (tn, wn, wk, depth, split), the registers that let its blocks per SM be resident
+# (2 x 256 or 4 x 128 threads: <= 128; 2 x 128: <= 255) and their shared bytes (the rings)
+@pytest.mark.parametrize("cfg,max_regs,smem", [((2, 8, 1, 3, 8), 128, 95488), ((2, 4, 1, 2, 8), 128, 45056),
+                                               ((4, 4, 1, 3, 8), 255, 95488), ((2, 4, 2, 2, 4), 128, 90112)])
+def test_ring_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs, smem):
+    tn, wn, wk, depth, split = cfg
+    assert wm._smem_bytes(128, tn, wn, wk, depth, True) == smem
+    if not os.access(NVCC, os.X_OK):
+        pytest.skip(f"no nvcc at {NVCC}")
+    cu = tmp_path / "k.cu"
+    cu.write_text(_wrapped_ring_source(*cfg))
+    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+    assert regs <= max_regs, (cfg, regs)
+    r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ptx = (tmp_path / "k.ptx").read_text()
+    # the group loop is not unrolled: one group's tn tiles x 2 chunks x 4 k16-steps x 2 n8 halves
+    assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx)) == tn * 16
+    # no weight or scale load into registers: all through the ring (16-byte and 4-byte cp.async)
+    assert not re.search(r"ld\.global(\.\w+)*\.v4", ptx) and "ld.global.u32" not in ptx
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4;", ptx)) == tn * (depth + 1)
+    assert len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)) >= (tn * 2 + 1) * (depth + 1)
+    assert len(re.findall(r"ld\.shared\.v4\.u32", ptx)) == tn * 2 + 8  # per group: the weights, A's 4 x 2 chunks
+    # one lop3 per (x & m) ^ c (written in C: two LOP3), one fma.rn.f16x2 per fragment register
+    assert len(re.findall(r"lop3\.b32 %r\d+, %r\d+, \d+, \d+, 0x6a;", ptx)) == 4 * 4 * tn * 2
+    assert len(re.findall(r"fma\.rn\.f16x2", ptx)) == 4 * 4 * tn * 2
+
+
+def test_ring_tile_program_at_the_bench_shape(tmp_path):
+    """hopper_bench's first m16r config (16, 256, 128, 3, 256, "m16r", 8, 1) at 16 x 8192 x 8192 as the tile
+    compiler emits it: one kernel, the ring variant's function, 95488 shared bytes; ptxas: no spills, at most
+    128 registers (two blocks of 256 threads per SM)."""
+    src = _compiled_source(wm.w4a16_m16(16, 8192, 8192, tn=2, wn=8, wk=1, depth=3, split_k=8, workspace=True,
+                                        ring=True))
+    assert src.count("__global__") == 1
+    assert re.search(r"tl_w4m16r_k8192_g128_t2_n8_k1_d3_w8_s8\(&A\[0\], &Wp\[0\], &Sp\[0\], &C\[0\], &red\[0\], 16, "
+                     r"8192, \(bx \* 16\), \(by \* 16\), \(bz \* 8\), \(\(2 \* p\) \+ h\), &Wk\[0\], ", src), src[-1500:]
+    if not os.access(NVCC, os.X_OK):
+        return
+    cu = tmp_path / "k.cu"
+    cu.write_text(src)
+    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+    assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 128, r.stderr
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match=r"group_size=96 must be a multiple of 64"):
         wm.w4a16_m16(16, 256, 768, group_size=96)
@@ -204,6 +272,8 @@ static unsigned tl_w4m_ldg32(const void* p) { unsigned v; std::memcpy(&v, p, 4);
 static void tl_w4m_cp16(void* dst, const void* src, int bytes) {
   if (bytes) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16);
 }
+static void tl_w4m_cp4(void* dst, const void* src) { std::memcpy(dst, src, 4); }
+template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return (x & M) ^ C; }
 static void tl_w4m_commit() {}
 template <int N> static void tl_w4m_wait() {}
 static void atomicAdd(float* p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
@@ -258,13 +328,19 @@ int main(int argc, char** argv) {{
 """
 
 
-@pytest.mark.parametrize("M,N,K,gs,tn,wn,wk,depth,S", [
-    (16, 64, 1024, 128, 1, 4, 4, 3, 1),  # hopper_bench's single-kernel config, a small K
-    (9, 128, 1024, 128, 2, 2, 2, 2, 2),  # M < 16 (rows >= M zero, not stored), split-K atomics
-    (16, 128, 768, 64, 2, 2, 2, 1, 1),  # group 64 (one chunk per group), depth 1, 2 blocks
-    (5, 32, 2048, 128, 1, 2, 2, 2, 2),  # the ring wraps several times (8 groups per warp)
+@pytest.mark.parametrize("M,N,K,gs,tn,wn,wk,depth,S,ring", [
+    (16, 64, 1024, 128, 1, 4, 4, 3, 1, False),  # hopper_bench's single-kernel config, a small K
+    (9, 128, 1024, 128, 2, 2, 2, 2, 2, False),  # M < 16 (rows >= M zero, not stored), split-K atomics
+    (16, 128, 768, 64, 2, 2, 2, 1, 1, False),  # group 64 (one chunk per group), depth 1, 2 blocks
+    (5, 32, 2048, 128, 1, 2, 2, 2, 2, False),  # the ring wraps several times (8 groups per warp)
+    # ring=True (_source_ring: weights and scale pairs through the per-thread shared ring)
+    (16, 128, 2048, 128, 2, 4, 1, 3, 2, True),  # hopper_bench's m16r shape (wk 1), split-K, 8 groups: wraps twice
+    (11, 64, 1536, 64, 2, 2, 2, 2, 1, True),  # group 64 (2 copies per thread of 1 activation row), M < 16, wk 2
+    (3, 256, 1024, 128, 4, 4, 1, 1, 2, True),  # depth 1 (2 weight slots), 4 tiles per warp
+    (16, 64, 2048, 128, 1, 4, 2, 4, 1, True),  # depth 4: half of a warp's 8 groups in flight
+    (7, 256, 512, 64, 2, 8, 1, 2, 1, True),  # 128 activation copies for 256 threads (the guarded half)
 ])
-def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, wn, wk, depth, S):
+def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, wn, wk, depth, S, ring):
     gxx = shutil.which("g++")
     if not gxx:
         pytest.skip("no g++")
@@ -272,8 +348,9 @@ def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, wn, wk, depth,
     wp, sp = wm.pack_w4a16_m16(w, s)
     gw = K // gs // S // wk
     name = "tl_w4m16_host"
-    src = (_HOST_PRELUDE + wm._DECODE + wm._source(name, K, gs, tn, wn, wk, depth, gw, S if S > 1 else 0) +
-           _host_main(name, S > 1, M, N, K, gs, tn, wn, wk, depth, S, wm._smem_bytes(gs, tn, wn, wk, depth)))
+    body = (wm._source_ring if ring else wm._source)(name, K, gs, tn, wn, wk, depth, gw, S if S > 1 else 0)
+    src = (_HOST_PRELUDE + wm._DECODE + body +
+           _host_main(name, S > 1, M, N, K, gs, tn, wn, wk, depth, S, wm._smem_bytes(gs, tn, wn, wk, depth, ring)))
     (tmp_path / "h.cc").write_text(src)
     r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),
                         str(tmp_path / "h.cc")], capture_output=True, text=True)

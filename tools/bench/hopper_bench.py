@@ -178,7 +178,17 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 128, 128, 4, 512, "m16", 2, 2), (16, 128, 128, 3, 512, "m16", 2, 2),
                      # 2 tiles x 8 warps of rows: A read by 32 column blocks (a quarter of the weight bytes from
                      # the L2), 1 (2) groups ahead: 32 (64) KiB in flight per SM, 127 (128, 40-byte spill) registers
-                     (16, 256, 128, 1, 512, "m16", 4, 2), (16, 256, 128, 2, 512, "m16", 4, 2))
+                     (16, 256, 128, 1, 512, "m16", 4, 2), (16, 256, 128, 2, 512, "m16", 4, 2),
+                     # "m16r": w4a16_m16(ring=True) -- the same tuple; the weights and scale pairs through a
+                     # per-thread cp.async ring in shared memory (LDGSTS depth groups ahead, which ptxas cannot
+                     # sink: the 17:45 ncu showed 1.34 TB/s for the register prefetch), wk 1 (no block-level
+                     # reduction, A's ring shared by all warps). Weight bytes in flight per SM: blocks/SM x depth
+                     # x block_N x group / 2. 256 x 256 thr, split 8, 2 blocks/SM: depth 3 = 96 KiB (77 regs);
+                     # 512 x 128 thr, 4/SM: 64 KiB (85 regs); 4 tiles per warp (123 regs, 2/SM): 96 / 64 KiB;
+                     # wk 2 at split 4 (85 regs, 2/SM): 64 KiB
+                     (16, 256, 128, 3, 256, "m16r", 8, 1), (16, 128, 128, 2, 128, "m16r", 8, 1),
+                     (16, 256, 128, 3, 128, "m16r", 8, 1), (16, 256, 128, 2, 128, "m16r", 8, 1),
+                     (16, 128, 128, 2, 256, "m16r", 4, 2), (16, 256, 128, 2, 256, "m16r", 8, 1))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -438,12 +448,12 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         if kind == "lut":
             return quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                             num_stages=stages, threads=threads)
-        if kind == "m16":  # CUDA only; (A, Wp, Sp, C[, Wk]) with the repacked weights (args below)
+        if kind in ("m16", "m16r"):  # CUDA only; (A, Wp, Sp, C[, Wk]) with the repacked weights (args below)
             from kernels import w4a16_m16
             wk = cfg[7]
             wn = threads // 32 // wk
             return w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
-                                       split_k=split, workspace=split > 1)
+                                       split_k=split, workspace=split > 1, ring=kind == "m16r")
         if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
             # threads / 2); _p: k permuted within each group (16-byte weight loads)
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -483,7 +493,7 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         return rel_err(be.f64(out)[:, cols], ref)
 
     def weights(x, cfg):
-        if cfg is None or cfg[5] != "m16":
+        if cfg is None or cfg[5] not in ("m16", "m16r"):
             return x["W"], x["S"]
         if "_m16" not in x:  # pack_w4a16_m16's layout, made once on the host (outside the timing)
             from kernels.w4a16_m16 import pack_w4a16_m16
@@ -503,7 +513,7 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         w = be.nan((M, N), "float32")  # a fresh workspace per config, zeroed here, outside the timing
         be.store(w, _zeros((M, N)))
         x["_w"] = w  # check() verifies that the call left it zero
-        if cfg[5] == "m16":  # and the per-tile semaphores of its one-kernel split-K (zero, left zero)
+        if cfg[5] in ("m16", "m16r"):  # and the per-tile semaphores of its one-kernel split-K (zero, left zero)
             if hasattr(w, "cpu"):  # torch
                 sem = be.torch.zeros((M, N // cfg[1]), dtype=be.torch.int32, device=w.device)
             else:
@@ -632,7 +642,7 @@ def fits(case, cfg):
     if case.group == "attention":
         return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
     if case.group == "w4a16":
-        if cfg[5] == "m16":  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps of rows
+        if cfg[5] in ("m16", "m16r"):  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps
             wn = cfg[4] // 32 // cfg[7]
             return (cfg[2] == p["group"] and cfg[1] % (16 * wn) == 0 and p["N"] % cfg[1] == 0
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * cfg[7]) == 0)

@@ -12,8 +12,8 @@
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND [SPLIT]   (hopper_bench's
       W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | ldg | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
       group size 128, fp16; SPLIT > 1: w4a16_mma / w4a16_wgmma (split_k=SPLIT) with the caller's workspace, main_k0 then main_k1)
-  python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16 SPLIT WK   (kernels.w4a16_m16, CUDA
-      only: hopper_bench's "m16" tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
+  python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16|m16r SPLIT WK   (kernels.w4a16_m16,
+      CUDA only: hopper_bench's "m16" / "m16r" (ring=True) tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
       at any SPLIT)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
@@ -87,12 +87,12 @@ def main():
         elif kind == "gemv":
             prog = quant_gemm.w4a16_gemv(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
                                          threads=threads, magic_round=True)
-        elif kind == "m16":  # (16, BN, group, depth, threads, "m16", split, wk) as hopper_bench's tuple
+        elif kind in ("m16", "m16r"):  # (16, BN, group, depth, threads, "m16", split, wk) as hopper_bench's
             from kernels import w4a16_m16
             wk = int(a.args[10])
             wn = threads // 32 // wk
             prog = w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
-                                       split_k=split, workspace=split > 1)
+                                       split_k=split, workspace=split > 1, ring=kind == "m16r")
         elif kind == "lut":
             prog = quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                             threads=threads)
@@ -105,7 +105,7 @@ def main():
                 torch.empty((M, N), device=dev, dtype=torch.float16)]
         if (kind.startswith("mma") or kind.startswith("wgmma")) and split > 1:
             args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
-        if kind == "m16":  # (A, Wp, Sp, C[, Wk]): the weights and scales in pack_w4a16_m16's layout
+        if kind in ("m16", "m16r"):  # (A, Wp, Sp, C[, Wk]): the weights and scales in pack_w4a16_m16's layout
             wp, sp = w4a16_m16.pack_w4a16_m16(args[1].cpu().numpy(), args[2].cpu().numpy())
             args[1], args[2] = torch.as_tensor(wp).to(dev), torch.as_tensor(sp).to(dev)
             if split > 1:  # the one-kernel split-K's workspace and per-tile semaphores: zero, left zero
