@@ -105,9 +105,18 @@ __device__ __forceinline__ void tl_w4m_cp16(void* dst, const void* src, int byte
   asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void tl_w4m_cp4(void* dst, const void* src) {
+// the ring variant's copies take 32-bit shared-window addresses made once (tl_w4m_saddr): a generic pointer per
+// copy costs its own conversion
+typedef unsigned tl_w4m_sptr;
+__device__ __forceinline__ tl_w4m_sptr tl_w4m_saddr(const void* p) {
   unsigned d;
-  asm("{ .reg .u64 p; cvta.to.shared.u64 p, %1; cvt.u32.u64 %0, p; }" : "=r"(d) : "l"(dst));
+  asm("{ .reg .u64 q; cvta.to.shared.u64 q, %1; cvt.u32.u64 %0, q; }" : "=r"(d) : "l"(p));
+  return d;
+}
+__device__ __forceinline__ void tl_w4m_cp16s(tl_w4m_sptr d, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tl_w4m_cp4s(tl_w4m_sptr d, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void tl_w4m_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -370,6 +379,7 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
   // 512 contiguous bytes, conflict-free) and scale-pair slots [{nw}][{tn}] x 4 bytes
   unsigned char* ws = reinterpret_cast<unsigned char*>(smem) + {act_b} + 16 * tid;
   unsigned char* ss = reinterpret_cast<unsigned char*>(smem) + {act_b + wts_b} + 4 * tid;
+  const tl_w4m_sptr as_s = tl_w4m_saddr(as), ws_s = tl_w4m_saddr(ws), ss_s = tl_w4m_saddr(ss);
   const unsigned char* w0 = wp + (size_t)tile * {kc * 512} + (size_t)gbase * {gc * 512} + 16 * lane;
   const unsigned char* s0 = reinterpret_cast<const unsigned char*>(sp) + (size_t)tile * {ng * 32} + gbase * 32 + 4 * g;
   float tot[{tn}][2][4];
@@ -379,18 +389,18 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) tot[i][j][e] = 0.f;
-  // weights and scale pairs of the warp's group GI into slot SL (this thread's copies only; constant offsets
-  // from one source and one destination address per group)
-#define TL_W4M_LOADW(SL, GI)                                                                    \\
+  // weights and scale pairs of the warp's group at SRC / SSRC into slot SL (this thread's copies only; constant
+  // offsets from one source and one destination address per group)
+#define TL_W4M_LOADW(SL, SRC, SSRC)                                                             \\
   do {{                                                                                          \\
-    const unsigned char* src = w0 + (size_t)(GI) * {gc * 512};                                  \\
-    const unsigned char* ssrc = s0 + (GI) * 32;                                                 \\
-    unsigned char* dst = ws + (SL) * {wslot};                                                   \\
-    unsigned char* sdst = ss + (SL) * {sslot};                                                  \\
+    const unsigned char* src = (SRC);                                                           \\
+    const unsigned char* ssrc = (SSRC);                                                         \\
+    const tl_w4m_sptr dst = ws_s + (SL) * {wslot};                                              \\
+    const tl_w4m_sptr sdst = ss_s + (SL) * {sslot};                                             \\
     _Pragma("unroll") for (int i = 0; i < {tn}; ++i) {{                                         \\
       _Pragma("unroll") for (int c = 0; c < {gc}; ++c)                                          \\
-        tl_w4m_cp16(dst + (i * {gc} + c) * {threads * 16}, src + i * {kc * 512} + c * 512, 16); \\
-      tl_w4m_cp4(sdst + i * {threads * 4}, ssrc + i * {ng * 32});                               \\
+        tl_w4m_cp16s(dst + (i * {gc} + c) * {threads * 16}, src + i * {kc * 512} + c * 512, 16); \\
+      tl_w4m_cp4s(sdst + i * {threads * 4}, ssrc + i * {ng * 32});                              \\
     }}                                                                                           \\
   }} while (0)
   // this thread's share of the block's activation copies (the same for every group but the column):
@@ -403,31 +413,38 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
     const int q = v / {16 * group_size // 8}, m = (v / {group_size // 8}) % 16, x = v % {group_size // 8};
     const int row = row0 + m;
     asrc[it] = a + (size_t)(row < M ? row : 0) * {K} + (size_t)(g0 + q * {gw}) * {group_size} + 8 * x;
-    adst[it] = (q * 16 + m) * {ast} + 8 * x;
+    adst[it] = 2 * ((q * 16 + m) * {ast} + 8 * x);  // bytes
     abytes[it] = row < M ? 16 : 0;
   }}
-  // activation group GI of every warp of the block into ring slot SL (block-shared)
-#define TL_W4M_LOADA(SL, GI)                                                                    \\
+  // the activations at column offset OFF (halves) of every warp's group into ring slot SL (block-shared)
+#define TL_W4M_LOADA(SL, OFF)                                                                   \\
   do {{                                                                                          \\
     _Pragma("unroll") for (int it = 0; it < {nact}; ++it)                                       \\
       if ({int(nvec % threads == 0)} || tid + it * {threads} < {nvec})                          \\
-        tl_w4m_cp16(as + (SL) * {aslot} + adst[it], asrc[it] + (GI) * {group_size}, abytes[it]); \\
+        tl_w4m_cp16s(as_s + (SL) * {2 * aslot} + adst[it], asrc[it] + (OFF), abytes[it]);       \\
   }} while (0)
 #pragma unroll
   for (int d = 0; d < {depth}; ++d) {{
     if (d < {gw}) {{
-      TL_W4M_LOADW(d, d);
-      TL_W4M_LOADA(d, d);
+      TL_W4M_LOADW(d, w0 + d * {gc * 512}, s0 + d * 32);
+      TL_W4M_LOADA(d, d * {group_size});
     }}
     tl_w4m_commit();
   }}
-  int rw = 0, ra = 0;  // the slots of group gi (weights mod {nw}, activations mod {na})
-  int xw = {depth % nw}, xa = {depth % na};  // the slots of group gi + {depth}
+  // group gi + {depth}'s sources (running pointers) and slots: weights (gi + {depth}) % {nw} = the slot of group
+  // gi - 1 (pw), activations (gi + {depth}) % {na} = the slot of group gi - 2 (pa2)
+  const unsigned char* wnx = w0 + {depth * gc * 512};
+  const unsigned char* snx = s0 + {depth * 32};
+  int anx = {depth * group_size};
+  int rw = 0, ra = 0, pw = {nw - 1}, pa1 = {na - 1}, pa2 = {na - 2};
 #pragma unroll 1
   for (int gi = 0; gi < {gw}; ++gi) {{
     if (gi + {depth} < {gw}) {{
-      TL_W4M_LOADW(xw, gi + {depth});
-      TL_W4M_LOADA(xa, gi + {depth});
+      TL_W4M_LOADW(pw, wnx, snx);
+      TL_W4M_LOADA(pa2, anx);
+      wnx += {gc * 512};
+      snx += 32;
+      anx += {group_size};
     }}
     tl_w4m_commit();
     tl_w4m_wait<{depth}>();  // this thread's copies of group gi have landed
@@ -476,10 +493,11 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
         tot[i][j][3] += part[i][j][3] * shi;
       }}
     }}
+    pw = rw;
+    pa2 = pa1;
+    pa1 = ra;
     rw = rw == {nw - 1} ? 0 : rw + 1;
     ra = ra == {na - 1} ? 0 : ra + 1;
-    xw = xw == {nw - 1} ? 0 : xw + 1;
-    xa = xa == {na - 1} ? 0 : xa + 1;
   }}
 #undef TL_W4M_LOADW
 #undef TL_W4M_LOADA

@@ -272,7 +272,10 @@ static unsigned tl_w4m_ldg32(const void* p) { unsigned v; std::memcpy(&v, p, 4);
 static void tl_w4m_cp16(void* dst, const void* src, int bytes) {
   if (bytes) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16);
 }
-static void tl_w4m_cp4(void* dst, const void* src) { std::memcpy(dst, src, 4); }
+typedef unsigned char* tl_w4m_sptr;  // the ring variant's shared addresses: plain pointers here
+static tl_w4m_sptr tl_w4m_saddr(const void* p) { return (tl_w4m_sptr)p; }
+static void tl_w4m_cp16s(tl_w4m_sptr dst, const void* src, int bytes) { tl_w4m_cp16(dst, src, bytes); }
+static void tl_w4m_cp4s(tl_w4m_sptr dst, const void* src) { std::memcpy(dst, src, 4); }
 template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return (x & M) ^ C; }
 static void tl_w4m_commit() {}
 template <int N> static void tl_w4m_wait() {}
