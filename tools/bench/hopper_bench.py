@@ -135,6 +135,14 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (1, 16, 2048, 4, 128, "ldg"), (1, 16, 1024, 8, 128, "ldg"), (1, 8, 2048, 4, 128, "ldg"),
                      (1, 32, 2048, 4, 256, "ldg"), (1, 16, 2048, 8, 128, "ldg"), (1, 32, 1024, 8, 128, "ldg"),
                      (1, 32, 2048, 4, 128, "ldg"),
+                     # "m1": kernels.w4a16_m1 (CUDA only, quant_gemm's packing): the dot products on mma.sync
+                     # (weights as the 16-row operand, one LOP3 per pair of weights, the bias removed by a chain
+                     # starting from -beta), per-thread cp.async rings as ldg's, the activations staged once per
+                     # block. Tuple: (1, 16 * tn * wn, wk, depth, 32 * wn * wk, "m1"): wk warps split K, depth
+                     # chunks of 128 k (tn KiB per warp) in flight per warp. 1 x 2 x 8 / 3: 256 blocks of 512
+                     # threads (62 registers, 86 KiB: 2 per SM, 96 KiB of weights in flight per SM)
+                     (1, 32, 8, 3, 512, "m1"), (1, 32, 8, 2, 512, "m1"), (1, 32, 8, 4, 512, "m1"),
+                     (1, 32, 8, 3, 256, "m1"), (1, 16, 8, 3, 256, "m1"), (1, 64, 8, 3, 1024, "m1"),
                      (16, 32, 128, 4, 128, "mma"), (16, 64, 128, 4, 128, "mma"), (16, 16, 128, 6, 64, "mma"),
                      (16, 32, 128, 8, 128, "mma"), (16, 32, 128, 6, 256, "mma"), (16, 64, 128, 6, 256, "mma"),
                      (16, 32, 128, 4, 128, "mma_h2"), (16, 64, 128, 4, 128, "mma_h2"), (16, 32, 128, 6, 256, "mma_h2"),
@@ -465,6 +473,10 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
                                         num_stages=stages, threads=threads, magic_round=True,
                                         h2_dequant=kind != "mma", groups_per_step=2 if kind == "mma_h2g2" else 1,
                                         split_k=split, workspace=split > 1)
+        if kind == "m1":  # CUDA only (imported CUDA source): bk = wk, bn = 16 tn wn, threads = 32 wn wk
+            from kernels import w4a16_m1
+            wn = threads // 32 // bk
+            return w4a16_m1.w4a16_m1(M, N, K, group_size=group, tn=bn // 16 // wn, wn=wn, wk=bk, depth=stages)
         if kind == "ldg":  # CUDA only (imported CUDA source): bn = rows * warps, bk = 1024 * depth, stages = prefetch
             return quant_gemm.w4a16_gemv_ldg(M, N, K, group_size=group, rows=bn // (threads // 32),
                                              warps=threads // 32, depth=bk // 1024, prefetch=stages)
@@ -652,6 +664,10 @@ def fits(case, cfg):
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
         if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
+        if cfg[5] == "m1":  # M = 1; wk = cfg[2] warps split K's 128-wide chunks; 16 tn wn rows per block
+            wn = cfg[4] // 32 // cfg[2]
+            return (p["M"] == 1 and p["K"] % 1024 == 0 and (p["K"] // 128) % cfg[2] == 0 and wn >= 1
+                    and cfg[1] % (16 * wn) == 0 and p["N"] % cfg[1] == 0 and p["group"] % 128 == 0)
         if cfg[5] == "ldg":  # M = 1 (a block per row of A: W re-read per row); a slice of 1024 * depth weights
             # divides K; warps of rows rows divide N; an even number of groups (the 4-byte scale pairs)
             return (p["M"] == 1 and p["N"] % cfg[1] == 0 and p["K"] % cfg[2] == 0 and cfg[2] % 1024 == 0
