@@ -9,6 +9,8 @@ GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does fo
   persistent kernel without spills.
 - Bad values are refused naming the key and what it takes (1 is ambiguous: the environment's 1 means 132 SMs).
 - On the CPU target the key changes nothing: the same GEMM against float64.
+- hopper_bench's "persistent" GEMM configs carry the key; the 8192x8192x1024 one is persistent on sm_90a, and a
+  config whose epilogue tile does not fit outside the stages stays warp-specialized (not persistent).
 
 Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_persistent_pass_config.py
 """
@@ -126,3 +128,35 @@ def test_cpu_target_unchanged():
     ref = from_bf16_bits(A).astype(np.float64) @ from_bf16_bits(B).astype(np.float64)
     got = from_bf16_bits(C).astype(np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 4e-3
+
+
+def test_hopper_bench_persistent_configs(monkeypatch):
+    """hopper_bench's "persistent" GEMM configs compile with the key, the others without; at 8192x8192x1024 the
+    128x256x64 3-stage one is persistent over 132 blocks (2048 tiles), and 4 stages -- whose epilogue tile has no
+    shared memory outside the stages -- stays the warp-specialized non-persistent kernel (not one without its
+    producer warpgroup)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+    import hopper_bench as hb
+    persistent = [c for c in hb.GEMM_CONFIGS_LARGE + hb.GEMM_CONFIGS_M128 + hb.GEMM_CONFIGS_M16 if "persistent" in c[7:]]
+    assert len(persistent) >= 3
+    case = hb.gemm_case(8192, 8192, 1024, "bfloat16", hb.GEMM_CONFIGS_LARGE)
+    for cfg in case.configs:
+        assert case.pass_configs(cfg) == ({"tl.persistent": True} if "persistent" in cfg[7:] else None), cfg
+    monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
+    monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
+
+    def source(cfg, pass_configs):
+        try:
+            src = tilelang.compile(case.program(cfg), target="cuda", pass_configs=pass_configs).get_kernel_source()
+        except Exception as e:  # noqa: BLE001
+            if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+                pytest.skip(f"no CUDA toolchain: {e}")
+            raise
+        return src.split(".sm_90a.cu", 1)[1]
+
+    cfg = (128, 256, 64, 256, 3, 0, 1, "persistent")
+    assert cfg in hb.GEMM_CONFIGS_LARGE
+    src = source(cfg, case.pass_configs(cfg))
+    assert tile_strides(src) == [("2048", "132")] * 2 and "__launch_bounds__(384, 1)" in src
+    four = source((128, 256, 64, 256, 4), {"tl.persistent": True})
+    assert "tl_tile" not in four and "__launch_bounds__(384, 1)" in four and "setmaxnreg.inc" in four

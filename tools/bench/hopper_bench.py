@@ -55,13 +55,22 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # "swap" / "swap-partials": matmul_splitk(swap_ab=True), or matmul(swap_ab=True) at split 1 (one kernel, C stored
 # directly) -- C^T = B^T A^T, N on wgmma's 64-row M side, block_M the wgmma N (16 at M = 16: A's tile has no rows
 # of zeros, a stage is ~80-90 % B).
+# "persistent" as the 8th element (or the 9th, after partials / swap): pass_configs {"tl.persistent": True} -- the
+# sm_90a warp-specialized kernel over min(tiles, 132 SMs x blocks per SM) blocks, each looping over output tiles
+# b, b + G, ... (the producer fills the next tile's stages during the consumers' epilogue); only changes kernels
+# with more tiles than that (17:40, TL_CUDA_PERSISTENT=1 for the whole build: K = 1024 0.91 -> 0.95 of cuBLAS).
 # The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 256, 32, 256, 3, 8),
                       # deeper pipelines for the warp-specialized loop (the producer runs up to S stages ahead):
                       # 128x256x64 at 4 stages is 196 KiB of shared memory (sm_90a only), 128x128x64/128
                       # threads at 3 stages fits two blocks per SM
-                      (128, 256, 64, 256, 4), (128, 256, 64, 256, 4, 8), (128, 128, 64, 128, 3), (128, 128, 64, 128, 4))
+                      (128, 256, 64, 256, 4), (128, 256, 64, 256, 4, 8), (128, 128, 64, 128, 3), (128, 128, 64, 128, 4),
+                      # persistent tiles (per compile; the epilogue tile needs its own shared memory, so 128x256x64
+                      # takes 3 stages: 144 + 64 KiB; at 4 it would stay non-persistent): K = 1024's best under
+                      # TL_CUDA_PERSISTENT=1, rasterized, and 128x128 tiles at 4 stages (128 + 32 KiB)
+                      (128, 256, 64, 256, 3, 0, 1, "persistent"), (128, 256, 64, 256, 3, 8, 1, "persistent"),
+                      (128, 128, 64, 256, 4, 0, 1, "persistent"), (128, 128, 64, 128, 4, 0, 1, "persistent"))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
@@ -73,7 +82,9 @@ GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32,
                      (128, 64, 64, 128, 4, 0, 2, "partials"), (128, 128, 64, 256, 5, 0, 2, "partials"),
                      # one kernel, no split (ncu 16:58: the split kernel alone is 45.7 us, the call ~55 us): 128 blocks
                      # of 128x64, 192 KiB pipelines (the same A re-reads from the L2 as the split-2 128x64 config)
-                     (128, 64, 64, 128, 8), (128, 64, 128, 128, 4))
+                     (128, 64, 64, 128, 8), (128, 64, 128, 128, 4),
+                     # persistent (128 tiles: one per block, but the epilogue tile out of the stages' memory: 192 + 16 KiB)
+                     (128, 64, 64, 128, 8, 0, 1, "persistent"))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
                     (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
                     (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8),
@@ -356,6 +367,7 @@ def gemm_case(M, N, K, dtype, configs):
                 "TFLOP/s", {"cuBLAS": p_torch, "Triton": p_triton, "numpy": p_numpy},
                 dict(M=M, N=N, K=K, dtype=dtype))
     case.args_by_cfg = True
+    case.pass_configs = lambda cfg: {"tl.persistent": True} if "persistent" in cfg[7:] else None
     return case
 
 
@@ -1115,7 +1127,7 @@ def self_test_configs(case):
         kind = (cfg[5], w4_split_of(cfg, case.params["K"]) > 1) if case.group == "w4a16" else \
             cfg[2] if case.group == "norm" else None
         if case.group == "gemm":
-            kind = (len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1, cfg[7:8])
+            kind = (len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1, cfg[7:])
         if case.group == "attention":  # plain, "nows", "overlap" (flash_attention(overlap=True))
             kind = cfg[4:5]
         if not picked or kind not in kinds:

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """One of our benchmark kernels, launched a few times on the GPU, for a profiler (ncu) to look at.
 
-  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT]]]
+  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT [persistent]]]]
       (SPLIT > 1: kernels.gemm.matmul_splitk with the caller's workspace, as hopper_bench's split-K configs;
       each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`;
       VARIANT partials | swap | swap-partials as hopper_bench's 8th config element: reduce="partials"
-      (W [SPLIT, M, N], no zeroing), swap_ab=True (SPLIT 1 with swap: matmul(swap_ab=True), one kernel))
+      (W [SPLIT, M, N], no zeroing), swap_ab=True (SPLIT 1 with swap: matmul(swap_ab=True), one kernel);
+      VARIANT persistent, or persistent after another VARIANT, as hopper_bench's: pass_configs
+      {"tl.persistent": True}, the sm_90a kernel over min(tiles, 132 x blocks per SM) blocks)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
       (VARIANT overlap | nows as hopper_bench's 5th FA config element: flash_attention(overlap=True), or
       pass_configs tl.disable_warp_specialized)
@@ -38,7 +40,7 @@ def main():
     import torch
     import tilelang
     dev = torch.device("cuda", 0)
-    pass_configs = None  # attention "nows": the sm_90a kernel without the producer warpgroup
+    pass_configs = None  # attention "nows": the sm_90a kernel without the producer warpgroup; gemm "persistent"
     if a.kind == "gemm":
         from kernels import gemm
         M, N, K = (int(v) for v in a.args[:3])
@@ -46,9 +48,15 @@ def main():
         bm, bn, bk, threads, stages = (int(v) for v in a.args[4:9])
         raster = int(a.args[9]) if len(a.args) > 9 else 0
         split = int(a.args[10]) if len(a.args) > 10 else 1
-        variant = a.args[11] if len(a.args) > 11 else ""
+        rest = a.args[11:]
+        if rest[-1:] == ["persistent"]:  # hopper_bench's "persistent" config element, 8th or 9th
+            pass_configs = {"tl.persistent": True}
+            rest = rest[:-1]
+        if len(rest) > 1:
+            ap.error(f"gemm: after VARIANT only 'persistent', got {' '.join(rest[1:])!r}")
+        variant = rest[0] if rest else ""
         if variant not in ("", "partials", "swap", "swap-partials"):
-            ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials")
+            ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials | persistent")
         partials = variant in ("partials", "swap-partials")
         if split > 1:
             prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,

@@ -276,7 +276,10 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // of min(tiles, persistent_blocks * min_blocks) blocks, each looping over the
 // output tiles b, b + G, ... in the original block order (static schedule;
 // a rasterized order stays), phases carried across tiles by per-stage bits;
-// needs a static grid.
+// needs a static grid. Where the persistent form is refused (no static grid,
+// no shared memory for the epilogue tile outside the stages, ...) the kernel
+// is warp-specialized as without persistent_blocks and the note ends
+// "; not persistent: <why>".
 // A kernel without a deferred wgmma whose TMA k-loop is [stage let, full
 // wait, phase flip, a barrier, the refill, then compute whose wgmma units
 // all end in wait_group 0] (FlashAttention) gets the same producer; the
