@@ -29,12 +29,14 @@ LOP3 per pair of weights, with NO fp16 subtraction of the bias:
   sum_k n_k a_k; then acc_row += scale(row, group) * d (one FFMA per row and chunk);
 - the block stages the activations once (16 KiB at K = 8192; each 64-byte run of 32 permuted into B pairs
   by 16 PRMT) with the 4 per-lane partials of -beta, and the pairs (scale row g, scale row g + 8) of its
-  tiles (one 4-byte load per tile and chunk); one barrier, then no other until the epilogue, where the wk
+  tiles (one 4-byte load per tile and chunk), their global loads issued BEFORE the first weight chunks'
+  cp.async (in order: asm volatile) so the barrier they gate waits for them, not behind the weights;
+  one barrier, then no other until the epilogue, where the wk
   warps of a row add their float32 sums in shared memory and one thread per row stores C in fp16.
 
 Per warp, tile and chunk (1 KiB of weights): 2 cp.async, 2 + 4 ld.shared.v4 (weights, activation pairs),
 32 LOP3, 8 shifts, 8 mma.sync, the scale pair's load, 2 conversions and 2 FFMA (sm_90a SASS of 1 x 2 x 8 at
-depth 3: 1016 instructions for the warp's 8 chunks and the prologue; w4a16_gemv_ldg issues ~160 per KiB).
+depth 3: 888 instructions for the warp's 8 chunks and the prologue; w4a16_gemv_ldg issues ~160 per KiB).
 
 Grid N / (16 tn wn), block 32 wn wk threads (wn warps of rows x wk of K). Shared memory: 2 K (activation
 pairs) + K / 8 (beta partials) + 32 tn wn K / group_size (scale pairs) + 32 wn wk (depth + 1) tn 32
@@ -72,6 +74,11 @@ __device__ __forceinline__ unsigned tl_w4k_ld4(unsigned p) {
 __device__ __forceinline__ uint4 tl_w4k_ldg16(const void* p) {  // read-only, L1-cached (the whole block's)
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned short tl_w4k_ldg2(const unsigned short* p) {  // in order with the cp.asyncs
+  unsigned short v;
+  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(p));
   return v;
 }
 __device__ __forceinline__ void tl_w4k_st16(unsigned p, unsigned x, unsigned y, unsigned z, unsigned w) {
@@ -142,6 +149,8 @@ def _source(name, K, group_size, tn, wn, wk, depth):
     o_ring = o_scl + 32 * tiles * ng
     o_red = o_ring + threads * ring * tn * 32
     # the group of chunk c = wk cw + j: split when the warp's chunks are whole groups (constant offsets per j)
+    nruns, npairs = K // 32, tiles * 8 * ng  # the block's activation runs and scale pairs
+    nr, ns = -(-nruns // threads), -(-npairs // threads)  # per thread
     grp = (f"wk * {cw * 128 // group_size}u + (unsigned)(j * 128 / {group_size})" if (cw * 128) % group_size == 0
            else f"c * 128u / {group_size}u")
     return _HELPERS + f"""
@@ -157,6 +166,27 @@ __device__ __forceinline__ void {name}(const unsigned char* __restrict__ w, cons
   // this thread's weight slots [{ring}][{tn}][2 h] x 16 bytes, {threads} threads apart (conflict-free)
   const unsigned rw = sm + {o_ring}u + tid * 16u;
   const unsigned char* wt = w + (16u * wn * {tn} + g) * {kb}u + wk * {cw * 64}u + t * 16u;
+  // the prologue's loads first (they gate the block barrier), then the first weight chunks behind them:
+  // scale pairs idx = (i * 8 + gg) * {ng} + grp (consecutive groups of a row: coalesced), activation runs
+  // q = 4 chunk + t (32 activations each), held in registers until the weights are on their way
+  unsigned short sl[{ns}], sh[{ns}];
+#pragma unroll
+  for (int r = 0; r < {ns}; ++r) {{
+    const unsigned idx = tid + r * {threads}u, grp = idx % {ng}u, i = idx / {ng}u / 8u, gg = idx / {ng}u % 8u;
+    if ({int(ns * threads == npairs)} || idx < {npairs}u) {{
+      sl[r] = tl_w4k_ldg2(s + (16u * i + gg) * {ng}u + grp);
+      sh[r] = tl_w4k_ldg2(s + (16u * i + gg + 8u) * {ng}u + grp);
+    }}
+  }}
+  uint4 ax[{nr}][4];
+#pragma unroll
+  for (int r = 0; r < {nr}; ++r) {{
+    const unsigned q = tid + r * {threads}u;
+    if ({int(nr * threads == nruns)} || q < {nruns}u) {{
+#pragma unroll
+      for (int m = 0; m < 4; ++m) ax[r][m] = tl_w4k_ldg16(a + q * 32u + 8u * m);
+    }}
+  }}
 #pragma unroll
   for (int v = 0; v < {depth}; ++v) {{  // chunks 0 .. depth - 1 of the warp: one commit group each
     if (v < {cw}) {{
@@ -168,29 +198,33 @@ __device__ __forceinline__ void {name}(const unsigned char* __restrict__ w, cons
     }}
     tl_w4k_commit();
   }}
-  // activations: run q (32 of them, q = 4 chunk + t) -> 4 x 4 pairs (a[8m], a[8m+4]), (a[8m+1], a[8m+5]),
-  // (a[8m+2], a[8m+6]), (a[8m+3], a[8m+7]); -beta partial of the run
-  for (unsigned q = tid; q < {K // 32}u; q += {threads}u) {{
-    float ev = 0.f, od = 0.f;
+  // run q -> 4 x 4 B pairs (a[8m], a[8m+4]), (a[8m+1], a[8m+5]), (a[8m+2], a[8m+6]), (a[8m+3], a[8m+7]) and
+  // its -beta partial; the scale pairs (row g, row g + 8)
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {{
-      const uint4 x = tl_w4k_ldg16(a + q * 32u + 8u * m);
-      tl_w4k_st16(act + q * 64u + 16u * m, __byte_perm(x.x, x.z, 0x5410), __byte_perm(x.x, x.z, 0x7632),
-                  __byte_perm(x.y, x.w, 0x5410), __byte_perm(x.y, x.w, 0x7632));
-      const unsigned v[4] = {{x.x, x.y, x.z, x.w}};
+  for (int r = 0; r < {nr}; ++r) {{
+    const unsigned q = tid + r * {threads}u;
+    if ({int(nr * threads == nruns)} || q < {nruns}u) {{
+      float ev = 0.f, od = 0.f;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {{
-        ev += tl_w4k_h2f((unsigned short)(v[e] & 0xffffu));
-        od += tl_w4k_h2f((unsigned short)(v[e] >> 16));
+      for (int m = 0; m < 4; ++m) {{
+        const uint4 x = ax[r][m];
+        tl_w4k_st16(act + q * 64u + 16u * m, __byte_perm(x.x, x.z, 0x5410), __byte_perm(x.x, x.z, 0x7632),
+                    __byte_perm(x.y, x.w, 0x5410), __byte_perm(x.y, x.w, 0x7632));
+        const unsigned v[4] = {{x.x, x.y, x.z, x.w}};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {{
+          ev += tl_w4k_h2f((unsigned short)(v[e] & 0xffffu));
+          od += tl_w4k_h2f((unsigned short)(v[e] >> 16));
+        }}
       }}
+      tl_w4k_st4(beta + q * 4u, __float_as_uint(-(1032.f * ev + 72.f * od)));
     }}
-    tl_w4k_st4(beta + q * 4u, __float_as_uint(-(1032.f * ev + 72.f * od)));
   }}
-  // scale pairs: idx = (i * 8 + gg) * {ng} + grp (consecutive groups of a row: coalesced loads)
-  for (unsigned idx = tid; idx < {tiles * 8 * ng}u; idx += {threads}u) {{
-    const unsigned grp = idx % {ng}u, r = idx / {ng}u, i = r / 8u, gg = r % 8u;
-    const unsigned short lo = s[(16u * i + gg) * {ng}u + grp], hi = s[(16u * i + gg + 8u) * {ng}u + grp];
-    tl_w4k_st4(scl + ((i * {ng}u + grp) * 8u + gg) * 4u, (unsigned)lo | ((unsigned)hi << 16));
+#pragma unroll
+  for (int r = 0; r < {ns}; ++r) {{
+    const unsigned idx = tid + r * {threads}u, grp = idx % {ng}u, i = idx / {ng}u / 8u, gg = idx / {ng}u % 8u;
+    if ({int(ns * threads == npairs)} || idx < {npairs}u)
+      tl_w4k_st4(scl + ((i * {ng}u + grp) * 8u + gg) * 4u, (unsigned)sl[r] | ((unsigned)sh[r] << 16));
   }}
   tl_w4k_sync();
   float acc[{tn}][2];

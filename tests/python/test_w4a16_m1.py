@@ -70,6 +70,7 @@ static void tl_w4k_commit() {}
 static uint4 tl_w4k_ld16(unsigned p) { check(p, 16, false); uint4 v; std::memcpy(&v, g_smem + p, 16); return v; }
 static unsigned tl_w4k_ld4(unsigned p) { check(p, 4, false); unsigned v; std::memcpy(&v, g_smem + p, 4); return v; }
 static uint4 tl_w4k_ldg16(const void* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
+static unsigned short tl_w4k_ldg2(const unsigned short* p) { return *p; }
 static void tl_w4k_st16(unsigned p, unsigned x, unsigned y, unsigned z, unsigned w) {
   check(p, 16, true);
   const unsigned v[4] = {x, y, z, w};
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {{
     (64, 4096, 256, 2, 1, 4, 2),  # 2 tiles per warp, group 256 (2 chunks per scale), the ring wraps 3 times
     (96, 3072, 128, 1, 3, 2, 1),  # 3 warps of rows, depth 1, 12 chunks per warp
     (32, 1024, 128, 2, 1, 1, 4),  # one warp of K: every chunk of the row in one warp
+    (32, 4096, 128, 1, 2, 1, 2),  # 64 threads: 2 activation runs and 8 scale pairs staged per thread
 ])
 def test_exact_source_runs_on_the_host(tmp_path, N, K, gs, tn, wn, wk, depth):
     gxx = shutil.which("g++")
