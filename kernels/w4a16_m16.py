@@ -119,6 +119,26 @@ __device__ __forceinline__ void tl_w4m_cp16s(tl_w4m_sptr d, const void* src, int
 __device__ __forceinline__ void tl_w4m_cp4s(tl_w4m_sptr d, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(d), "l"(src) : "memory");
 }
+// the ring variant's epilogue: 16-byte atomics (red.v4.f32, sm_90) and accesses -- a quarter of the requests
+__device__ __forceinline__ void tl_w4m_red4(float* p, const float* v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+#else  // the bundle's sm_80 variant: no vector red
+  for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]);
+#endif
+}
+__device__ __forceinline__ void tl_w4m_ldcg4(const float* p, float* v) {
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(p));
+}
+__device__ __forceinline__ void tl_w4m_st4z(float* p) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %1, %1, %1};" :: "l"(p), "f"(0.f) : "memory");
+}
+__device__ __forceinline__ void tl_w4m_st4h(unsigned short* p, const float* v) {
+  const unsigned lo = tl_w4m_f2h(v[0]) | (unsigned)tl_w4m_f2h(v[1]) << 16;
+  const unsigned hi = tl_w4m_f2h(v[2]) | (unsigned)tl_w4m_f2h(v[3]) << 16;
+  asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(lo), "r"(hi) : "memory");
+}
 __device__ __forceinline__ void tl_w4m_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void tl_w4m_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
@@ -344,7 +364,7 @@ def _source_ring(name, K, group_size, tn, wn, wk, depth, gw, split):
     sslot = tn * threads * 4
     nact = -(-nvec // threads)  # activation copies per thread and group
     if split:
-        store = "atomicAdd(wks + (size_t)row * N + n0 + nl, v);"
+        store = "tl_w4m_red4(wks + (size_t)row * N + n0 + nl, v);"
         fixup = f"""
   __threadfence();  // this block's atomics before its count
   __syncthreads();
@@ -353,17 +373,19 @@ def _source_ring(name, K, group_size, tn, wn, wk, depth, gw, split):
   __syncthreads();
   if (!*last) return;
   __threadfence();  // the other blocks' sums before the reads
-  for (int idx = tid; idx < {16 * block_n}; idx += {threads}) {{
-    const int m = idx / {block_n}, nl = idx % {block_n}, row = row0 + m;
+  for (int idx = tid; idx < {4 * block_n}; idx += {threads}) {{
+    const int m = idx / {block_n // 4}, nl = 4 * (idx % {block_n // 4}), row = row0 + m;
     if (row < M) {{
       float* p = wks + (size_t)row * N + n0 + nl;
-      out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(tl_w4m_ldcg(p));
-      *p = 0.f;  // for the next call
+      float v[4];
+      tl_w4m_ldcg4(p, v);
+      tl_w4m_st4h(out + (size_t)row * N + n0 + nl, v);
+      tl_w4m_st4z(p);  // for the next call
     }}
   }}
   if (tid == 0) *sem = 0;"""
     else:
-        store = "out[(size_t)row * N + n0 + nl] = tl_w4m_f2h(v);"
+        store = "tl_w4m_st4h(out + (size_t)row * N + n0 + nl, v);"
         fixup = ""
     return f"""
 __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, const unsigned char* __restrict__ wp,
@@ -515,11 +537,13 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
       }}
   __syncthreads();
   const int n0 = tile0 * 16;
-  for (int idx = tid; idx < {16 * block_n}; idx += {threads}) {{
-    const int m = idx / {block_n}, nl = idx % {block_n}, row = row0 + m;
-    float v = 0.f;
+  for (int idx = tid; idx < {4 * block_n}; idx += {threads}) {{  // 4 consecutive columns per thread
+    const int m = idx / {block_n // 4}, nl = 4 * (idx % {block_n // 4}), row = row0 + m;
+    float v[4] = {{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int q = 0; q < {wk}; ++q) v += red[(q * 16 + m) * {rs} + nl];
+    for (int q = 0; q < {wk}; ++q)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] += red[(q * 16 + m) * {rs} + nl + e];
     if (row < M) {store}
   }}{fixup}
 }}

@@ -162,7 +162,9 @@ def test_ring_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs, 
     # the group loop is not unrolled: one group's tn tiles x 2 chunks x 4 k16-steps x 2 n8 halves
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx)) == tn * 16
     # no weight or scale load into registers: all through the ring (16-byte and 4-byte cp.async)
-    assert not re.search(r"ld\.global(\.\w+)*\.v4", ptx) and "ld.global.u32" not in ptx
+    assert not re.search(r"ld\.global(\.\w+)*\.v4\.u32", ptx) and "ld.global.u32" not in ptx
+    # the epilogue's 16-byte atomics (split) or 8-byte fp16 stores
+    assert ("red.global.add.v4.f32" in ptx) == (split > 1) and "st.global.v2.u32" in ptx
     assert len(re.findall(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4;", ptx)) == tn * (depth + 1)
     assert len(re.findall(r"cp\.async\.cg\.shared\.global", ptx)) >= (tn * 2 + 1) * (depth + 1)
     assert len(re.findall(r"ld\.shared\.v4\.u32", ptx)) == tn * 2 + 8  # per group: the weights, A's 4 x 2 chunks
@@ -283,6 +285,10 @@ static void atomicAdd(float* p, float v) { std::atomic_ref<float>(*p).fetch_add(
 static int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static float tl_w4m_ldcg(const float* p) { return std::atomic_ref<const float>(*p).load(); }
+static void tl_w4m_red4(float* p, const float* v) { for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]); }
+static void tl_w4m_ldcg4(const float* p, float* v) { for (int e = 0; e < 4; ++e) v[e] = tl_w4m_ldcg(p + e); }
+static void tl_w4m_st4z(float* p) { for (int e = 0; e < 4; ++e) p[e] = 0.f; }
+static void tl_w4m_st4h(unsigned short* p, const float* v) { for (int e = 0; e < 4; ++e) p[e] = f2h(v[e]); }
 """
 
 

@@ -202,9 +202,9 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # per-thread cp.async ring in shared memory (LDGSTS depth groups ahead, which ptxas cannot
                      # sink: the 17:45 ncu showed 1.34 TB/s for the register prefetch), wk 1 (no block-level
                      # reduction, A's ring shared by all warps). Weight bytes in flight per SM: blocks/SM x depth
-                     # x block_N x group / 2. 256 x 256 thr, split 8, 2 blocks/SM: depth 3 = 96 KiB (77 regs);
-                     # 512 x 128 thr, 4/SM: 64 KiB (85 regs); 4 tiles per warp (123 regs, 2/SM): 96 / 64 KiB;
-                     # wk 2 at split 4 (85 regs, 2/SM): 64 KiB
+                     # x block_N x group / 2. 256 x 256 thr, split 8, 2 blocks/SM: depth 3 = 96 KiB (84 regs);
+                     # 512 x 128 thr, 4/SM: 64 KiB (86 regs); 4 tiles per warp (128 regs, 2/SM): 96 / 64 KiB;
+                     # wk 2 at split 4 (86 regs, 2/SM): 64 KiB. Split partial sums: 16-byte red.v4.f32 atomics
                      (16, 256, 128, 3, 256, "m16r", 8, 1), (16, 128, 128, 2, 128, "m16r", 8, 1),
                      (16, 256, 128, 3, 128, "m16r", 8, 1), (16, 256, 128, 2, 128, "m16r", 8, 1),
                      (16, 128, 128, 2, 256, "m16r", 4, 2), (16, 256, 128, 2, 256, "m16r", 8, 1))
