@@ -80,6 +80,8 @@ def test_persistent_per_compile(monkeypatch, tmp_path):
     on = sm90a_source(monkeypatch, {"tl.persistent": True})
     assert tile_strides(on) == [("16", "16"), ("16", "16")], tile_strides(on)
     assert "setmaxnreg.inc" in on
+    # no named barrier ends a tile (the next tile's post-drain one orders the epilogue tile's reuse)
+    assert on.count("bar.sync 1, 256;") == plain.count("bar.sync 1, 256;") == 2
     two = sm90a_source(monkeypatch, {tilelang.PassConfigKey.TL_PERSISTENT: 2})
     assert tile_strides(two) == [("16", "2"), ("16", "2")], tile_strides(two)
     assert tile_strides(sm90a_source(monkeypatch, {"tl.persistent": np.int64(4)})) == [("16", "4")] * 2

@@ -775,6 +775,7 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   const size_t first = consumer.size();
   NameBarriers(pre, T);
   for (SStmt& s : pre) ctile.push_back(std::move(s));
+  const size_t pre_end = consumer.size();
   {
     SBlock step;
     step.push_back(SStmt{*stage});
@@ -805,7 +806,19 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
   if (persistent_blocks > 0) {
-    consumer.push_back(SStmt{SNamedBarrier{1, T}});  // the epilogue's shared tile is free for the next tile
+    // The epilogue's shared tile is free for the next tile: the named
+    // barrier after the next tile's drain already orders this tile's reads of
+    // it before the next one's writes (no shared buffer overlaps a stage any
+    // more), unless the statements before the k-loop touch shared memory.
+    // Without the barrier here a warpgroup done with its stores starts the
+    // next tile's wgmma while the others still store (their epilogue overlaps
+    // its MMAs).
+    bool pre_shared = false;
+    const bool known = Accesses(SBlock(consumer.begin() + static_cast<std::ptrdiff_t>(first), consumer.begin() + static_cast<std::ptrdiff_t>(pre_end)),
+                                [&](const std::string& name, char) {
+                                  for (const SimtBuffer& b : k->buffers) pre_shared = pre_shared || (b.name == name && b.space == Space::kShared);
+                                });
+    if (!known || pre_shared) consumer.push_back(SStmt{SNamedBarrier{1, T}});
     SBlock tile = TileLets(*k, grid);
     for (size_t i = first; i < consumer.size(); ++i) tile.push_back(std::move(consumer[i]));
     consumer.resize(first);
