@@ -213,6 +213,9 @@ def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev,
             T.reduce_sum(acc_s, row_sum, dim=1)
             for i in T.Parallel(block_M):
                 l[i] = l[i] * r[i] + row_sum[i]
+        # O is rescaled after this wait, not between S_k's issue and P V's (FA3's order above D 128): there
+        # ptxas injects a wait for S before P V's issue (C7517, "warpgroup.wait is injected ... registers
+        # defined by GMMA"), serializing the two gemms.
         T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
         if k < n_blocks:
             for i, j in T.Parallel(block_M, dim):

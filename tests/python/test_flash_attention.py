@@ -178,6 +178,11 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
     pv_at = loop.index("acc_o += acc_s_cast (registers) * V_s")
     assert "wgmma.wait_group" not in loop[s_at:pv_at], "S's group is waited for before P V is issued"
     assert "wgmma.wait_group.sync.aligned 1;" in loop[pv_at:]
+    # P is cast at the end of step k and read by P V at step k + 1, after S_{k+1} overwrote acc_s: the copy
+    # stays, in f32 and unrounded (a register move; the wgmma's pack rounds), not a cvt + shift per score.
+    assert "float acc_s_cast[" in src
+    assert re.search(r"acc_s_cast\[[^;]*\] = acc_s\[[^;]*\];", loop), loop[pv_at:pv_at + 3000]
+    assert not re.search(r"acc_s_cast\[[^;]*\] = tl_rbf", src)
     if os.access(NVCC, os.X_OK):
         cu = tmp_path / "fa3.cu"
         cu.write_text(src)
@@ -186,6 +191,9 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
         assert r.returncode == 0, r.stderr[-2000:]
         assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
         assert "serialized" not in r.stderr, r.stderr  # C7510 / C7515 / C7519
+        # C7517 ("warpgroup.wait is injected ... to allow use of registers defined by GMMA", an info line):
+        # e.g. O rescaled between S's issue and P V's (FA3's order above D 128) waits for S there
+        assert "injected" not in r.stderr, r.stderr
 
 
 def test_disable_warp_specialized_pass_config(monkeypatch):

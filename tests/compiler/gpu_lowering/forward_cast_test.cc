@@ -143,6 +143,41 @@ TEST(ForwardCast, SourceWrittenBeforeTheWgmmaKeepsTheCopy) { Check(Variant::kSou
 TEST(ForwardCast, CastReadElsewhereKeepsTheCopy) { Check(Variant::kCastReadAgain, false); }
 TEST(ForwardCast, SelectCopyKeepsTheCopy) { Check(Variant::kSelectCopy, false); }
 
+// A copy that cannot be forwarded but whose fragment only the wgmma reads keeps
+// f32 values: the copy stores S unrounded (no per-element cvt and shift back),
+// the wgmma's pack rounds (the numbers of Check above are the same); a copy
+// read elsewhere keeps its 16-bit fragment.
+std::string Dtype(const tl::gpu::SimtKernel& k, const std::string& name) {
+  for (const tl::gpu::SimtBuffer& b : k.buffers) {
+    if (b.name == name) return tl::ir::DTypeName(b.dtype);
+  }
+  return "none";
+}
+
+TEST(ForwardCast, CopyOnlyTheWgmmaReadsKeepsF32) {
+  for (Variant v : {Variant::kSourceWritten, Variant::kCastReadAgain}) {
+    tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(Program(v));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), Sm90());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const bool only_wgmma = v == Variant::kSourceWritten;
+    const std::string notes = Notes(*k);
+    EXPECT_EQ(notes.find("register operand A kept in f32 (the cast copy stores the value unrounded, the wgmma's pack "
+                         "rounds): P") != std::string::npos,
+              only_wgmma)
+        << notes;
+    EXPECT_EQ(Dtype(*k, "P"), only_wgmma ? "f32" : "bf16");
+    tl::StatusOr<tl::codegen::cuda::CudaSource> src = tl::codegen::cuda::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    // The store into P: a plain register move where only the wgmma reads P, else rounded to bf16.
+    const size_t at = src->source.find("  P[");
+    ASSERT_NE(at, std::string::npos) << src->source;
+    const std::string line = src->source.substr(at, src->source.find('\n', at) - at);
+    EXPECT_EQ(line.find("tl_rbf") == std::string::npos, only_wgmma) << line;
+    EXPECT_NE(line.find(only_wgmma ? "] = S[" : "] = tl_rbf("), std::string::npos) << line;
+  }
+}
+
 // The coverage rule on the SIMT IR itself: the plain program lowered without
 // forwarding keeps its copy nest; the pass forwards it, but not once the nest
 // is cut to half its trips (slots the wgmma reads would keep stale values).

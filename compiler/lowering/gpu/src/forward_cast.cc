@@ -28,6 +28,16 @@
 //    between, nothing writes S (no store, no wgmma or mma accumulating into it,
 //    no extern call taking its address) and nothing mentions D;
 //  - nothing else in the kernel mentions D, and D's address is never taken.
+//
+// Where the copy cannot be forwarded because S is overwritten before the
+// wgmma (FlashAttention-3's overlap: P_k is cast at the end of step k, S_{k+1}
+// is issued into acc_s before P_k V_k at step k+1) or the wgmma is left in
+// flight, but D's only mentions in the whole kernel are this copy and
+// register-A wgmmas reading it, D keeps f32 values instead: the copy stores
+// S[X] unrounded and D becomes an f32 fragment the wgmma packs
+// (cvt.rn.{b,}f16x2.f32: the same bits as rounding at the copy then packing
+// the representable value). The round trip per element (cvt to 16 bits, shift
+// back: 2 of the ~10 instructions per score) becomes a register move.
 #include <functional>
 #include <map>
 #include <set>
@@ -63,18 +73,30 @@ std::optional<CastCopy> MatchCastCopy(const SStmt& s, const std::map<std::string
   return CastCopy{store->buffer, load->buffer};
 }
 
+// Register-A wgmmas in `b` (nested) reading `frag`.
+int WgmmaAReads(const SBlock& b, const std::string& frag) {
+  int n = 0;
+  for (const SStmt& s : b) {
+    if (const auto* f = std::get_if<SFor>(&s.node)) n += WgmmaAReads(f->body, frag);
+    if (const auto* c = std::get_if<SIf>(&s.node)) n += WgmmaAReads(c->then_body, frag) + WgmmaAReads(c->else_body, frag);
+    if (const auto* w = std::get_if<SWarpRoles>(&s.node)) n += WgmmaAReads(w->producer, frag) + WgmmaAReads(w->consumer, frag);
+    if (const auto* w = std::get_if<SWgmma>(&s.node); w && w->a_frag == frag) ++n;
+  }
+  return n;
+}
+
 int ForwardIn(SBlock& b, SimtKernel* k, const std::map<std::string, const SimtBuffer*>& bufs,
-              std::vector<std::string>* forwarded) {
+              std::vector<std::string>* forwarded, std::vector<std::string>* unrounded) {
   int n = 0;
   for (size_t i = 0; i < b.size(); ++i) {
-    if (auto* f = std::get_if<SFor>(&b[i].node)) n += ForwardIn(f->body, k, bufs, forwarded);
+    if (auto* f = std::get_if<SFor>(&b[i].node)) n += ForwardIn(f->body, k, bufs, forwarded, unrounded);
     if (auto* c = std::get_if<SIf>(&b[i].node)) {
-      n += ForwardIn(c->then_body, k, bufs, forwarded);
-      n += ForwardIn(c->else_body, k, bufs, forwarded);
+      n += ForwardIn(c->then_body, k, bufs, forwarded, unrounded);
+      n += ForwardIn(c->else_body, k, bufs, forwarded, unrounded);
     }
     if (auto* w = std::get_if<SWarpRoles>(&b[i].node)) {
-      n += ForwardIn(w->producer, k, bufs, forwarded);
-      n += ForwardIn(w->consumer, k, bufs, forwarded);
+      n += ForwardIn(w->producer, k, bufs, forwarded, unrounded);
+      n += ForwardIn(w->consumer, k, bufs, forwarded, unrounded);
     }
     const std::optional<CastCopy> cc = MatchCastCopy(b[i], bufs);
     if (!cc || k->addressed.count(cc->dst)) continue;
@@ -88,14 +110,28 @@ int ForwardIn(SBlock& b, SimtKernel* k, const std::map<std::string, const SimtBu
         break;
       }
     }
-    if (!clean || j == b.size()) continue;
-    SWgmma& w = std::get<SWgmma>(b[j].node);
+    SWgmma* w = clean && j < b.size() ? &std::get<SWgmma>(b[j].node) : nullptr;
     // Not into a wgmma left in flight (wg_wait): the program may write S while the
     // group still reads its copy, which is fine for the copy but not for S itself.
-    if (w.c == cc->src || w.wait_pending != 0) continue;
     // No other mention of the copy anywhere in the kernel: its one store and the wgmma.
-    if (LeafMentions(k->body, cc->dst) != 2) continue;
-    w.a_frag = cc->src;
+    if (!w || w->c == cc->src || w->wait_pending != 0 || LeafMentions(k->body, cc->dst) != 2) {
+      // Not forwarded: D stays, unrounded in f32, where only register-A wgmmas read it.
+      const int reads = WgmmaAReads(k->body, cc->dst);
+      if (reads > 0 && LeafMentions(k->body, cc->dst) == 1 + reads) {
+        auto* store = const_cast<SStore*>(WholeFragmentStore(b[i], bufs));  // a node of b[i]
+        const auto* cast = ir::As<ir::Cast>(store->value);
+        const ir::Expr* v = &*cast->value;
+        if (const auto* c2 = ir::As<ir::Cast>(*v); c2 && c2->dtype == ir::DType::kF32) v = &*c2->value;
+        const ir::Expr load = *v;
+        store->value = load;
+        for (SimtBuffer& buf : k->buffers) {
+          if (buf.name == cc->dst) buf.dtype = ir::DType::kF32;
+        }
+        unrounded->push_back(cc->dst);
+      }
+      continue;
+    }
+    w->a_frag = cc->src;
     forwarded->push_back(cc->dst + " -> " + cc->src);
     b.erase(b.begin() + static_cast<std::ptrdiff_t>(i));
     --i;
@@ -109,8 +145,15 @@ int ForwardIn(SBlock& b, SimtKernel* k, const std::map<std::string, const SimtBu
 std::string ForwardCastIntoWgmmaA(SimtKernel* k) {
   std::map<std::string, const SimtBuffer*> bufs;
   for (const SimtBuffer& b : k->buffers) bufs[b.name] = &b;
-  std::vector<std::string> forwarded;
-  if (ForwardIn(k->body, k, bufs, &forwarded) == 0) return "";
+  std::vector<std::string> forwarded, unrounded;
+  ForwardIn(k->body, k, bufs, &forwarded, &unrounded);
+  std::string kept;
+  for (const std::string& u : unrounded) kept += (kept.empty() ? "" : ", ") + u;
+  if (!kept.empty()) {
+    kept = "wgmma register operand A kept in f32 (the cast copy stores the value unrounded, the wgmma's pack rounds): " +
+           kept;
+  }
+  if (forwarded.empty()) return kept;
   std::set<std::string> gone;
   std::string list;
   for (const std::string& f : forwarded) {
@@ -122,7 +165,8 @@ std::string ForwardCastIntoWgmmaA(SimtKernel* k) {
     if (!gone.count(b.name)) keep.push_back(std::move(b));
   }
   k->buffers = std::move(keep);
-  return "wgmma register operand A packed from the f32 accumulator (the cast copy and its registers removed): " + list;
+  return "wgmma register operand A packed from the f32 accumulator (the cast copy and its registers removed): " + list +
+         (kept.empty() ? "" : "; " + kept);
 }
 
 }  // namespace tl::gpu
