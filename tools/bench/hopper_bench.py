@@ -100,7 +100,10 @@ GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 
                     # one kernel, no split (ncu 16:58: the split kernel alone is 38.4 us at 3.58 TB/s, the call ~52 us):
                     # 128 blocks of 64 columns, swap-AB at 8 stages of 16 KiB of B + 4 KiB of A (128 KiB of B in flight
                     # per SM, as the split config's 2 blocks x 4 stages), and 64-row tiles at 6 stages of 32 KiB
-                    (16, 64, 128, 128, 8, 0, 1, "swap"), (64, 64, 128, 128, 6))
+                    (16, 64, 128, 128, 8, 0, 1, "swap"), (64, 64, 128, 128, 6),
+                    # the swap-AB one persistent (128 tiles, one per block: its epilogue tile out of the stages'
+                    # memory; 17:40 with TL_CUDA_PERSISTENT=1 for the whole build: bf16 0.99 -> 1.00)
+                    (16, 64, 128, 128, 8, 0, 1, "swap", "persistent"))
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128, 8192, 8192), (16, 8192, 8192))
 # FlashAttention (block_M, block_N, threads, num_stages). Since 6ef9f64 P stays in registers (wgmma register
 # operand A), so no P tile in shared memory; ptxas sm_90a / blocks per SM (registers and shared bytes):
