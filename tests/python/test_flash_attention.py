@@ -128,7 +128,7 @@ def sm90a_source(prog, monkeypatch, pass_configs=None):
     try:
         src = tilelang.compile(prog, target="cuda", pass_configs=pass_configs).get_kernel_source()
     except Exception as e:  # noqa: BLE001
-        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
             pytest.skip(f"no CUDA toolchain: {e}")
         raise
     parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}

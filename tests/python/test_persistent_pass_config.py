@@ -60,7 +60,7 @@ def sm90a_source(monkeypatch, pass_configs=None):
     try:
         src = tilelang.compile(program(), target="cuda", pass_configs=pass_configs).get_kernel_source()
     except Exception as e:  # noqa: BLE001
-        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
             pytest.skip(f"no CUDA toolchain: {e}")
         raise
     parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
@@ -151,7 +151,7 @@ def test_hopper_bench_persistent_configs(monkeypatch):
         try:
             src = tilelang.compile(case.program(cfg), target="cuda", pass_configs=pass_configs).get_kernel_source()
         except Exception as e:  # noqa: BLE001
-            if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+            if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
                 pytest.skip(f"no CUDA toolchain: {e}")
             raise
         return src.split(".sm_90a.cu", 1)[1]

@@ -51,7 +51,7 @@ def sm90a_parts(prog):
     try:
         src = tilelang.compile(prog, target="cuda").get_kernel_source()
     except Exception as e:  # noqa: BLE001
-        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
             pytest.skip(f"no CUDA toolchain: {e}")
         raise
     return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}

@@ -386,7 +386,7 @@ def _compiled_source(prog):
     try:
         return tilelang.compile(prog, target="cuda").get_kernel_source()
     except Exception as e:  # noqa: BLE001
-        if "toolkit" in str(e).lower() or "nvrtc" in str(e).lower():
+        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
             pytest.skip(f"no CUDA toolchain: {e}")
         raise
 
