@@ -97,40 +97,8 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
                 T.copy(V[bz, by // groups, k * block_N, 0], V_s)
                 T.clear(acc_s)
                 T.gemm(Q_s, K_s, acc_s, transpose_B=True)
-                T.copy(m, m_prev)
-                if is_causal or static_kv_tail:
-                    # Block-uniform: some key of this block is past the first query row's diagonal or
-                    # past seq_kv. (For causal the diagonal test implies the seq_kv one for every row below
-                    # seq_q; rows past seq_q are computed but not stored.)
-                    if is_causal:
-                        masked = (k + 1) * block_N > bq * block_M + past_len + 1
-                    else:
-                        masked = (k + 1) * block_N > seq_kv
-                    if masked:
-                        for i, j in T.Parallel(block_M, block_N):
-                            if is_causal:
-                                valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
-                            else:
-                                valid = k * block_N + j < seq_kv
-                            acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
-                T.reduce_max(acc_s, m, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    r[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                    m_s[i] = m[i] * scale
-                if is_causal or static_kv_tail:
-                    if masked:
-                        # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
-                        for i, j in T.Parallel(block_M, block_N):
-                            acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
-                    else:
-                        for i, j in T.Parallel(block_M, block_N):
-                            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-                else:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-                T.reduce_sum(acc_s, row_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    l[i] = l[i] * r[i] + row_sum[i]
+                _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
+                                     static_kv_tail, block_M, block_N)
                 T.copy(acc_s, acc_s_cast)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= r[i]
@@ -165,6 +133,49 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
 
 
 @T.macro
+def _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
+                         static_kv_tail, block_M, block_N):
+    """flash_attention's per-KV-block softmax statistics, shared by its plain and overlapped k-loops: the
+    causal / seq_kv mask where the block needs it, the new row maximum m (m_prev keeps the old one),
+    the rescale factor r = exp2((m_prev - m) * scale), p = exp2(s * scale - m * scale) in acc_s and
+    l = l * r + rowsum(p)."""
+    T.copy(m, m_prev)
+    if is_causal or static_kv_tail:
+        # Block-uniform: some key of this block is past the first query row's diagonal or
+        # past seq_kv. (For causal the diagonal test implies the seq_kv one for every row below
+        # seq_q; rows past seq_q are computed but not stored.)
+        if is_causal:
+            masked = (k + 1) * block_N > bq * block_M + past_len + 1
+        else:
+            masked = (k + 1) * block_N > seq_kv
+        if masked:
+            for i, j in T.Parallel(block_M, block_N):
+                if is_causal:
+                    valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
+                else:
+                    valid = k * block_N + j < seq_kv
+                acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
+    T.reduce_max(acc_s, m, dim=1, clear=False)
+    for i in T.Parallel(block_M):
+        r[i] = T.exp2((m_prev[i] - m[i]) * scale)
+        m_s[i] = m[i] * scale
+    if is_causal or static_kv_tail:
+        if masked:
+            # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
+            for i, j in T.Parallel(block_M, block_N):
+                acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
+        else:
+            for i, j in T.Parallel(block_M, block_N):
+                acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+    else:
+        for i, j in T.Parallel(block_M, block_N):
+            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+    T.reduce_sum(acc_s, row_sum, dim=1)
+    for i in T.Parallel(block_M):
+        l[i] = l[i] * r[i] + row_sum[i]
+
+
+@T.macro
 def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev, r, m_s, row_sum, l, n_blocks, bq,
                        bz, kv, past_len, seq_kv, scale, is_causal, static_kv_tail, block_M, block_N, dim,
                        num_stages):
@@ -183,36 +194,8 @@ def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev,
         else:
             T.wait_wgmma(0)  # S_0 alone is in flight
         if k < n_blocks:
-            T.copy(m, m_prev)
-            if is_causal or static_kv_tail:
-                if is_causal:
-                    masked = (k + 1) * block_N > bq * block_M + past_len + 1
-                else:
-                    masked = (k + 1) * block_N > seq_kv
-                if masked:
-                    for i, j in T.Parallel(block_M, block_N):
-                        if is_causal:
-                            valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
-                        else:
-                            valid = k * block_N + j < seq_kv
-                        acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
-            T.reduce_max(acc_s, m, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                r[i] = T.exp2((m_prev[i] - m[i]) * scale)
-                m_s[i] = m[i] * scale
-            if is_causal or static_kv_tail:
-                if masked:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
-                else:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-            else:
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-            T.reduce_sum(acc_s, row_sum, dim=1)
-            for i in T.Parallel(block_M):
-                l[i] = l[i] * r[i] + row_sum[i]
+            _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
+                                 static_kv_tail, block_M, block_N)
         # O is rescaled after this wait, not between S_k's issue and P V's (FA3's order above D 128): there
         # ptxas injects a wait for S before P V's issue (C7517, "warpgroup.wait is injected ... registers
         # defined by GMMA"), serializing the two gemms.
