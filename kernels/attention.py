@@ -31,7 +31,7 @@ def _dims(*names):
 
 
 def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False, with_lse=False, block_M=64,
-                    block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False):
+                    block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False, pingpong=False):
     """FlashAttention forward. Signature: (Q, K, V, O[, LSE]); LSE [batch, heads, seq_q] float32
     (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names.
 
@@ -52,7 +52,14 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
     (T.gemm(..., wg_wait=-1)), waits for S_k alone (T.wait_wgmma(1): groups retire in order), runs
     S_k's softmax while P V may still run on the tensor cores, waits for P V (T.wait_wgmma(0)),
     rescales O and casts P_k for the next step. Every group is retired within its step, so the
-    warp-specialized form still releases each stage at the step's end."""
+    warp-specialized form still releases each stage at the step's end.
+
+    pingpong=True (T.warpgroup_pingpong(); sm_90a with threads=256 and block_M=128, i.e. two consumer
+    warpgroups of 64 query rows): the warpgroups take turns issuing their k-step's first gemms --
+    S = Q K^T in the plain loop, S_k and P_{k-1} V_{k-1} in the overlap loop -- on two named
+    barriers, so one warpgroup's softmax runs while the other's gemms hold the tensor cores
+    (FlashAttention-3's warp scheduler barriers; compiler/lowering/gpu/src/pingpong.cc). The numbers
+    are those without it."""
     if heads % kv_heads:
         raise ValueError(f"flash_attention: heads={heads} is not a multiple of kv_heads={kv_heads}")
     accum = "float32"
@@ -79,6 +86,8 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
         m_s = T.alloc_fragment((block_M,), accum)
         row_sum = T.alloc_fragment((block_M,), accum)
         l = T.alloc_fragment((block_M,), accum)
+        if pingpong:
+            T.warpgroup_pingpong()
         T.copy(Q[bz, by, bq * block_M, 0], Q_s)
         T.fill(acc_o, 0)
         T.fill(l, 0)

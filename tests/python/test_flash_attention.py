@@ -111,6 +111,37 @@ def test_overlap_matches_float64_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, 
     run(tilelang.compile(prog, target="cpu"), 2, H, Hkv, Sq, Skv, D, causal, dtype, lse)
 
 
+# flash_attention(pingpong=True): the hint T.warpgroup_pingpong() changes only the sm_90a schedule (the two
+# consumer warpgroups take turns issuing their gemms); everywhere else it is ignored, so on the CPU the
+# numbers are those of the kernel without it, bit for bit, and right against float64.
+PINGPONG_CASES = [
+    (2, 2, 100, 100, 64, True, 64, 32, "bfloat16", False, False),
+    (2, 1, 64, 192, 128, True, 64, 64, "bfloat16", True, False),
+    (2, 2, 37, 100, 64, False, 64, 32, "float16", False, True),
+    (1, 1, 96, 96, 128, True, 64, 64, "bfloat16", False, True),
+]
+
+
+@pytest.mark.parametrize("H,Hkv,Sq,Skv,D,causal,bm,bn,dtype,lse,overlap", PINGPONG_CASES)
+def test_pingpong_matches_plain_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, dtype, lse, overlap):
+    kw = dict(is_causal=causal, with_lse=lse, block_M=bm, block_N=bn, num_stages=2, threads=128, dtype=dtype,
+              overlap=overlap)
+    pp = tilelang.compile(attention.flash_attention(2, H, Hkv, Sq, Skv, D, pingpong=True, **kw), target="cpu")
+    plain = tilelang.compile(attention.flash_attention(2, H, Hkv, Sq, Skv, D, **kw), target="cpu")
+    run(pp, 2, H, Hkv, Sq, Skv, D, causal, dtype, lse)
+    q, _ = rand(RNG, (2, H, Sq, D), dtype)
+    kk, _ = rand(RNG, (2, Hkv, Skv, D), dtype)
+    v, _ = rand(RNG, (2, Hkv, Skv, D), dtype)
+    outs = []
+    for k in (pp, plain):
+        o = np.zeros((2, H, Sq, D), np.uint16 if dtype == "bfloat16" else dtype)
+        args = [q, kk, v, o] + ([np.zeros((2, H, Sq), np.float32)] if lse else [])
+        k(*args)
+        outs.append(args[3:])
+    for a, b in zip(*outs):
+        assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_dynamic_lengths_match_float64_on_the_cpu(causal):
     """One kernel for every (seq_q, seq_kv): multiples of the blocks, ragged, seq_q < seq_kv (past_len > 0),
@@ -194,6 +225,39 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
         # C7517 ("warpgroup.wait is injected ... to allow use of registers defined by GMMA", an info line):
         # e.g. O rescaled between S's issue and P V's (FA3's order above D 128) waits for S there
         assert "injected" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("causal,bn,D,overlap", [(False, 128, 128, False), (True, 128, 128, False),
+                                               (True, 64, 64, False), (False, 64, 128, True)])
+def test_sm90a_pingpong_source(causal, bn, D, overlap, tmp_path, monkeypatch):
+    """flash_attention(pingpong=True) at hopper_bench's shapes (two consumer warpgroups): in the consumers'
+    k-loop warpgroup 0 waits for its turn on named barrier 2 (not at the first k-step), warpgroup 1 on 3,
+    the first gemm's wgmmas are issued and committed, the turn is handed over (bar.arrive on the other's
+    barrier; warpgroup 1 not at the last k-step) before any wgmma.wait_group; ptxas compiles it without
+    spills (the plain loop) or serialization."""
+    src = sm90a_source(attention.flash_attention(4, 32, 32, 4096, 4096, D, is_causal=causal, block_M=128,
+                                                 block_N=bn, num_stages=2, threads=256, dtype="bfloat16",
+                                                 overlap=overlap, pingpong=True), monkeypatch)
+    assert "setmaxnreg.inc" in src and "__launch_bounds__(384" in src
+    consumers = src.split("// consumers", 1)[1]
+    loop = consumers.split("for (int k = ", 1)[1]
+    s2, s3 = loop.index("bar.sync 2, 256;"), loop.index("bar.sync 3, 256;")
+    issue = loop.index("wgmma.mma_async", s3)
+    commit = loop.index("wgmma.commit_group", issue)
+    a3, a2 = loop.index("bar.arrive 3, 256;", commit), loop.index("bar.arrive 2, 256;", commit)
+    assert s2 < s3 < issue < commit < a3 < a2
+    assert "wgmma.wait_group" not in loop[issue:a2]
+    assert loop.count("bar.sync 2, 256;") == 1 and loop.count("bar.sync 3, 256;") == 1
+    assert src.count("bar.arrive") == (4 if overlap else 2)
+    if os.access(NVCC, os.X_OK):
+        cu = tmp_path / "fa_pp.cu"
+        cu.write_text(src)
+        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "fa_pp.cubin"),
+                            str(cu)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        if not overlap:
+            assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+        assert "serialized" not in r.stderr, r.stderr
 
 
 def test_disable_warp_specialized_pass_config(monkeypatch):

@@ -126,6 +126,85 @@ struct Machine {
   };
   Roles* roles = nullptr;
   int role = -1;              // the role running now (-1: the whole block)
+
+  // Named barriers (SNamedBarrier, bar.sync / bar.arrive id, threads). The
+  // threads of a role run in lockstep, so one warp waiting here for another
+  // cannot be shown as it happens: each warp's sequence of named-barrier
+  // operations is recorded (a warp takes part whole or not at all) and
+  // replayed at the block's end with the hardware's semantics
+  // (CheckNamedBarriers): a phase of barrier `id` completes when `threads`
+  // threads arrived (bar.sync counts as arriving), bar.sync blocks its warp
+  // until then. Errors: a deadlock (warps blocked, none can go on), a warp
+  // arriving twice in one phase (its arrival ran ahead of the other side:
+  // the hardware would count it towards the wrong phase), more arrivals than
+  // `threads`, phases with different thread counts, and a phase left partly
+  // arrived at the block's end. The replay is run twice, letting the lower
+  // and then the higher warps run ahead as far as their barriers allow.
+  struct BarOp {
+    int64_t id, threads;
+    bool arrive;
+  };
+  std::vector<std::vector<BarOp>> bar_ops = {};  // per warp
+
+  std::string ReplayNamedBarriers(bool low_first) const {
+    const size_t W = bar_ops.size();
+    std::vector<size_t> pos(W, 0);
+    std::vector<int> blocked(W, 0);  // on a bar.sync whose phase has not completed
+    struct Phase {
+      int64_t threads = 0, arrived = 0;
+      std::set<size_t> warps, waiting;
+    };
+    std::map<int64_t, Phase> bars;
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t n = 0; n < W; ++n) {
+        const size_t w = low_first ? n : W - 1 - n;
+        while (!blocked[w] && pos[w] < bar_ops[w].size()) {
+          const BarOp& op = bar_ops[w][pos[w]++];
+          progress = true;
+          Phase& p = bars[op.id];
+          if (p.arrived > 0 && p.threads != op.threads) {
+            return "bar " + std::to_string(op.id) + ": a phase of " + std::to_string(p.threads) + " threads joined by a warp counting " +
+                   std::to_string(op.threads);
+          }
+          if (!p.warps.insert(w).second) {
+            return "warp " + std::to_string(w) + " arrives twice in one phase of bar " + std::to_string(op.id) +
+                   " (its arrival runs ahead of the other side's)";
+          }
+          p.threads = op.threads;
+          p.arrived += 32;
+          if (p.arrived > p.threads) {
+            return "bar " + std::to_string(op.id) + ": more than " + std::to_string(p.threads) + " threads arrive in one phase";
+          }
+          if (p.arrived == p.threads) {
+            for (size_t x : p.waiting) blocked[x] = 0;
+            p = Phase{};
+          } else if (!op.arrive) {
+            blocked[w] = 1;
+            p.waiting.insert(w);
+          }
+        }
+      }
+    }
+    for (size_t w = 0; w < W; ++w) {
+      if (blocked[w]) {
+        const BarOp& op = bar_ops[w][pos[w] - 1];
+        return "deadlock: warp " + std::to_string(w) + " waits forever in bar.sync " + std::to_string(op.id) + ", " +
+               std::to_string(op.threads) + " (" + std::to_string(bars[op.id].arrived) + " threads arrived)";
+      }
+    }
+    for (const auto& [id, p] : bars) {
+      if (p.arrived != 0) {
+        return "bar " + std::to_string(id) + " left with " + std::to_string(p.arrived) + " of " + std::to_string(p.threads) +
+               " threads arrived at the block's end";
+      }
+    }
+    return "";
+  }
+  std::string CheckNamedBarriers() const {
+    std::string e = ReplayNamedBarriers(true);
+    return e.empty() ? ReplayNamedBarriers(false) : e;
+  }
   int64_t ws_consumers = 0;   // SWarpRoles::consumers while the roles run
 
   // Blocked on a phase: the other role runs. False when it cannot (it
@@ -988,11 +1067,20 @@ struct Machine {
               if (n.regs < 24 || n.regs > 256 || n.regs % 8 != 0) error = "setmaxnreg " + std::to_string(n.regs);
             }
             if constexpr (std::is_same_v<T, SNamedBarrier>) {
-              size_t on = 0;
-              for (uint8_t m : mask) on += m;
-              if (static_cast<int64_t>(on) != n.threads || n.threads % 32 != 0) {
-                error = "bar.sync " + std::to_string(n.id) + ", " + std::to_string(n.threads) + " reached by " +
-                        std::to_string(on) + " threads";
+              // Recorded per warp, replayed at the block's end (CheckNamedBarriers).
+              const std::string what = std::string(n.arrive ? "bar.arrive " : "bar.sync ") + std::to_string(n.id) + ", " +
+                                       std::to_string(n.threads);
+              if (n.threads <= 0 || n.threads % 32 != 0 || n.id < 1 || n.id > 15) error = what + ": not a named barrier";
+              bar_ops.resize((mask.size() + 31) / 32);
+              for (size_t w0 = 0; w0 < mask.size() && error.empty(); w0 += 32) {
+                size_t on = 0;
+                for (size_t t = w0; t < std::min(mask.size(), w0 + 32); ++t) on += mask[t];
+                if (on == 0) continue;
+                if (on != 32) {
+                  error = what + " executed by " + std::to_string(on) + " threads of warp " + std::to_string(w0 / 32);
+                } else {
+                  bar_ops[w0 / 32].push_back({n.id, n.threads, n.arrive});
+                }
               }
             }
             if constexpr (std::is_same_v<T, SBarrier>) {
@@ -1111,7 +1199,9 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
           if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
           else for (size_t t = 0; t < T; ++t) m.regs[t][b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
         }
+        m.bar_ops.clear();
         m.Exec(k.body, std::vector<uint8_t>(T, 1));
+        if (m.error.empty()) m.error = m.CheckNamedBarriers();
         for (size_t t = 0; t < T && m.error.empty(); ++t) {
           if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
         }

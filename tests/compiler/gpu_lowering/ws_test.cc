@@ -594,26 +594,32 @@ struct FaCase {
 // Random inputs (dtype-rounded, layout [B, H, S, D]) for Q, K, V; the kernel
 // in the interpreter; the worst relative error of O against float64
 // softmax(Q K^T / sqrt(D)) V (causal: key j <= query i).
+// Skv > 0: that many keys (else S); causal then aligns the last query with
+// the last key (query i sees keys j <= i + Skv - S; one that sees none gets
+// O = 0). `computed`, where given, receives O as the kernel computed it.
 tl::Status RunAttention(const tl::gpu::SimtKernel& k, int64_t B, int64_t H, int64_t S, int64_t D, bool causal,
-                        const std::string& dt, const std::string& out, double* worst) {
+                        const std::string& dt, const std::string& out, double* worst, int64_t Skv = 0,
+                        std::vector<double>* computed = nullptr) {
+  if (Skv <= 0) Skv = S;
   std::mt19937 rng(static_cast<uint32_t>(S * 7 + D + causal));
   std::uniform_real_distribution<double> d(-1, 1);
   const int64_t n = B * H * S * D;
   std::map<std::string, std::vector<double>> t;
   for (const char* x : {"Q", "K", "V"}) {
-    t[x].resize(static_cast<size_t>(n));
+    t[x].resize(static_cast<size_t>(std::string(x) == "Q" ? n : B * H * Skv * D));
     for (double& v : t[x]) v = Round(d(rng) * 2, dt);
   }
   t[out].assign(static_cast<size_t>(n), -7);
   const std::vector<double> q = t["Q"], kk = t["K"], v = t["V"];
   const tl::Status st = tl::gpu::test::Interpret(k, &t);
+  if (computed) *computed = t[out];
   *worst = 0;
   for (int64_t bh = 0; bh < B * H; ++bh) {
     const double* Q = &q[static_cast<size_t>(bh * S * D)];
-    const double* K = &kk[static_cast<size_t>(bh * S * D)];
-    const double* V = &v[static_cast<size_t>(bh * S * D)];
+    const double* K = &kk[static_cast<size_t>(bh * Skv * D)];
+    const double* V = &v[static_cast<size_t>(bh * Skv * D)];
     for (int64_t i = 0; i < S; ++i) {
-      const int64_t keys = causal ? i + 1 : S;
+      const int64_t keys = causal ? std::max<int64_t>(0, std::min(Skv, i + 1 + Skv - S)) : Skv;
       std::vector<double> p(static_cast<size_t>(keys));
       double m = -INFINITY, sum = 0;
       for (int64_t j = 0; j < keys; ++j) {
@@ -626,7 +632,7 @@ tl::Status RunAttention(const tl::gpu::SimtKernel& k, int64_t B, int64_t H, int6
       for (int64_t x = 0; x < D; ++x) {
         double acc = 0;
         for (int64_t j = 0; j < keys; ++j) acc += p[static_cast<size_t>(j)] * V[j * D + x];
-        acc /= sum;
+        acc = keys > 0 ? acc / sum : 0.0;
         const double got = t[out][static_cast<size_t>((bh * S + i) * D + x)];
         *worst = std::max(*worst, std::fabs(got - acc) / (1 + std::fabs(acc)));
       }
@@ -800,6 +806,235 @@ TEST(WarpSpecialize, LibraryFlashAttentionRegisters) {
     EXPECT_EQ(code->spill_stores, 0) << code->log;
     EXPECT_EQ(code->spill_loads, 0) << code->log;
     EXPECT_EQ(code->stack_bytes, 0) << code->log;
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+  }
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
+}
+
+// ---------------------------------------------------------------------------
+// WarpgroupPingpong (pingpong.cc): flash_attention(pingpong=True) with two
+// consumer warpgroups takes turns on named barriers 2 and 3 around each
+// k-step's first wgmma issue(s). The interpreter replays every warp's
+// named-barrier operations with the hardware's semantics (a deadlock, an
+// arrival running ahead into the wrong phase, a phase left open at the
+// block's end are errors), so the tests check the protocol, that the numbers
+// are bit for bit those without pingpong (and right against float64), and
+// that broken protocols are caught.
+
+std::string PingpongArgs(int64_t S, int64_t Skv, int64_t D, bool causal, int64_t bn, int64_t stages, bool overlap,
+                         bool pingpong, int64_t threads = 256) {
+  char b[320];
+  std::snprintf(b, sizeof b, "1, 1, 1, %lld, %lld, %lld, is_causal=%s, block_M=%lld, block_N=%lld, num_stages=%lld, threads=%lld, "
+                "dtype='bfloat16', overlap=%s, pingpong=%s", (long long)S, (long long)Skv, (long long)D, causal ? "True" : "False",
+                (long long)(threads / 2), (long long)bn, (long long)stages, (long long)threads, overlap ? "True" : "False",
+                pingpong ? "True" : "False");
+  return b;
+}
+
+// The named barriers of a block (nested included): {id, arrive} in order.
+std::vector<std::pair<int64_t, bool>> NamedBarriers(const SBlock& b) {
+  std::vector<std::pair<int64_t, bool>> out;
+  Walk(const_cast<SBlock&>(b), [&](SStmt& s) {
+    if (const auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node)) out.push_back({n->id, n->arrive});
+  });
+  return out;
+}
+
+TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  struct PpCase {
+    int64_t S, Skv, D;
+    bool causal;
+    int64_t bn, stages;
+    bool overlap;
+  };
+  const std::vector<PpCase> cases = {
+      {300, 300, 128, false, 128, 2, false},  // the bench's D128 tile, 3 k-steps (a ragged last one)
+      {330, 330, 64, true, 64, 3, false},     // causal: 1..6 k-steps per query block
+      {300, 100, 64, true, 64, 2, false},     // causal, fewer keys: query block 0 has no k-step at all
+      {260, 260, 64, true, 64, 2, true},      // the overlap loop: S_k and P_{k-1} V_{k-1} issued in one turn
+      {300, 100, 64, true, 64, 2, true},      // overlap with 1-step (n_blocks 0) query blocks
+      {200, 200, 128, false, 128, 2, true},
+  };
+  for (const PpCase& c : cases) {
+    const std::string args = PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, true);
+    SCOPED_TRACE(args);
+    std::string err;
+    const std::string ir = AttentionIr(args, &err);
+    ASSERT_FALSE(ir.empty()) << "kernels/attention.py did not emit Tile IR: " << err;
+    ASSERT_NE(ir.find("hint warpgroup_pingpong"), std::string::npos);
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const std::string dump = tl::gpu::Dump(*k);
+    const std::string notes = Notes(*k);
+    EXPECT_NE(notes.find("warp-specialized: 256 consumer threads"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("warpgroup pingpong: the two consumer warpgroups take turns issuing "), std::string::npos) << notes;
+    EXPECT_NE(notes.find(c.overlap ? "asynchronous wgmma issue(s) and the leading issues of both branches" : "then wait_group 0"),
+              std::string::npos)
+        << notes;
+    const tl::gpu::SWarpRoles* r = Roles(*k);
+    ASSERT_TRUE(r);
+    const tl::gpu::SFor* loop = ConsumerLoop(*r);
+    ASSERT_TRUE(loop) << dump;
+    // The k-step: one sync per warpgroup before the issue, one arrival on
+    // the other's barrier after it (the overlap loop's handover sits in both
+    // branches of its `if (k > 0)`); nothing else among the consumers.
+    const std::vector<std::pair<int64_t, bool>> bars = NamedBarriers(loop->body);
+    const std::vector<std::pair<int64_t, bool>> want =
+        c.overlap ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true}, {2, true}}
+                  : std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}};
+    EXPECT_EQ(bars, want) << dump;
+    EXPECT_EQ(NamedBarriers(r->producer).size(), 0u);
+    EXPECT_EQ(Count<tl::gpu::SMbarWait>(loop->body), 1) << dump;
+    EXPECT_EQ(Count<tl::gpu::SMbarArrive>(SBlock{loop->body.back()}), 1) << dump;
+    double worst = 0, worst_plain = 0;
+    std::vector<double> got, plain;
+    const tl::Status st = RunAttention(*k, 1, 1, c.S, c.D, c.causal, "bf16", "O", &worst, c.Skv, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+    EXPECT_LE(worst, 1e-2);
+    // The same kernel without the hint: the same numbers, bit for bit.
+    const std::string plain_ir = AttentionIr(PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, false), &err);
+    tl::StatusOr<tl::gpu::SimtKernel> pk = tl::gpu::LowerToSimt(Parse(plain_ir), Sm90a());
+    ASSERT_TRUE(pk.ok()) << pk.status().ToString();
+    EXPECT_EQ(Notes(*pk).find("pingpong"), std::string::npos) << Notes(*pk);
+    ASSERT_TRUE(RunAttention(*pk, 1, 1, c.S, c.D, c.causal, "bf16", "O", &worst_plain, c.Skv, &plain).ok());
+    EXPECT_EQ(got, plain);
+    std::printf("[ flash_attention %s ] pingpong, worst relative error %.3g (plain %.3g)\n", args.c_str(), worst, worst_plain);
+    if (&c != &cases[0]) continue;
+    // Broken protocols (3 k-steps). Each mutation of the consumers' k-loop.
+    auto broken = [&](const std::function<bool(SStmt&)>& mutate) {
+      tl::gpu::SimtKernel b = *k;
+      tl::gpu::SWarpRoles& br = std::get<tl::gpu::SWarpRoles>(b.body.back().node);
+      int changed = 0;
+      Walk(br.consumer, [&](SStmt& s) { changed += mutate(s); });
+      EXPECT_EQ(changed, 1);
+      double w = 0;
+      return RunAttention(b, 1, 1, c.S, c.D, c.causal, "bf16", "O", &w, c.Skv).ToString();
+    };
+    // The guard `if (k > k0)` around `bar.sync A` or `if (k + 1 < stop)` around `bar.arrive A`, dropped.
+    auto unguard = [](bool arrive) {
+      return [arrive](SStmt& s) {
+        auto* i = std::get_if<tl::gpu::SIf>(&s.node);
+        if (!i || i->then_body.size() != 1 || !i->else_body.empty()) return false;
+        const auto* n = std::get_if<tl::gpu::SNamedBarrier>(&i->then_body[0].node);
+        if (!n || n->arrive != arrive) return false;
+        s = SStmt{i->then_body[0]};
+        return true;
+      };
+    };
+    // 1. Warpgroup 0 also waits for its turn at the first k-step: nobody gives it.
+    const std::string b1 = broken(unguard(false));
+    EXPECT_NE(b1.find("deadlock: warp 0 waits forever in bar.sync 2, 256"), std::string::npos) << b1;
+    // 2. Warpgroup 1 hands the turn over after its last k-step too: a phase left open.
+    const std::string b2 = broken(unguard(true));
+    EXPECT_NE(b2.find("bar 2 left with 128 of 256 threads arrived at the block's end"), std::string::npos) << b2;
+    // 3. Warpgroup 0 never hands the turn over: warpgroup 1 waits forever.
+    const std::string b3 = broken([](SStmt& s) {
+      const auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+      if (!n || !n->arrive || n->id != 3) return false;
+      s.node = tl::gpu::SComment{"no handover"};
+      return true;
+    });
+    EXPECT_NE(b3.find("deadlock: warp "), std::string::npos) << b3;
+    EXPECT_NE(b3.find("waits forever in bar.sync"), std::string::npos) << b3;
+    // 4. Warpgroup 1 arrives on its own barrier instead: its arrival joins warpgroup 0's phase twice over.
+    const std::string b4 = broken([](SStmt& s) {
+      auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+      if (!n || !n->arrive || n->id != 2) return false;
+      n->id = 3;
+      return true;
+    });
+    EXPECT_NE(b4.find("arrives twice in one phase of bar 3"), std::string::npos) << b4;
+  }
+}
+
+// Where pingpong cannot apply the kernel stays as it was and the note says why.
+TEST(WarpSpecialize, FlashAttentionPingpongRefusals) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  std::string err;
+  // One consumer warpgroup (block_M 64, 128 threads).
+  const std::string one = AttentionIr(PingpongArgs(200, 200, 64, false, 64, 2, false, true, 128), &err);
+  ASSERT_FALSE(one.empty()) << err;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(one), Sm90a());
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_NE(Notes(*k).find("no warpgroup pingpong: 128 consumer threads (exactly two consumer warpgroups take turns)"),
+            std::string::npos)
+      << Notes(*k);
+  EXPECT_EQ(NamedBarriers(ConsumerLoop(*Roles(*k))->body).size(), 0u);
+  // Warp specialization off ('nows'): nothing to take turns in.
+  const std::string two = AttentionIr(PingpongArgs(200, 200, 64, false, 64, 2, false, true), &err);
+  tl::StatusOr<tl::gpu::SimtKernel> off = tl::gpu::LowerToSimt(Parse(two), Sm90a(false));
+  ASSERT_TRUE(off.ok());
+  EXPECT_NE(Notes(*off).find("no warpgroup pingpong: the kernel is not warp-specialized"), std::string::npos) << Notes(*off);
+  double worst = 0;
+  ASSERT_TRUE(RunAttention(*off, 1, 1, 200, 64, false, "bf16", "O", &worst).ok());
+  EXPECT_LE(worst, 1e-2);
+}
+
+// The printed CUDA at hopper_bench's shapes: the barriers where intended, and
+// ptxas' resource report (where a CUDA toolkit is installed).
+TEST(WarpSpecialize, FlashAttentionPingpongSource) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  struct Src {
+    int64_t D, bn;
+    bool causal, overlap;
+    bool spill_free;  // the plain loop spills nothing; overlap at 128x128 does (a second f32 P): D128 68 bytes,
+                      // D64 causal 4 (40 without pingpong, ptxas 13.0)
+  };
+  for (const Src& c : std::vector<Src>{{128, 128, false, false, true},
+                                       {128, 128, true, false, true},
+                                       {64, 128, false, false, true},
+                                       {64, 64, true, false, true},
+                                       {128, 128, false, true, false},
+                                       {64, 128, true, true, false},
+                                       {64, 128, false, true, true},
+                                       {128, 64, false, true, true}}) {
+    char a[320];
+    std::snprintf(a, sizeof a, "4, 32, 32, 4096, 4096, %lld, is_causal=%s, block_M=128, block_N=%lld, num_stages=2, threads=256, "
+                  "dtype='bfloat16', overlap=%s, pingpong=True", (long long)c.D, c.causal ? "True" : "False", (long long)c.bn,
+                  c.overlap ? "True" : "False");
+    SCOPED_TRACE(a);
+    std::string err;
+    const std::string ir = AttentionIr(a, &err);
+    ASSERT_FALSE(ir.empty()) << err;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    ASSERT_NE(Notes(*k).find("warpgroup pingpong: "), std::string::npos) << Notes(*k);
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    const size_t consumers = s.find("} else {  // consumers");
+    ASSERT_NE(consumers, std::string::npos);
+    // In the consumers' k-loop, in this order: the turn (sync), the first
+    // wgmma's issue, the handover (arrive), then its wait_group 0 (plain).
+    const size_t sync2 = s.find("bar.sync 2, 256;", consumers), sync3 = s.find("bar.sync 3, 256;", consumers);
+    const size_t issue = s.find("wgmma.mma_async", sync3);
+    const size_t arr3 = s.find("bar.arrive 3, 256;", issue), arr2 = s.find("bar.arrive 2, 256;", arr3);
+    ASSERT_NE(sync2, std::string::npos);
+    ASSERT_NE(sync3, std::string::npos);
+    ASSERT_NE(issue, std::string::npos);
+    ASSERT_NE(arr3, std::string::npos);
+    ASSERT_NE(arr2, std::string::npos);
+    EXPECT_LT(sync2, sync3);
+    EXPECT_EQ(s.find("wgmma.wait_group", issue) > arr2, true);
+    // The turn barriers order issue only: no proxy fence right before them.
+    auto line_before = [&](size_t at) {
+      const size_t end = s.rfind('\n', at), begin = s.rfind('\n', end - 1);
+      return s.substr(begin + 1, end - begin - 1);
+    };
+    EXPECT_EQ(line_before(sync2).find("fence.proxy.async"), std::string::npos) << line_before(sync2);
+    EXPECT_EQ(line_before(sync3).find("fence.proxy.async"), std::string::npos) << line_before(sync3);
+    EXPECT_EQ(s.find("bar.sync 2,", 0), sync2);  // not in the producer
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "fa_pp", "sm_90a");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    std::printf("[ flash_attention %s sm_90a ] %d registers, %d spill bytes, %d stack bytes\n", a, code->registers,
+                code->spill_stores, code->stack_bytes);
+    if (c.spill_free) {
+      EXPECT_EQ(code->spill_stores, 0) << code->log;
+      EXPECT_EQ(code->spill_loads, 0) << code->log;
+    }
     EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
   }
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();

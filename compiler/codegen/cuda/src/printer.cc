@@ -548,8 +548,12 @@ class Printer {
               o << pad << "asm volatile(\"setmaxnreg." << (n.inc ? "inc" : "dec") << ".sync.aligned.u32 " << n.regs
                 << ";\" ::: \"memory\");\n";
             } else if constexpr (std::is_same_v<T, gpu::SNamedBarrier>) {
-              if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
-              o << pad << "asm volatile(\"bar.sync " << n.id << ", " << n.threads << ";\" ::: \"memory\");\n";
+              if (n.id < 1 || n.id > 15 || n.threads <= 0 || n.threads % 32 != 0) {
+                err_ = "named barrier " + std::to_string(n.id) + " over " + std::to_string(n.threads) + " threads";
+              }
+              if (wgmma_ && n.fence && !n.arrive) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+              o << pad << "asm volatile(\"bar." << (n.arrive ? "arrive " : "sync ") << n.id << ", " << n.threads
+                << ";\" ::: \"memory\");\n";
             } else if constexpr (std::is_same_v<T, gpu::SWarpRoles>) {
               o << pad << "if (tl_tid >= " << n.consumers << ") {  // TMA producer warpgroup\n";
               Block(n.producer, ind + 1, o);

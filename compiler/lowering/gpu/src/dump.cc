@@ -67,7 +67,8 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
           } else if constexpr (std::is_same_v<T, SSetMaxNReg>) {
             o << pad << "setmaxnreg." << (n.inc ? "inc " : "dec ") << n.regs << "\n";
           } else if constexpr (std::is_same_v<T, SNamedBarrier>) {
-            o << pad << "bar.sync " << n.id << ", " << n.threads << "\n";
+            o << pad << (n.arrive ? "bar.arrive " : "bar.sync ") << n.id << ", " << n.threads << (n.fence || n.arrive ? "" : " (no fence)")
+              << "\n";
           } else if constexpr (std::is_same_v<T, SWarpRoles>) {
             o << pad << "producer (tl_tid >= " << n.consumers << ") {\n";
             DumpBlock(n.producer, ind + 1, o);

@@ -1519,6 +1519,8 @@ class Lowerer {
       if (h->name == "wait_wgmma" && options_.gemm == GemmStrategy::kWgmma && !wgmma_async_.empty() && h->args.size() == 1) {
         cur_->push_back(S(SWgmmaWait{h->args[0].int_value, std::vector<std::string>(wgmma_async_.begin(), wgmma_async_.end())}));
       }
+      // T.warpgroup_pingpong(): WarpgroupPingpong runs after warp specialization (sm_90a wgmma only).
+      if (h->name == "warpgroup_pingpong") out_->pingpong_requested = true;
       if (h->name == kWgmmaDeferHint) wgmma_defer_next_ = options_.gemm == GemmStrategy::kWgmma;
       if (h->name == kWgmmaDrainHint && !wgmma_deferred_.empty()) {
         for (const std::string& c : wgmma_deferred_) {
@@ -1904,6 +1906,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
                                                        options.persistent_sms);
     if (!ws.empty()) out.notes.push_back(ws);
+    if (out.pingpong_requested) out.notes.push_back(WarpgroupPingpong(&out));
   }
   return out;
 }

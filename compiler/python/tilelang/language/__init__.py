@@ -6,7 +6,7 @@ from ..eager import const, empty  # noqa: F401
 from ..function import prim_func, macro  # noqa: F401
 from .allocate import alloc_buffer, alloc_fragment, alloc_local, alloc_shared, alloc_var  # noqa: F401
 from .annotations import Layout, annotate_layout, make_swizzled_layout, sync_threads, use_swizzle  # noqa: F401
-from .annotations import wait_wgmma  # noqa: F401
+from .annotations import wait_wgmma, warpgroup_pingpong  # noqa: F401
 from .annotations import (annotate_consumer_reg_alloc, annotate_producer_reg_alloc,  # noqa: F401
                           disable_warp_group_reg_alloc, no_set_max_nreg)
 from .im2col import im2col  # noqa: F401

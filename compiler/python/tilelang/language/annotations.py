@@ -42,6 +42,16 @@ def wait_wgmma(id):
     _emit(ir.Hint("wait_wgmma", [int(id)]))
 
 
+def warpgroup_pingpong():
+    """The kernel's two consumer warpgroups take turns issuing their wgmma groups (FlashAttention-3's
+    warp scheduler barriers; Tile IR `hint warpgroup_pingpong`): on sm_90a, where the k-loop is
+    warp-specialized with exactly 256 consumer threads and its compute waits for its own wgmma groups,
+    warpgroup 0 issues a k-step's first gemm(s) while warpgroup 1 waits on a named barrier, hands the
+    turn over and runs its softmax while warpgroup 1 issues. Never changes results; elsewhere (or when
+    the kernel does not have that form: the lowering's note says why) it is ignored."""
+    _emit(ir.Hint("warpgroup_pingpong", []))
+
+
 def sync_threads(barrier_id=None, arrive_count=None):
     _emit(ir.Sync())
 

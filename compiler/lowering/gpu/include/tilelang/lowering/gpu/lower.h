@@ -291,4 +291,25 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
                                        int64_t persistent_blocks = 0);
 
+// ---------------------------------------------------------------------------
+// WarpgroupPingpong (pingpong.cc; run by LowerToSimt after
+// WarpSpecializeGemmPipeline when the program asked for it with
+// T.warpgroup_pingpong(), SimtKernel::pingpong_requested)
+// In: a kernel the synchronous-compute form warp-specialized with exactly
+// two consumer warpgroups (256 consumer threads) and no named barrier in
+// the consumers' k-loop. Out: the two warpgroups take turns issuing their
+// k-step's first wgmma group(s) -- FlashAttention-3's warp scheduler
+// barriers -- through named barriers kPingpongBarrier (warpgroup 0 waits
+// on it) and kPingpongBarrier + 1 (warpgroup 1 waits), 256 threads each:
+// before the first wgmma issue warpgroup w syncs on its own barrier, after
+// the issue (before its wait_group) it arrives on the other's; warpgroup 0
+// skips its sync at the first k-step, warpgroup 1 its arrival at the last,
+// so every phase of both barriers gets exactly 128 syncing and 128
+// arriving threads and none is left open at the loop's exit (pingpong.cc
+// states the whole argument). A synchronous first wgmma is split into its
+// issue (wait_pending -1), the arrival and wgmma.wait_group 0. Returns the
+// note: applied, or "no warpgroup pingpong: <why>" with the kernel as it was.
+inline constexpr int64_t kPingpongBarrier = 2;
+std::string WarpgroupPingpong(SimtKernel* k);
+
 }  // namespace tl::gpu

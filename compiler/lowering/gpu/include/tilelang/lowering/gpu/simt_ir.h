@@ -325,9 +325,15 @@ struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
 // mbarriers (no block barrier inside either). SSetMaxNReg (PTX
 // setmaxnreg.{inc,dec}.sync.aligned.u32, warpgroup-collective) moves
 // registers between the roles; SNamedBarrier is `bar.sync id, threads`
-// among the threads that reach it (whole warps; here the consumers).
+// among the threads that reach it (whole warps; here the consumers): a
+// phase of barrier `id` completes once `threads` threads arrived, those
+// that sync wait for it. With `arrive` it is `bar.arrive id, threads`: the
+// warp counts towards the phase and goes on (WarpgroupPingpong's turn
+// handover). `fence` (bar.sync only): on sm_90a a fence.proxy.async before
+// it publishes the threads' shared-memory writes to the async proxy
+// (wgmma); a barrier that orders only instruction issue has none.
 struct SSetMaxNReg { bool inc = false; int64_t regs = 0; };
-struct SNamedBarrier { int64_t id = 1; int64_t threads = 0; };
+struct SNamedBarrier { int64_t id = 1; int64_t threads = 0; bool arrive = false; bool fence = true; };
 struct SWarpRoles {
   int64_t consumers = 0;
   SBlock producer, consumer;
@@ -397,6 +403,9 @@ struct SimtKernel {
   // SSetMaxNReg needs it: ptxas then fixes the registers at entry to
   // 65536 / (threads * min_blocks), the pool setmaxnreg redistributes.
   int64_t min_blocks = 0;
+  // T.warpgroup_pingpong() (Tile IR `hint warpgroup_pingpong`) was in the
+  // program: LowerToSimt runs WarpgroupPingpong after warp specialization.
+  bool pingpong_requested = false;
 };
 
 // Human-readable dump (tests, --emit-source debugging).

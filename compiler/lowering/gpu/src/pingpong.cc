@@ -1,0 +1,228 @@
+// WarpgroupPingpong: see lower.h for the contract.
+//
+// FlashAttention's warp-specialized k-loop runs two consumer warpgroups that
+// each issue their own wgmma groups (64 query rows each) and then run the
+// softmax on CUDA cores. Left alone the two drift into lockstep: both issue
+// QK^T together, both wait, both run the softmax together while the tensor
+// cores idle. FlashAttention-3 orders the issue with two named barriers (its
+// "warp scheduler barriers"): warpgroup 0 issues, hands the turn to
+// warpgroup 1, which issues while warpgroup 0 runs its softmax, and so on.
+//
+// The consumers' k-loop (WarpSpecializeSyncLoop's form) becomes, with
+// A = kPingpongBarrier (warpgroup 0 waits on it), B = A + 1 (warpgroup 1
+// waits on it), k in [k0, stop):
+//
+//   let stage; wait full[stage]
+//   ...                                      (statements before the first wgmma)
+//   if (tl_tid < 128) { if (k > k0) bar.sync A, 256 } else { bar.sync B, 256 }
+//   wgmma issue(s)                           (the first top-level wgmma: issue only;
+//                                             then any further issues without a wait,
+//                                             also at the head of both branches of a
+//                                             following if -- the overlap form's P V)
+//   if (tl_tid < 128) { bar.arrive B, 256 } else { if (k + 1 < stop) bar.arrive A, 256 }
+//   [wgmma.wait_group 0]                     (where the first wgmma was synchronous)
+//   ... the rest of the k-step (softmax, P V, the stage's release)
+//
+// Deadlock freedom and balance. Both warpgroups run the same k-loop (its
+// bounds read no thread index: checked), and each executes exactly one sync
+// and at most one arrive per k-step, at top level (never under a condition
+// other than the warpgroup and the first/last k-step). Write W0(i), W1(i)
+// for warpgroup 0's / 1's k-step i (i = k - k0, n = stop - k0 steps).
+//  - B: W0(i) arrives (128 threads) for every i < n, W1(i) syncs (128) for
+//    every i < n: n phases of 256, each completing when both have come.
+//  - A: W1(i) arrives for i < n - 1, W0(i) syncs for 1 <= i < n: n - 1
+//    phases of 256. No phase is left half full at the loop's exit, so the
+//    barriers are idle afterwards (n = 0: neither is touched).
+//  - No phase ever gets a third party: W0's arrival on B in step i + 1
+//    comes after its sync on A in step i + 1, which needs W1(i)'s arrival,
+//    which W1 makes after its own sync on B in step i; so W0 never arrives
+//    twice on one phase of B. Symmetrically W1's arrival on A in step i + 1
+//    follows its sync on B in i + 1, which follows W0's sync on A in i + 1.
+//  - Order: the issues run W0(0), W1(0), W0(1), W1(1), ...: W0(i)'s sync
+//    waits only on W1(i - 1)'s arrival and W1(i)'s only on W0(i)'s; each
+//    arrival follows its warpgroup's own issue without waiting on anything
+//    but the full barrier of that k-step, which the producer completes
+//    after both warpgroups released step i - S (an earlier step in this
+//    order). The wait graph follows the order, so it has no cycle.
+//  - The consumers' other named barrier (1, all 256 threads) is only before
+//    and after the loop, reached by each warpgroup after its last sync or
+//    arrive; the loop itself may hold no other named barrier (checked).
+// The ids are checked to be unused elsewhere in the kernel; hardware has 16
+// (0 is __syncthreads).
+#include <functional>
+#include <map>
+#include <set>
+
+#include "tilelang/lowering/gpu/lower.h"
+
+namespace tl::gpu {
+namespace {
+
+using ir::Expr;
+
+Expr I(int64_t v) { return ir::MakeInt(v); }
+Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
+Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
+
+bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred) {
+  for (const SStmt& s : b) {
+    if (pred(s)) return true;
+    if (const auto* f = std::get_if<SFor>(&s.node); f && Any(f->body, pred)) return true;
+    if (const auto* i = std::get_if<SIf>(&s.node); i && (Any(i->then_body, pred) || Any(i->else_body, pred))) return true;
+    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (Any(w->producer, pred) || Any(w->consumer, pred))) return true;
+  }
+  return false;
+}
+bool HasWgmma(const SBlock& b) {
+  return Any(b, [](const SStmt& s) { return std::holds_alternative<SWgmma>(s.node); });
+}
+bool IsAsyncIssue(const SStmt& s) {
+  const auto* w = std::get_if<SWgmma>(&s.node);
+  return w && w->wait_pending == -1;
+}
+// The leading run of asynchronous wgmma issues of b: how many statements.
+size_t IssueRun(const SBlock& b, size_t from) {
+  size_t i = from;
+  while (i < b.size() && IsAsyncIssue(b[i])) ++i;
+  return i;
+}
+
+// The names `e` reads, followed through the lets of `lets`; false when one
+// of them is tl_tid or a mutable variable (either may differ between the
+// warpgroups).
+bool Uniform(const Expr& e, const std::map<std::string, Expr>& lets, const std::set<std::string>& vars,
+             std::set<std::string>* seen) {
+  bool ok = true;
+  ir::WalkExpr(e, [&](const Expr& x) {
+    const auto* v = ir::As<ir::VarRef>(x);
+    if (!v || !ok || !seen->insert(v->name).second) return;
+    if (v->name == "tl_tid" || vars.count(v->name)) {
+      ok = false;
+      return;
+    }
+    auto it = lets.find(v->name);
+    if (it != lets.end()) ok = Uniform(it->second, lets, vars, seen);
+  });
+  return ok;
+}
+
+SStmt ByWarpgroup(SBlock wg0, SBlock wg1) {
+  return SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(128)), std::move(wg0), std::move(wg1)}};
+}
+SStmt Guarded(Expr cond, SStmt s) { return SStmt{SIf{std::move(cond), {std::move(s)}, {}}}; }
+SStmt Sync(int64_t id) { return SStmt{SNamedBarrier{id, 256, false, false}}; }
+SStmt Arrive(int64_t id) { return SStmt{SNamedBarrier{id, 256, true, false}}; }
+
+}  // namespace
+
+std::string WarpgroupPingpong(SimtKernel* k) {
+  const std::string no = "no warpgroup pingpong: ";
+  if (k->body.empty() || !std::holds_alternative<SWarpRoles>(k->body.back().node)) {
+    return no + "the kernel is not warp-specialized";
+  }
+  SWarpRoles roles = std::get<SWarpRoles>(k->body.back().node);  // a copy: the kernel changes only at the end
+  if (roles.consumers != 256) {
+    return no + std::to_string(roles.consumers) + " consumer threads (exactly two consumer warpgroups take turns)";
+  }
+  const int64_t A = kPingpongBarrier, B = kPingpongBarrier + 1;
+  if (Any(k->body, [&](const SStmt& s) {
+        const auto* n = std::get_if<SNamedBarrier>(&s.node);
+        return n && (n->id == A || n->id == B);
+      })) {
+    return no + "named barrier " + std::to_string(A) + " or " + std::to_string(B) + " is already used";
+  }
+  // The consumers' k-loop: the top-level loop waiting on the full barriers.
+  SBlock& c = roles.consumer;
+  int loop = -1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const auto* f = std::get_if<SFor>(&c[i].node);
+    if (f && Any(f->body, [](const SStmt& s) { return std::holds_alternative<SMbarWait>(s.node); })) {
+      if (loop >= 0) return no + "more than one consumer k-loop";
+      loop = static_cast<int>(i);
+    }
+  }
+  if (loop < 0) return no + "no consumer k-loop (only the synchronous-compute form, FlashAttention's, takes turns)";
+  SFor& lp = std::get<SFor>(c[static_cast<size_t>(loop)].node);
+  if (ir::FoldInt(lp.step) != std::optional<int64_t>(1)) return no + "the k-loop's step is not 1";
+  if (Any(lp.body, [](const SStmt& s) {
+        return std::holds_alternative<SNamedBarrier>(s.node) || std::holds_alternative<SBarrier>(s.node);
+      })) {
+    return no + "the k-loop has a barrier among the consumers (its compute writes shared memory): they cannot run apart";
+  }
+  // Both warpgroups must run the same number of k-steps.
+  std::map<std::string, Expr> lets;
+  std::set<std::string> vars;
+  auto bind = [&](const SBlock& b, size_t end) {
+    for (size_t i = 0; i < end && i < b.size(); ++i) {
+      if (const auto* l = std::get_if<SLet>(&b[i].node)) lets[l->name] = l->value;
+      if (const auto* v = std::get_if<SVar>(&b[i].node)) vars.insert(v->name);
+      if (const auto* a = std::get_if<SAssign>(&b[i].node)) vars.insert(a->name);
+    }
+  };
+  bind(k->body, k->body.size() - 1);
+  bind(c, static_cast<size_t>(loop));
+  // A name bound inside a nested block before the loop (not seen above) is a
+  // kernel parameter, a block index or a symbol otherwise: uniform.
+  for (const Expr& e : {lp.start, lp.stop}) {
+    std::set<std::string> seen;
+    if (!Uniform(e, lets, vars, &seen)) {
+      return no + "the k-loop's bounds (" + ir::Print(lp.start) + ", " + ir::Print(lp.stop) +
+             ") may differ between the warpgroups";
+    }
+  }
+  // The first wgmma of the k-step: a top-level statement.
+  SBlock& body = lp.body;
+  size_t first = 0;
+  while (first < body.size() && !HasWgmma(SBlock{body[first]})) ++first;
+  if (first == body.size()) return no + "no wgmma in the k-loop";
+  auto* w = std::get_if<SWgmma>(&body[first].node);
+  if (!w) return no + "the k-step's first wgmma is nested in a loop or a branch";
+  if (w->wait_pending != 0 && w->wait_pending != -1) {
+    return no + "the k-step's first wgmma keeps " + std::to_string(w->wait_pending) + " older groups in flight";
+  }
+  const Expr kv = ir::MakeVar(lp.var, ir::ExprDType(lp.start));
+  const Expr not_first = Bin(ir::BinaryOp::kGt, kv, lp.start);
+  const Expr not_last =
+      Bin(ir::BinaryOp::kLt, Bin(ir::BinaryOp::kAdd, kv, ir::MakeInt(1, ir::ExprDType(lp.start))), lp.stop);
+  const SStmt handover = ByWarpgroup({Arrive(B)}, {Guarded(not_last, Arrive(A))});
+  std::string what;
+  SBlock out(std::make_move_iterator(body.begin()), std::make_move_iterator(body.begin() + static_cast<std::ptrdiff_t>(first)));
+  out.push_back(ByWarpgroup({Guarded(not_first, Sync(A))}, {Sync(B)}));
+  if (w->wait_pending == 0) {
+    // Synchronous (the plain k-loop's QK^T): issue, hand over, then wait.
+    SWgmma issue = *w;
+    issue.wait_pending = -1;
+    out.push_back(SStmt{issue});
+    out.push_back(handover);
+    out.push_back(SStmt{SWgmmaWait{0, {issue.c}}});
+    what = "its first wgmma (" + issue.c + ") issued, then wait_group 0";
+    for (size_t i = first + 1; i < body.size(); ++i) out.push_back(std::move(body[i]));
+  } else {
+    // Asynchronous issues (the overlap k-loop): the run of issues, and where
+    // an if follows, the issues at the head of each branch.
+    const size_t end = IssueRun(body, first);
+    for (size_t i = first; i < end; ++i) out.push_back(std::move(body[i]));
+    what = std::to_string(end - first) + " asynchronous wgmma issue(s)";
+    if (auto* br = end < body.size() ? std::get_if<SIf>(&body[end].node) : nullptr; br && HasWgmma(br->then_body)) {
+      for (SBlock* b : {&br->then_body, &br->else_body}) {
+        const size_t e = IssueRun(*b, 0);
+        if (HasWgmma(SBlock(b->begin() + static_cast<std::ptrdiff_t>(e), b->end()))) {
+          return no + "a branch after the first wgmma issues more than leading asynchronous wgmmas";
+        }
+        b->insert(b->begin() + static_cast<std::ptrdiff_t>(e), handover);
+      }
+      what += " and the leading issues of both branches of the if after them";
+      for (size_t i = end; i < body.size(); ++i) out.push_back(std::move(body[i]));
+    } else {
+      out.push_back(handover);
+      for (size_t i = end; i < body.size(); ++i) out.push_back(std::move(body[i]));
+    }
+  }
+  body = std::move(out);
+  k->body.back().node = std::move(roles);
+  return "warpgroup pingpong: the two consumer warpgroups take turns issuing " + what + " per k-step (bar.sync " +
+         std::to_string(A) + "/" + std::to_string(B) + ", 256 before the issue, bar.arrive on the other's after it; "
+         "warpgroup 0 skips its first sync, warpgroup 1 its last arrival)";
+}
+
+}  // namespace tl::gpu
