@@ -116,7 +116,15 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
               (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (128x128 spills at D=128)
-              (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"))
+              (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"),
+              # "pingpong": flash_attention(pingpong=True), FA3's warp scheduler barriers: the two consumer
+              # warpgroups (256 threads, block_M 128, warp-specialized) take turns issuing each k-step's first
+              # gemm(s) on named barriers 2/3, so one's softmax overlaps the other's wgmmas (compiler/lowering/
+              # gpu/src/pingpong.cc); no extra registers (ptxas: the plain tiles stay spill-free). With
+              # "overlap" too the turn covers S_k and P_{k-1} V_{k-1} (FA3's full form).
+              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 64, 256, 2, "pingpong"),
+              (128, 64, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"),
+              (128, 64, 256, 2, "overlap", "pingpong"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
@@ -391,7 +399,8 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
     def program(cfg):
         bm, bn, threads, stages = cfg[:4]
         return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
-                                         num_stages=stages, dtype=dtype, overlap=cfg[4:5] == ("overlap",))
+                                         num_stages=stages, dtype=dtype, overlap="overlap" in cfg[4:],
+                                         pingpong="pingpong" in cfg[4:])
 
     def make(be, rng):
         return {n: be.randn((B, H, S, D), dtype, rng) for n in ("Q", "K", "V")}
@@ -449,7 +458,7 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
     case.timed_peers = {"SDPA-cuDNN": p_sdpa_timed("CUDNN_ATTENTION"), "SDPA-flash": p_sdpa_timed("FLASH_ATTENTION")}
     # A 5th element "nows": the sm_90a kernel without the producer warpgroup (on the H200 the 128x64 and
     # 64x64 tiles ran faster that way at D=64 and causal: two blocks per SM instead of one of 384 threads).
-    case.pass_configs = lambda cfg: {"tl.disable_warp_specialized": True} if cfg[4:5] == ("nows",) else None
+    case.pass_configs = lambda cfg: {"tl.disable_warp_specialized": True} if "nows" in cfg[4:] else None
     return case
 
 
@@ -1139,8 +1148,8 @@ def self_test_configs(case):
             cfg[2] if case.group == "norm" else None
         if case.group == "gemm":
             kind = (len(cfg) > 6 and min(cfg[6], -(-case.params["K"] // cfg[2])) > 1, cfg[7:])
-        if case.group == "attention":  # plain, "nows", "overlap" (flash_attention(overlap=True))
-            kind = cfg[4:5]
+        if case.group == "attention":  # plain, "nows", "overlap", "pingpong", "overlap" + "pingpong"
+            kind = cfg[4:]
         if not picked or kind not in kinds:
             picked.append(cfg)
             kinds.add(kind)
@@ -1189,6 +1198,9 @@ def main():
     ap.add_argument("--budget-s", type=float, default=480,
                     help="skip the cases not started after this many seconds (the table still prints)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--fa-configs", metavar="TUPLES",
+                    help="replace FA_CONFIGS (a Python literal: a tuple of FlashAttention config tuples), e.g. "
+                         "\"((128, 128, 256, 2), (128, 128, 256, 2, 'pingpong'))\"; --precompile takes it too")
     ap.add_argument("--flush", choices=("write", "read"), default="write",
                     help="L2 flush before each timed run: write (zero_ 256 MiB, dirty lines) or read (then sum it)")
     args = ap.parse_args()
@@ -1196,6 +1208,14 @@ def main():
     bad = [g for g in args.only if g not in GROUPS]
     if bad:
         ap.error(f"--only: unknown group(s) {bad}; expected some of {GROUPS}")
+    if args.fa_configs:
+        import ast
+        global FA_CONFIGS
+        cfgs = ast.literal_eval(args.fa_configs)
+        if not isinstance(cfgs, tuple) or not all(isinstance(c, tuple) and len(c) >= 4 for c in cfgs):
+            ap.error(f"--fa-configs: expected a tuple of (block_M, block_N, threads, num_stages[, variant...]) "
+                     f"tuples, got {args.fa_configs!r}")
+        FA_CONFIGS = cfgs
     if args.self_test:
         return self_test(args)
     cases = all_cases(only=args.only)

@@ -9,7 +9,8 @@
       VARIANT persistent, or persistent after another VARIANT, as hopper_bench's: pass_configs
       {"tl.persistent": True}, the sm_90a kernel over min(tiles, 132 x blocks per SM) blocks)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
-      (VARIANT overlap | nows as hopper_bench's 5th FA config element: flash_attention(overlap=True), or
+      (VARIANT overlap | nows | pingpong | overlap+pingpong as hopper_bench's FA config elements after the 4th:
+      flash_attention(overlap=True) / (pingpong=True), or
       pass_configs tl.disable_warp_specialized)
   python3 tools/bench/profile_kernel.py w4a16 M N K BM BN BK STAGES THREADS KIND [SPLIT]   (hopper_bench's
       W4_CONFIGS_* tuple after the shape: KIND gemv | h2 | ldg | m1 | mma | mma_h2 | mma_h2g2 | wgmma | wgmma_p | lut | stage | plain;
@@ -129,10 +130,11 @@ def main():
         causal = a.args[4].lower() in ("1", "true", "causal")
         bm, bn, threads, stages = (int(v) for v in a.args[5:9])
         variant = a.args[9] if len(a.args) > 9 else ""
-        if variant not in ("", "overlap", "nows"):
-            ap.error(f"attention VARIANT {variant!r} not in overlap | nows")
+        if variant not in ("", "overlap", "nows", "pingpong", "overlap+pingpong"):
+            ap.error(f"attention VARIANT {variant!r} not in overlap | nows | pingpong | overlap+pingpong")
         prog = attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
-                                         num_stages=stages, dtype="bfloat16", overlap=variant == "overlap")
+                                         num_stages=stages, dtype="bfloat16", overlap="overlap" in variant,
+                                         pingpong="pingpong" in variant)
         if variant == "nows":
             pass_configs = {"tl.disable_warp_specialized": True}
         args = [torch.randn((B, H, S, D), device=dev, dtype=torch.bfloat16) for _ in range(3)]
