@@ -74,6 +74,26 @@ def test_gemm_wg_wait_values():
                  "T.wait_wgmma: the number of groups left in flight must be 0..7, got -1")
 
 
+def pingpong_hint(inside):
+    if not inside:
+        T.warpgroup_pingpong()  # MARK-pingpong
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256) as bx:
+            T.warpgroup_pingpong()
+            a = T.alloc_shared((64, 64), "float16")
+            T.copy(A, a)
+    return main
+
+
+def test_warpgroup_pingpong_hint():
+    # T.warpgroup_pingpong(): Tile IR `hint warpgroup_pingpong` (no arguments); only inside a kernel.
+    assert "    hint warpgroup_pingpong" in pingpong_hint(True).script()
+    with pytest.raises(tilelang.TileLangError, match="only valid inside a T.prim_func"):
+        pingpong_hint(False)
+
+
 def gemm_c_mismatch():
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float16")):
