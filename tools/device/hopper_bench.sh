@@ -169,6 +169,7 @@ gemm_bf16_4096 gemm 4096 4096 4096 bfloat16 128 256 64 256 3
 gemm_bf16_k1024_persistent gemm 8192 8192 1024 bfloat16 128 256 64 256 3 0 1 persistent
 fa_bf16_d128 attention 4 32 4096 128 0 64 64 128 2
 fa_overlap_d128 attention 4 32 4096 128 0 128 64 256 2 overlap
+fa_pingpong_d128 attention 4 32 4096 128 0 128 128 256 2 pingpong
 w4a16_gemv_m1 w4a16 1 8192 8192 1 32 128 6 128 gemv
 w4a16_mma_m1 w4a16 1 8192 8192 16 64 128 4 128 mma
 w4a16_h2_m1 w4a16 1 8192 8192 1 16 512 6 128 h2
