@@ -24,9 +24,10 @@
 //   ... the rest of the k-step (softmax, P V, the stage's release)
 //
 // Deadlock freedom and balance. Both warpgroups run the same k-loop (its
-// bounds read no thread index: checked), and each executes exactly one sync
-// and at most one arrive per k-step, at top level (never under a condition
-// other than the warpgroup and the first/last k-step). Write W0(i), W1(i)
+// bounds read no thread index: checked), and each executes at most one sync
+// and at most one arrive per k-step, at the k-step's top level (under no
+// condition but the warpgroup and the first/last k-step; the overlap form's
+// arrive is in both branches of its `if`, so once on either path). Write W0(i), W1(i)
 // for warpgroup 0's / 1's k-step i (i = k - k0, n = stop - k0 steps).
 //  - B: W0(i) arrives (128 threads) for every i < n, W1(i) syncs (128) for
 //    every i < n: n phases of 256, each completing when both have come.
