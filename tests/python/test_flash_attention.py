@@ -16,39 +16,20 @@ Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests
 """
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+from _helpers import NVCC, cuda_kernel_source, ptxas_v, source_parts  # sys.path: the repo root, tilelang
 import tilelang  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 
 from kernels import attention  # noqa: E402
 from kernels._util import from_bf16_bits, rand  # noqa: E402
 
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
 RNG = np.random.default_rng()
 # P is rounded to 16 bits before P.V (as on GPUs), O once more at the store.
 TOL = {"bfloat16": 1.5e-2, "float16": 3e-3}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
 
 
 def decoded(x, dtype):
@@ -156,13 +137,7 @@ def test_dynamic_lengths_match_float64_on_the_cpu(causal):
 def sm90a_source(prog, monkeypatch, pass_configs=None):
     # sm_90a only, as hopper_bench.sh compiles (128 x 128 tiles exceed sm_80's shared memory)
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
-    try:
-        src = tilelang.compile(prog, target="cuda", pass_configs=pass_configs).get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+    parts = source_parts(cuda_kernel_source(prog, pass_configs=pass_configs))  # skips without a CUDA compiler
     return next(v for n, v in parts.items() if n.endswith(".sm_90a.cu"))
 
 
@@ -187,12 +162,8 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
     assert re.search(r"\*reinterpret_cast<tl_v16\*>\(&O\[[^;]*\]\) = \*reinterpret_cast<const tl_v16\*>\(&Q_s\[", body)
     assert not re.search(r"\bO\[[^;]*\] = tl_f2bf", body)
     if os.access(NVCC, os.X_OK):
-        cu = tmp_path / "fa.cu"
-        cu.write_text(src)
-        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "fa.cubin"),
-                            str(cu)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+        info = ptxas_v(src, tmp_path, "fa")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
 @pytest.mark.parametrize("causal,bm,bn,D", [(False, 128, 64, 128), (True, 128, 64, 128), (False, 128, 128, 64)])
@@ -215,16 +186,12 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
     assert re.search(r"acc_s_cast\[[^;]*\] = acc_s\[[^;]*\];", loop), loop[pv_at:pv_at + 3000]
     assert not re.search(r"acc_s_cast\[[^;]*\] = tl_rbf", src)
     if os.access(NVCC, os.X_OK):
-        cu = tmp_path / "fa3.cu"
-        cu.write_text(src)
-        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "fa3.cubin"),
-                            str(cu)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
-        assert "serialized" not in r.stderr, r.stderr  # C7510 / C7515 / C7519
+        info = ptxas_v(src, tmp_path, "fa3")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+        assert "serialized" not in info, info  # C7510 / C7515 / C7519
         # C7517 ("warpgroup.wait is injected ... to allow use of registers defined by GMMA", an info line):
         # e.g. O rescaled between S's issue and P V's (FA3's order above D 128) waits for S there
-        assert "injected" not in r.stderr, r.stderr
+        assert "injected" not in info, info
 
 
 @pytest.mark.parametrize("causal,bn,D,overlap", [(False, 128, 128, False), (True, 128, 128, False),
@@ -250,14 +217,10 @@ def test_sm90a_pingpong_source(causal, bn, D, overlap, tmp_path, monkeypatch):
     assert loop.count("bar.sync 2, 256;") == 1 and loop.count("bar.sync 3, 256;") == 1
     assert src.count("bar.arrive") == (4 if overlap else 2)
     if os.access(NVCC, os.X_OK):
-        cu = tmp_path / "fa_pp.cu"
-        cu.write_text(src)
-        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "fa_pp.cubin"),
-                            str(cu)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
+        info = ptxas_v(src, tmp_path, "fa_pp")
         if not overlap:
-            assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
-        assert "serialized" not in r.stderr, r.stderr
+            assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+        assert "serialized" not in info, info
 
 
 def test_disable_warp_specialized_pass_config(monkeypatch):

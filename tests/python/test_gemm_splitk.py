@@ -19,37 +19,19 @@ Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+from _helpers import NVCC, ROOT, cuda_kernel_source, ptx_of, ptxas_v, source_parts  # sys.path: repo root, tilelang
 import tilelang  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 
 from kernels import gemm  # noqa: E402
 from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
 
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
 RNG = np.random.default_rng()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
 
 
 def operands(M, N, K, dtype):
@@ -191,25 +173,11 @@ def test_bad_arguments_are_named(kw, msg):
 
 
 def sm90a_sources(prog):
-    try:
-        src = tilelang.compile(prog, target="cuda").get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
-    return parts
+    return source_parts(cuda_kernel_source(prog))  # skips without a CUDA compiler
 
 
 def ptxas_info(source, tmp_path, name):
-    if not os.access(NVCC, os.X_OK):
-        return None
-    cu = tmp_path / f"{name}.cu"
-    cu.write_text(source)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / f"{name}.cubin"),
-                        str(cu)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stderr
+    return ptxas_v(source, tmp_path, name) if os.access(NVCC, os.X_OK) else None
 
 
 @pytest.mark.parametrize("M,bm,bn,bk,threads,stages,split,mma", [
@@ -244,11 +212,7 @@ def test_sm90a_source(M, bm, bn, bk, threads, stages, split, mma, tmp_path):
         if info is not None:
             assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
     if os.access(NVCC, os.X_OK):
-        (tmp_path / "k0.cu").write_text(k0)
-        r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k0.ptx"), str(tmp_path / "k0.cu")],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        ptx = (tmp_path / "k0.ptx").read_text()
+        ptx = ptx_of(k0, tmp_path, "k0")
         # every accumulator element in exactly one pair: bm * bn / threads / 2 vector atomics per thread
         assert len(re.findall(r"red\.global\.add\.v2\.f32", ptx)) == bm * bn // threads // 2
         assert not re.search(r"(atom|red)\.global\.add\.f32", ptx)

@@ -12,33 +12,23 @@ import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BENCH = os.path.join(ROOT, "tools", "bench", "hopper_bench.py")
-
 pytest.importorskip("tilelang_runtime")
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
-from tilelang import toolchain  # noqa: E402
+from _helpers import ROOT, build_dir, use_tl_pack  # noqa: E402 - sys.path: the repo root, tilelang
 
+BENCH = os.path.join(ROOT, "tools", "bench", "hopper_bench.py")
 sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
-sys.path.insert(0, ROOT)
 
 
 @pytest.fixture(scope="module")
 def env():
-    try:
-        tl_pack = toolchain.tl_pack_path()
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
+    """The environment of a hopper_bench.py subprocess: this process's, with TL_PACK (tl-pack itself even where
+    the caller's TL_PACK says otherwise), TL_CACHE_DIR and compiler/python on PYTHONPATH; skips without tl-pack
+    (use_tl_pack also sets this process's TL_PACK / TL_CACHE_DIR unless set)."""
+    tl_pack = use_tl_pack()
     e = dict(os.environ, TL_PACK=tl_pack)
-    e.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+    e.setdefault("TL_CACHE_DIR", os.path.join(build_dir(), "tilelang-cache"))
     paths = [p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]
     e["PYTHONPATH"] = os.pathsep.join(paths + [os.path.join(ROOT, "compiler", "python")])
-    os.environ.setdefault("TL_CACHE_DIR", e["TL_CACHE_DIR"])
-    os.environ.setdefault("TL_PACK", tl_pack)
     return e
 
 

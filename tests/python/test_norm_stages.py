@@ -6,35 +6,17 @@ is partial) and bf16 as well as f32 data.
 
 Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_norm_stages.py
 """
-import os
-import sys
-
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+import _helpers  # noqa: F401  - sys.path: the repo root, tilelang
 import tilelang  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 
 from kernels import norm  # noqa: E402
 from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
 RNG = np.random.default_rng()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
 
 
 def data(shape, dtype, scale=2.0):

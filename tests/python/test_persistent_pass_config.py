@@ -16,38 +16,20 @@ Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 import warnings
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+from _helpers import NVCC, ROOT, cuda_kernel_source, ptxas_v, source_parts  # sys.path: repo root, tilelang
 import tilelang  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 from tilelang.errors import TileLangError  # noqa: E402
 
 from kernels import gemm  # noqa: E402
 from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
 
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
 
 
 def program():
@@ -57,13 +39,7 @@ def program():
 
 def sm90a_source(monkeypatch, pass_configs=None):
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
-    try:
-        src = tilelang.compile(program(), target="cuda", pass_configs=pass_configs).get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    parts = {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+    parts = source_parts(cuda_kernel_source(program(), pass_configs=pass_configs))  # skips without a CUDA compiler
     return next(v for n, v in parts.items() if n.endswith(".sm_90a.cu"))
 
 
@@ -91,12 +67,8 @@ def test_persistent_per_compile(monkeypatch, tmp_path):
     assert "tl_tile" not in sm90a_source(monkeypatch, {"tl.persistent": False})  # ... the key overrides it
     assert tile_strides(sm90a_source(monkeypatch, {"tl.persistent": 2})) == [("16", "2")] * 2
     if os.access(NVCC, os.X_OK):
-        cu = tmp_path / "persistent.cu"
-        cu.write_text(two)
-        r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "p.cubin"),
-                            str(cu)], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
+        info = ptxas_v(two, tmp_path, "persistent")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
 def test_the_key_is_known():
@@ -148,12 +120,7 @@ def test_hopper_bench_persistent_configs(monkeypatch):
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
 
     def source(cfg, pass_configs):
-        try:
-            src = tilelang.compile(case.program(cfg), target="cuda", pass_configs=pass_configs).get_kernel_source()
-        except Exception as e:  # noqa: BLE001
-            if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-                pytest.skip(f"no CUDA toolchain: {e}")
-            raise
+        src = cuda_kernel_source(case.program(cfg), pass_configs=pass_configs)  # skips without a CUDA compiler
         return src.split(".sm_90a.cu", 1)[1]
 
     cfg = (128, 256, 64, 256, 3, 0, 1, "persistent")
