@@ -15,46 +15,22 @@ merging each thread's run of elements into one shared-memory access:
 
 Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests/python/test_w4a16_cuda_source.py
 """
-import os
 import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+from _helpers import count, cuda_kernel_source, ptx_of, source_parts  # sys.path: the repo root, tilelang
+from _host_emulation import (CUDA_HOST_PRELUDE, W4H2_HELPERS, byte_perm, decode_w4_f16x2,  # host stand-ins, models
+                             put_every_byte_value, run_host, signed_nibbles, w4a16_h2_model)
 import tilelang  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
 
 
 def sm90a_parts(prog):
-    """The CUDA source of each compiled variant, by its "// ---- NAME" header (skips without a toolkit)."""
-    try:
-        src = tilelang.compile(prog, target="cuda").get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    return {p.split("\n", 1)[0].strip(): p.split("\n", 1)[1] for p in src.split("// ---- ")[1:]}
+    """The CUDA source of each compiled variant, by its "// ---- NAME" header (skips without a CUDA compiler)."""
+    return source_parts(cuda_kernel_source(prog))
 
 
 def sm90a_source(prog):
@@ -62,21 +38,6 @@ def sm90a_source(prog):
     sm90 = [body for name, body in parts.items() if name.startswith("main_kernel.sm_90a.cu")]
     assert sm90, list(parts)
     return sm90[0]
-
-
-def ptx_of(source, tmp_path):
-    if not os.access(NVCC, os.X_OK):
-        pytest.skip(f"no nvcc at {NVCC}")
-    cu = tmp_path / "k.cu"
-    cu.write_text(source)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return (tmp_path / "k.ptx").read_text()
-
-
-def count(ptx, op):
-    return len(re.findall(r"^\s*" + re.escape(op) + r"\s", ptx, re.M))
 
 
 def test_gemv_source_and_ptx(tmp_path):
@@ -107,59 +68,6 @@ def test_mma_source_and_ptx(tmp_path):
 
 # ---- w4a16_gemv_h2 (CUDA only: imported CUDA source) ---------------------------------------------
 
-def _f16_fma(a, b, c):
-    """a * b + c on float16 arrays, rounded once (float64 holds the exact value for fp16 operands)."""
-    return (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float16)
-
-
-def _halves(u):
-    u = np.asarray(u, np.uint32)
-    return (u & 0xFFFF).astype(np.uint16).view(np.float16), (u >> 16).astype(np.uint16).view(np.float16)
-
-
-def _fma2(a, b, c):  # fma.rn.f16x2 on uint32 arrays
-    (al, ah), (bl, bh), (cl, ch) = _halves(a), _halves(b), _halves(c)
-    lo, hi = _f16_fma(al, bl, cl), _f16_fma(ah, bh, ch)
-    return lo.view(np.uint16).astype(np.uint32) | (hi.view(np.uint16).astype(np.uint32) << 16)
-
-
-def _prmt(x, y, sel):  # __byte_perm
-    src = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
-    return sum(src[(sel >> (4 * i)) & 0xF] << (8 * i) for i in range(4)).astype(np.uint32)
-
-
-def _h2_model(A, W, S, group):
-    """numpy model of w4a16_gemv_h2's imported per-thread function, bit for bit up to the float32 sums:
-    A [M, K] f16, W [N, K/2] uint8, S [N, K/group] f16 -> C [M, N] float64."""
-    M, K = A.shape
-    N = W.shape[0]
-    words = np.ascontiguousarray(W).view(np.uint32).reshape(N, K // 32, 4)  # [n, chunk, word]
-    out = np.zeros((M, N))
-    for m in range(M):
-        a = np.ascontiguousarray(A[m]).view(np.uint32).reshape(K // 32, 4, 4)  # [chunk, uint4, xyzw]
-        h0 = np.zeros((N, K // 32), np.uint32)
-        h1 = np.zeros((N, K // 32), np.uint32)
-        for i in range(4):
-            vx, vy, vz, vw = (a[:, i, j].astype(np.uint64) for j in range(4))
-            ap = [_prmt(vx, vz, 0x5410), _prmt(vx, vz, 0x7632), _prmt(vy, vw, 0x5410), _prmt(vy, vw, 0x7632)]
-            x = words[:, :, i]
-            y = x >> np.uint32(8)
-            one, m1032 = np.uint32(0x3C003C00), np.uint32(0xE408E408)
-            sixteenth, m72 = np.uint32(0x2C002C00), np.uint32(0xD480D480)
-            q0 = _fma2((x & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
-            q1 = _fma2((x & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
-            q2 = _fma2((y & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
-            q3 = _fma2((y & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
-            h0 = _fma2(q0, ap[0][None, :], h0)
-            h1 = _fma2(q1, ap[1][None, :], h1)
-            h0 = _fma2(q2, ap[2][None, :], h0)
-            h1 = _fma2(q3, ap[3][None, :], h1)
-        part = sum(h.astype(np.float32) for hh in (h0, h1) for h in _halves(hh))  # [n, chunk] float32
-        s = S.astype(np.float32)[:, (np.arange(K // 32) * 32) // group]
-        out[m] = (s * part).astype(np.float64).sum(axis=1)
-    return out
-
-
 def test_gemv_h2_decoder_model_matches_float64():
     """The bit operations of w4a16_gemv_h2's imported source (the constants are asserted in the source
     below): every byte value decodes to its two signed nibbles, paired with the right activations."""
@@ -168,19 +76,17 @@ def test_gemv_h2_decoder_model_matches_float64():
     M, N, K, group = 2, 24, 512, 128
     A = rng.standard_normal((M, K)).astype(np.float16)
     W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, group)
-    W[0] = np.arange(256, dtype=np.uint8)  # every byte value
-    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
-    q[0] = np.where(nib >= 8, nib - 16, nib)
+    put_every_byte_value(W, q, 0)  # K / 2 = 256 bytes: the whole row
     S = scales.astype(np.float16)
     ref = qg.quant_matmul_ref(A.astype(np.float64), q, S.astype(np.float64), group)
-    got = _h2_model(A, W, S, group)
+    got = w4a16_h2_model(A, W, S, group)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3  # fp16 products, 8 per half, float32 after
     # a single weight: exact (one product, no fp16 accumulation error)
     A1 = np.zeros((1, K), np.float16)
     for k in (0, 1, 2, 5, 7, 8, 31, 32, 100, 511):
         A1[:] = 0
         A1[0, k] = 1.0
-        np.testing.assert_array_equal(_h2_model(A1, W, S, group)[0],
+        np.testing.assert_array_equal(w4a16_h2_model(A1, W, S, group)[0],
                                       (q[:, k] * S.astype(np.float32)[:, k // group]).astype(np.float32))
 
 
@@ -217,17 +123,10 @@ def _deq32_model(W):
     """numpy model of w4a16_mma(h2_dequant=True)'s imported tl_w4h2_deq32: W [N, 16 m] uint8 -> [N, 32 m] fp16."""
     N = W.shape[0]
     words = np.ascontiguousarray(W).view(np.uint32)  # [N, 4 m]
-    one, m1032 = np.uint32(0x3C003C00), np.uint32(0xE408E408)
-    sixteenth, m72 = np.uint32(0x2C002C00), np.uint32(0xD480D480)
-    x = words
-    y = x >> np.uint32(8)
-    q04 = _fma2((x & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
-    q15 = _fma2((x & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
-    q26 = _fma2((y & np.uint32(0x000F000F)) ^ np.uint32(0x64086408), one, m1032)
-    q37 = _fma2((y & np.uint32(0x00F000F0)) ^ np.uint32(0x64806480), sixteenth, m72)
+    q04, q15, q26, q37 = decode_w4_f16x2(words)
     c = lambda v: v.astype(np.uint64)  # noqa: E731
-    out = np.stack([_prmt(c(q04), c(q15), 0x5410), _prmt(c(q26), c(q37), 0x5410),
-                    _prmt(c(q04), c(q15), 0x7632), _prmt(c(q26), c(q37), 0x7632)], axis=-1)  # [N, words, 4]
+    out = np.stack([byte_perm(c(q04), c(q15), 0x5410), byte_perm(c(q26), c(q37), 0x5410),
+                    byte_perm(c(q04), c(q15), 0x7632), byte_perm(c(q26), c(q37), 0x7632)], axis=-1)  # [N, words, 4]
     return out.reshape(N, -1).astype(np.uint32).view(np.float16).reshape(N, -1)
 
 
@@ -236,8 +135,7 @@ def test_mma_h2_dequant_model_is_exact():
     from kernels import quant_gemm as qg
     W = np.arange(256, dtype=np.uint8).reshape(16, 16)
     W = np.concatenate([W, np.roll(W, 5, axis=1)])
-    nib = np.stack([W & 15, W >> 4], axis=-1).reshape(W.shape[0], -1).astype(np.int64)
-    np.testing.assert_array_equal(_deq32_model(W).astype(np.int64), np.where(nib >= 8, nib - 16, nib))
+    np.testing.assert_array_equal(_deq32_model(W).astype(np.int64), signed_nibbles(W))
     with pytest.raises(ValueError, match=r"h2_dequant needs float16 \(got bfloat16\)"):
         qg.w4a16_mma(16, 64, 512, dtype="bfloat16", h2_dequant=True)
 
@@ -256,51 +154,11 @@ def test_mma_h2_source_and_ptx(tmp_path, block_N, threads):
     assert count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") >= 8
 
 
-_HOST_PRELUDE = r"""
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#define __device__
-#define __forceinline__ inline
-struct uint4 { unsigned x, y, z, w; };
-static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // CUDA's, selector bits 2:0 per byte
-  unsigned char in[8];
-  std::memcpy(in, &x, 4);
-  std::memcpy(in + 4, &y, 4);
-  unsigned r = 0;
-  for (int n = 0; n < 4; ++n) r |= unsigned(in[(s >> (4 * n)) & 7]) << (8 * n);
-  return r;
-}
-static inline _Float16 h16(unsigned bits) { unsigned short b = bits & 0xffff; _Float16 f; std::memcpy(&f, &b, 2); return f; }
-static inline unsigned b16(_Float16 f) { unsigned short b; std::memcpy(&b, &f, 2); return b; }
-// fma.rn.f16x2: the exact a * b + c of fp16 operands fits a double; one rounding to fp16
-static inline unsigned tl_w4h2_fma(unsigned a, unsigned b, unsigned c) {
-  auto f = [](unsigned x, unsigned y, unsigned z) { return b16((_Float16)((double)h16(x) * (double)h16(y) + (double)h16(z))); };
-  return f(a, b, c) | (f(a >> 16, b >> 16, c >> 16) << 16);
-}
-static inline float tl_w4h2_sum(unsigned v) { return (float)h16(v) + (float)h16(v >> 16); }
-static inline float tl_w4h2_h2f(unsigned short v) { return (float)h16(v); }
-"""
-
-
 def _host_run(tmp_path, source, main, inputs):
-    """Compiles `source` (CUDA text of the kernels above, without its asm helpers) with the host prelude
-    and `main`, runs it on the byte strings `inputs` (stdin), returns stdout bytes."""
-    cxx = shutil.which("g++") or shutil.which("clang++")
-    if not cxx:
-        pytest.skip("no host C++ compiler")
-    cc = tmp_path / "h2_host.cc"
-    cc.write_text(_HOST_PRELUDE + source + main)
-    exe = tmp_path / "h2_host"
-    r = subprocess.run([cxx, "-std=c++17", "-O1", "-o", str(exe), str(cc)], capture_output=True, text=True)
-    if r.returncode != 0 and "_Float16" in r.stderr:
-        pytest.skip(f"{cxx} has no _Float16")
-    assert r.returncode == 0, r.stderr[-3000:]
-    p = subprocess.run([str(exe)], input=b"".join(inputs), capture_output=True)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return p.stdout
+    """Compiles `source` (CUDA text of the kernels above, without its asm helpers) with the host stand-ins
+    (_host_emulation: CUDA_HOST_PRELUDE, W4H2_HELPERS) and `main`, runs it on the byte strings `inputs` (stdin),
+    returns stdout bytes (skips without a host C++ compiler with _Float16)."""
+    return run_host(tmp_path, CUDA_HOST_PRELUDE + W4H2_HELPERS + source + main, inputs)
 
 
 @pytest.mark.parametrize("block_N,block_K,threads", [(16, 256, 128), (32, 256, 128), (32, 512, 256)])
@@ -347,15 +205,13 @@ int main() {{
     rng = np.random.default_rng(7)
     A = rng.standard_normal((1, K)).astype(np.float16)
     W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, group)
-    W[0, :256] = np.arange(256, dtype=np.uint8)
-    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
-    q[0] = np.where(nib >= 8, nib - 16, nib)
+    put_every_byte_value(W, q, 0)
     S = scales.astype(np.float16)
     out = _host_run(tmp_path, src, main, [A.tobytes(), np.ascontiguousarray(W).tobytes(), S.tobytes()])
     got = np.frombuffer(out, np.float32).astype(np.float64)
     ref = qg.quant_matmul_ref(A.astype(np.float64), q, S.astype(np.float64), group)[0]
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
-    np.testing.assert_allclose(got, _h2_model(A, W, S, group)[0], rtol=1e-5, atol=1e-5)  # the numpy model agrees
+    np.testing.assert_allclose(got, w4a16_h2_model(A, W, S, group)[0], rtol=1e-5, atol=1e-5)  # the numpy model agrees
 
 
 def test_mma_h2_dequant_source_runs_on_the_host(tmp_path):
@@ -380,8 +236,7 @@ int main() {{
 }}
 """
     out = np.frombuffer(_host_run(tmp_path, src, main, [W.tobytes()]), np.float16).reshape(W.shape[0], 32)
-    nib = np.stack([W & 15, W >> 4], axis=-1).reshape(W.shape[0], -1).astype(np.int64)
-    np.testing.assert_array_equal(out.astype(np.int64), np.where(nib >= 8, nib - 16, nib))
+    np.testing.assert_array_equal(out.astype(np.int64), signed_nibbles(W))
 
 
 @pytest.mark.parametrize("M,N,K", [(16, 64, 512), (5, 96, 1024)])
@@ -458,9 +313,7 @@ def test_wgmma_matches_float64_on_the_cpu(M, N, K, block_M, block_N, split, perm
                                         split_k=split, workspace=split > 1, permute_k=permute), target="cpu")
     a = rng.standard_normal((M, K)).astype(np.float16)
     W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, 128)
-    W[0, :256] = np.arange(256, dtype=np.uint8)  # every byte value
-    nib = np.stack([W[0] & 15, W[0] >> 4], axis=1).reshape(-1).astype(np.int64)
-    q[0] = np.where(nib >= 8, nib - 16, nib)
+    put_every_byte_value(W, q, 0)
     s = scales.astype(np.float16)
     ref = qg.quant_matmul_ref(a.astype(np.float64), q, s.astype(np.float64), 128)
     for _ in range(2):

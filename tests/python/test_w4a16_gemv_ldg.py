@@ -4,7 +4,7 @@ checked without a GPU:
 - the exact imported C++ text runs on the host (its fp16 asm helpers replaced by _Float16 code, its cp.async
   copies by memcpy into a ring whose bytes remember the thread that copied them: a thread that copies into
   or reads another thread's slot, or past the ring, fails), driven like the tile program (every block, every thread slot, the 32 lanes' partial
-  sums added per row) against float64 and against test_w4a16_cuda_source's bit-level numpy model of the
+  sums added per row) against float64 and against _host_emulation's bit-level numpy model of the
   per-32-weight arithmetic it shares with w4a16_gemv_h2;
 - the generated CUDA source and its PTX for sm_90a at N = K = 8192 (hopper_bench's "ldg" configs): every
   weight byte in a 16-byte cp.async (512 contiguous bytes per warp and copy) into the thread's own ring
@@ -19,59 +19,38 @@ Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_w4a16_cuda_source import (NVCC, _h2_model, _host_run, count, env,  # noqa: E402,F401
-                                    ptx_of, sm90a_parts, tilelang)
+from _helpers import NVCC, count, ptx_of, sm90a_kernel_source  # sys.path: the repo root, tilelang
+from _host_emulation import (CUDA_HOST_PRELUDE, SHARED_RING_CHECK, W4H2_HELPERS,  # host stand-ins, the model
+                             put_every_byte_value, run_host, w4a16_h2_model)
+import tilelang  # noqa: E402
 
-# the tl_w4l_* helpers on the host: the cp.async copies as memcpy (complete at once: the waits are no-ops),
-# the loads as plain reads, the lop3 as its expression
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
+
+# the tl_w4l_* helpers on the host (_host_emulation.SHARED_RING_CHECK: the block's shared ring, "shared addresses"
+# are offsets into it, each byte remembers the thread that copied into it; the device threads run at once, these
+# one after another, so slots that alias would pass here but race there: a copy or read of another thread's byte
+# or past the ring's end aborts): the cp.async copies as memcpy (complete at once: the waits are no-ops), the
+# loads as plain reads, the lop3 as its expression
 _HOST_LOADS = r"""
-// The block's shared ring: "shared addresses" are offsets into it. Each byte remembers the thread that
-// copied into it: a copy or read of another thread's byte (slots that alias: the device threads run at
-// once, these one after another) or past the ring's end aborts.
-static unsigned char* tl_host_smem;
-static std::vector<int> tl_host_owner;
-static int tl_host_t;
-static inline unsigned tl_w4l_saddr(const void* p) { return (unsigned)((const unsigned char*)p - tl_host_smem); }
-static inline void tl_host_own(unsigned a, unsigned n, bool write) {
-  if (a % n || a + n > tl_host_owner.size()) { fprintf(stderr, "ring access %u+%u out of range\n", a, n); exit(3); }
-  for (unsigned i = a; i < a + n; ++i) {
-    if (tl_host_owner[i] != tl_host_t && (!write || tl_host_owner[i] != -1)) {
-      fprintf(stderr, "thread %d touches byte %u of thread %d\n", tl_host_t, i, tl_host_owner[i]);
-      exit(3);
-    }
-    tl_host_owner[i] = tl_host_t;
-  }
-}
-static inline void tl_w4l_cp16(unsigned dst, const void* src) { tl_host_own(dst, 16, true); std::memcpy(tl_host_smem + dst, src, 16); }
-static inline void tl_w4l_cp4(unsigned dst, const void* src) { tl_host_own(dst, 4, true); std::memcpy(tl_host_smem + dst, src, 4); }
+static inline unsigned tl_w4l_saddr(const void* p) { return tl_host_saddr(p); }
+static inline void tl_w4l_cp16(unsigned dst, const void* src) { tl_host_cp_async(dst, src, 16); }
+static inline void tl_w4l_cp4(unsigned dst, const void* src) { tl_host_cp_async(dst, src, 4); }
 static inline void tl_w4l_commit() {}
 #define TL_W4L_WAIT(n) ((void)(n))
-static inline uint4 tl_w4l_ldring(unsigned p) { tl_host_own(p, 16, false); uint4 v; std::memcpy(&v, tl_host_smem + p, 16); return v; }
-static inline unsigned tl_w4l_ldring4(unsigned p) { tl_host_own(p, 4, false); unsigned v; std::memcpy(&v, tl_host_smem + p, 4); return v; }
+static inline uint4 tl_w4l_ldring(unsigned p) { return tl_host_ld_shared<uint4>(p); }
+static inline unsigned tl_w4l_ldring4(unsigned p) { return tl_host_ld_shared<unsigned>(p); }
 static inline uint4 tl_w4l_lda(const unsigned short* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
-static inline unsigned tl_w4l_lo(unsigned x) { return (x & 0x000f000fu) ^ 0x64086408u; }
-static inline unsigned tl_w4l_hi(unsigned x) { return (x & 0x00f000f0u) ^ 0x64806480u; }
+static inline unsigned tl_w4l_lo(unsigned x) { return tl_host_and_xor(x, 0x000f000fu, 0x64086408u); }
+static inline unsigned tl_w4l_hi(unsigned x) { return tl_host_and_xor(x, 0x00f000f0u, 0x64806480u); }
 """
 
 
-def _cuda_source(prog):
-    """The kernel's CUDA source: one variant (no TMA, nothing sm_90a-specific) or the sm_90a one."""
-    parts = sm90a_parts(prog)
-    if not parts:  # a single variant carries no "// ---- NAME" headers
-        return tilelang.compile(prog, target="cuda").get_kernel_source()
-    sm90 = [body for name, body in parts.items() if name.startswith("main_kernel.sm_90a.cu")]
-    assert sm90, list(parts)
-    return sm90[0]
-
-
 def _device_part(src):
-    """The imported text without its asm helpers (the host prelude and _HOST_LOADS stand in)."""
+    """The imported text without its asm helpers (_host_emulation's stand-ins and _HOST_LOADS replace them)."""
     from kernels import quant_gemm as qg
     head = qg._W4H2_HELPERS + qg._W4L_HELPERS
     assert src.startswith(head)
@@ -97,13 +76,16 @@ int main() {{
       fread(S.data(), 2, S.size(), stdin) != S.size()) return 2;
   std::vector<float> C(N);
   for (int bx = 0; bx < N / BN; ++bx) {{
-    tl_host_t = 0;
     std::vector<float> part(R * T, -1e30f);  // every slot written: a missed one shows
     std::vector<unsigned> ring({(prefetch + 1) * depth * 5} * T, 0xffffffffu);  // the tile program's shared ring
     tl_host_smem = reinterpret_cast<unsigned char*>(ring.data());
+    tl_host_smem_size = tl_host_ring1 = ring.size() * 4;  // all of it per-thread ring slots
+    tl_host_ring0 = 0;
     tl_host_owner.assign(ring.size() * 4, -1);
-    for (int t = 0; t < T; ++t, ++tl_host_t)
+    for (int t = 0; t < T; ++t) {{
+      tl_host_tid = t;
       ldgdot(&W[(size_t)bx * BN * (K / 2)], A.data(), &S[(size_t)bx * BN * G], ring.data(), part.data(), t);
+    }}
     for (int n = 0; n < BN; ++n) {{  // the tile program's red[n, l] = part[n % R, (n / R) * 32 + l], reduce_sum
       float r = 0.f;
       for (int l = 0; l < 32; ++l) r += part[(n % R) * T + (n / R) * 32 + l];
@@ -117,16 +99,15 @@ int main() {{
     rng = np.random.default_rng(11)
     A = rng.standard_normal((1, K)).astype(np.float16)
     W, scales, q = qg.quantize_ref(rng.standard_normal((N, K)), 4, group)
-    W[1, :256] = np.arange(256, dtype=np.uint8)  # every byte value in a row
-    nib = np.stack([W[1] & 15, W[1] >> 4], axis=1).reshape(-1).astype(np.int64)
-    q[1] = np.where(nib >= 8, nib - 16, nib)
+    put_every_byte_value(W, q, 1)  # every byte value in a row
     S = scales.astype(np.float16)
     S[:, ::3] *= 4  # scales that differ per group (a wrong group index shows)
-    out = _host_run(tmp_path, _HOST_LOADS + src, main, [A.tobytes(), np.ascontiguousarray(W).tobytes(), S.tobytes()])
+    out = run_host(tmp_path, CUDA_HOST_PRELUDE + SHARED_RING_CHECK + W4H2_HELPERS + _HOST_LOADS + src + main,
+                   [A.tobytes(), np.ascontiguousarray(W).tobytes(), S.tobytes()])
     got = np.frombuffer(out, np.float32).astype(np.float64)
     ref = qg.quant_matmul_ref(A.astype(np.float64), q, S.astype(np.float64), group)[0]
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3  # fp16 products, 8 per half, float32 after
-    np.testing.assert_allclose(got, _h2_model(A, W, S, group)[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, w4a16_h2_model(A, W, S, group)[0], rtol=1e-5, atol=1e-5)
 
 
 # hopper_bench's "ldg" configs at N = K = 8192 (rows, warps, depth, prefetch): depth 1 and 2, 128 and 256
@@ -135,7 +116,7 @@ int main() {{
 def test_gemv_ldg_source_and_ptx(tmp_path, rows, warps, depth, prefetch):
     from kernels import quant_gemm as qg
     K = 8192
-    s = _cuda_source(qg.w4a16_gemv_ldg(1, 8192, K, rows=rows, warps=warps, depth=depth, prefetch=prefetch))
+    s = sm90a_kernel_source(qg.w4a16_gemv_ldg(1, 8192, K, rows=rows, warps=warps, depth=depth, prefetch=prefetch))
     for const in ("0x64086408u", "0x64806480u", "0x3c003c00u", "0xe408e408u", "0x2c002c00u", "0xd480d480u",
                   "0x000f000fu", "0x00f000f0u", "0x5410", "0x7632"):
         assert const in s, const  # the numpy model's constants

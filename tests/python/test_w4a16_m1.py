@@ -16,110 +16,46 @@ Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3
 """
 import os
 import re
-import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_w4a16_cuda_source import NVCC, count, env, ptx_of, sm90a_parts, tilelang  # noqa: E402,F401
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
+from _helpers import NVCC, count, ptx_of, sm90a_kernel_source  # sys.path: the repo root, tilelang
+from _host_emulation import (BLOCK_THREADS, CUDA_HOST_PRELUDE, SHARED_RING_CHECK,  # host stand-ins of CUDA
+                             put_every_byte_value, run_block_threads)
+import tilelang  # noqa: E402
 
 from kernels import w4a16_m1 as wm  # noqa: E402
 from kernels.quant_gemm import quantize_ref, quant_matmul_ref  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("tl_pack_env")  # conftest.py: skips without a tl-pack build
+
+# the tl_w4k_* helpers on the host (_host_emulation: CUDA_HOST_PRELUDE, SHARED_RING_CHECK, BLOCK_THREADS): the
+# shared "window" a byte array whose ring bytes remember the thread that copied them, cp.async copies complete at
+# once, mma.sync the warp-collective m16n8k16 emulation, the block barrier a std::barrier
 _HOST = r"""
-#include <barrier>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
-#include <vector>
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-struct uint4 { unsigned x, y, z, w; };
-static std::barrier<>* g_block_bar;
-static std::vector<std::barrier<>*> g_warp_bar;
-static unsigned g_a[32][32][4], g_b[32][32][2];  // [warp][lane]: the operands the lanes put on the table
-static thread_local int t_tid;
-static unsigned char* g_smem;  // the block's shared memory; "shared addresses" are offsets into it
-static size_t g_smem_size, g_ring0, g_ring1;  // the weight rings' byte range
-static std::vector<int> g_owner;  // per ring byte: the thread that copied into it (-1: none yet)
-static float h2f(unsigned short h) { _Float16 f; std::memcpy(&f, &h, 2); return (float)f; }
-static unsigned short f2h(float v) { _Float16 f = (_Float16)v; unsigned short h; std::memcpy(&h, &f, 2); return h; }
-static void check(unsigned a, unsigned n, bool write) {
-  if (a % n || a + n > g_smem_size) { fprintf(stderr, "shared access %u+%u out of range\n", a, n); std::exit(3); }
-  if (a < g_ring0 || a >= g_ring1) return;
-  for (unsigned i = a; i < a + n; ++i) {
-    if (g_owner[i - g_ring0] != t_tid && (!write || g_owner[i - g_ring0] != -1)) {
-      fprintf(stderr, "thread %d touches ring byte %u of thread %d\n", t_tid, i, g_owner[i - g_ring0]);
-      std::exit(3);
-    }
-    g_owner[i - g_ring0] = t_tid;
-  }
-}
-static unsigned tl_w4k_saddr(const void* p) { return (unsigned)((const unsigned char*)p - g_smem); }
-static void tl_w4k_cp16(unsigned dst, const void* src) { check(dst, 16, true); std::memcpy(g_smem + dst, src, 16); }
+static unsigned tl_w4k_saddr(const void* p) { return tl_host_saddr(p); }
+static void tl_w4k_cp16(unsigned dst, const void* src) { tl_host_cp_async(dst, src, 16); }
 static void tl_w4k_commit() {}
 #define TL_W4K_WAIT(n) ((void)(n))
-static uint4 tl_w4k_ld16(unsigned p) { check(p, 16, false); uint4 v; std::memcpy(&v, g_smem + p, 16); return v; }
-static unsigned tl_w4k_ld4(unsigned p) { check(p, 4, false); unsigned v; std::memcpy(&v, g_smem + p, 4); return v; }
+static uint4 tl_w4k_ld16(unsigned p) { return tl_host_ld_shared<uint4>(p); }
+static unsigned tl_w4k_ld4(unsigned p) { return tl_host_ld_shared<unsigned>(p); }
 static uint4 tl_w4k_ldg16(const void* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
 static unsigned short tl_w4k_ldg2(const unsigned short* p) { return *p; }
 static void tl_w4k_st16(unsigned p, unsigned x, unsigned y, unsigned z, unsigned w) {
-  check(p, 16, true);
   const unsigned v[4] = {x, y, z, w};
-  std::memcpy(g_smem + p, v, 16);
+  tl_host_st_shared(p, v, 16);
 }
-static void tl_w4k_st4(unsigned p, unsigned x) { check(p, 4, true); std::memcpy(g_smem + p, &x, 4); }
-static unsigned tl_w4k_lo(unsigned x) { return (x & 0x000f000fu) ^ 0x64086408u; }
-static unsigned tl_w4k_hi(unsigned x) { return (x & 0x00f000f0u) ^ 0x54805480u; }
-static float tl_w4k_h2f(unsigned short h) { return h2f(h); }
-static unsigned short tl_w4k_f2h(float f) { return f2h(f); }
-static unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
-  const unsigned long long v = ((unsigned long long)y << 32) | x;
-  unsigned r = 0;
-  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
-  return r;
-}
-static unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-static float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-static void tl_w4k_sync() { g_block_bar->arrive_and_wait(); }
-// mma.sync.m16n8k16.row.col f32.f16.f16.f32 (PTX ISA fragment layouts: groupID g = lane / 4, t = lane % 4)
+static void tl_w4k_st4(unsigned p, unsigned x) { tl_host_st_shared(p, &x, 4); }
+static unsigned tl_w4k_lo(unsigned x) { return tl_host_and_xor(x, 0x000f000fu, 0x64086408u); }
+static unsigned tl_w4k_hi(unsigned x) { return tl_host_and_xor(x, 0x00f000f0u, 0x54805480u); }
+static float tl_w4k_h2f(unsigned short h) { return tl_host_h2f(h); }
+static unsigned short tl_w4k_f2h(float f) { return tl_host_f2h(f); }
+static void tl_w4k_sync() { __syncthreads(); }
 static void tl_w4k_mma(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
-  const int lane = t_tid & 31, warp = t_tid >> 5;
   const unsigned a[4] = {a0, a1, a2, a3};
-  for (int i = 0; i < 4; ++i) g_a[warp][lane][i] = a[i];
-  g_b[warp][lane][0] = b0;
-  g_b[warp][lane][1] = b1;
-  g_warp_bar[warp]->arrive_and_wait();
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, t = l & 3;
-    const unsigned* r = g_a[warp][l];
-    const int rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
-    for (int i = 0; i < 4; ++i) {
-      A[rows[i]][cols[i]] = h2f(r[i] & 0xffff);
-      A[rows[i]][cols[i] + 1] = h2f(r[i] >> 16);
-    }
-    B[2 * t][g] = h2f(g_b[warp][l][0] & 0xffff);
-    B[2 * t + 1][g] = h2f(g_b[warp][l][0] >> 16);
-    B[2 * t + 8][g] = h2f(g_b[warp][l][1] & 0xffff);
-    B[2 * t + 9][g] = h2f(g_b[warp][l][1] >> 16);
-  }
-  g_warp_bar[warp]->arrive_and_wait();
-  const int g = lane >> 2, t = lane & 3;
-  const int rr[4] = {g, g, g + 8, g + 8}, cc[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-  for (int e = 0; e < 4; ++e) {
-    double s = d[e];
-    for (int k = 0; k < 16; ++k) s += (double)A[rr[e]][k] * B[k][cc[e]];
-    d[e] = (float)s;
-  }
+  tl_host_mma_m16n8k16(d, a, b0, b1);
 }
 static void tl_w4k_mma0(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1,
                         float c) {
@@ -143,27 +79,17 @@ int main(int argc, char** argv) {{
       std::fread(s.data(), 2, s.size(), f) != s.size()) return 2;
   std::fclose(f);
   std::vector<unsigned> smem({smem // 4});
-  g_smem = reinterpret_cast<unsigned char*>(smem.data());
-  g_smem_size = {smem};
-  g_ring0 = {ring0};
-  g_ring1 = {ring1};
+  tl_host_smem = reinterpret_cast<unsigned char*>(smem.data());
+  tl_host_smem_size = {smem};
+  tl_host_ring0 = {ring0};
+  tl_host_ring1 = {ring1};
   for (int bx = 0; bx < {N // bn}; ++bx) {{
-    std::barrier<> block({threads});
-    g_block_bar = &block;
-    std::vector<std::barrier<>*> wb;
-    for (int i = 0; i < {threads // 32}; ++i) wb.push_back(new std::barrier<>(32));
-    g_warp_bar = wb;
     std::fill(smem.begin(), smem.end(), 0x7fc00000u);  // NaN: stale or unwritten shared words show
-    g_owner.assign(g_ring1 - g_ring0, -1);
-    std::vector<std::thread> ts;
-    for (int tid = 0; tid < {threads}; ++tid)
-      ts.emplace_back([&, tid] {{
-        t_tid = tid;
-        {name}(w.data() + (size_t)bx * {bn} * {K // 2}, a.data(), s.data() + (size_t)bx * {bn} * {K // gs},
-               out.data() + bx * {bn}, smem.data(), tid);
-      }});
-    for (auto& t : ts) t.join();
-    for (auto* b : wb) delete b;
+    tl_host_owner.assign(tl_host_ring1 - tl_host_ring0, -1);
+    tl_host_run_block({threads}, [&](int tid) {{
+      {name}(w.data() + (size_t)bx * {bn} * {K // 2}, a.data(), s.data() + (size_t)bx * {bn} * {K // gs},
+             out.data() + bx * {bn}, smem.data(), tid);
+    }});
   }}
   f = std::fopen(argv[2], "wb");
   std::fwrite(out.data(), 2, out.size(), f);
@@ -181,32 +107,21 @@ int main(int argc, char** argv) {{
     (32, 4096, 128, 1, 2, 1, 2),  # 64 threads: 2 activation runs and 8 scale pairs staged per thread
 ])
 def test_exact_source_runs_on_the_host(tmp_path, N, K, gs, tn, wn, wk, depth):
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("no g++")
     rng = np.random.default_rng(N + K + gs + tn)
     a = rng.standard_normal((1, K)).astype(np.float16)
     w, s, q = quantize_ref(rng.standard_normal((N, K)), 4, gs)
-    w[1, :256] = np.arange(256, dtype=np.uint8)  # every byte value in a row
-    nib = np.stack([w[1] & 15, w[1] >> 4], axis=1).reshape(-1).astype(np.int64)
-    q[1] = np.where(nib >= 8, nib - 16, nib)
+    put_every_byte_value(w, q, 1)  # every byte value in a row
     s = s.astype(np.float16)
     s[:, ::3] *= 4  # scales that differ per group (a wrong group index shows)
     ref = quant_matmul_ref(a.astype(np.float64), q, s.astype(np.float64), gs)[0]
     name = "tl_w4m1_host"
     src = wm._source(name, K, gs, tn, wn, wk, depth)
     assert src.startswith(wm._HELPERS)
-    code = _HOST + src[len(wm._HELPERS):] + _host_main(name, N, K, gs, tn, wn, wk, depth)
-    (tmp_path / "h.cc").write_text(code)
-    r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),
-                        str(tmp_path / "h.cc")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    with open(tmp_path / "in.bin", "wb") as f:
-        f.write(a.tobytes() + np.ascontiguousarray(w).tobytes() + s.tobytes())
-    r = subprocess.run([str(tmp_path / "h"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
-                       capture_output=True, text=True, timeout=300)
+    code = (CUDA_HOST_PRELUDE + SHARED_RING_CHECK + BLOCK_THREADS + _HOST + src[len(wm._HELPERS):] +
+            _host_main(name, N, K, gs, tn, wn, wk, depth))
+    r, out = run_block_threads(tmp_path, code, [a.tobytes(), np.ascontiguousarray(w).tobytes(), s.tobytes()])
     assert r.returncode == 0, f"exit {r.returncode} {r.stderr}"
-    got = np.fromfile(tmp_path / "out.bin", np.float16).astype(np.float64)
+    got = np.fromfile(out, np.float16).astype(np.float64)
     assert np.isfinite(got).all()
     # float32 sums around +-beta, one fp16 rounding: well inside fp16's own precision of the result
     err = np.abs(got - ref).max() / np.abs(ref).max()
@@ -225,20 +140,11 @@ def test_decode_constants_and_biases_are_exact():
     np.testing.assert_array_equal(hi, 72 + n)
 
 
-def _cuda_source(prog):
-    parts = sm90a_parts(prog)
-    if not parts:
-        return tilelang.compile(prog, target="cuda").get_kernel_source()
-    sm90 = [body for name, body in parts.items() if name.startswith("main_kernel.sm_90a.cu")]
-    assert sm90, list(parts)
-    return sm90[0]
-
-
 # hopper_bench's "m1" configs at N = K = 8192: (tn, wn, wk, depth, most registers)
 @pytest.mark.parametrize("tn,wn,wk,depth,max_regs", [(1, 2, 8, 3, 64), (2, 1, 8, 3, 128), (1, 1, 8, 4, 128)])
 def test_source_ptx_and_ptxas(tmp_path, tn, wn, wk, depth, max_regs):
     K, N = 8192, 8192
-    s = _cuda_source(wm.w4a16_m1(1, N, K, tn=tn, wn=wn, wk=wk, depth=depth))
+    s = sm90a_kernel_source(wm.w4a16_m1(1, N, K, tn=tn, wn=wn, wk=wk, depth=depth))
     assert f"tl_w4a16_m1_k{K}_g128_t{tn}_n{wn}_k{wk}_d{depth}(" in s
     ptx = ptx_of(s, tmp_path)
     cw = K // 128 // wk  # chunks per warp

@@ -16,21 +16,15 @@ Run: PYTHONPATH=compiler/python /usr/bin/python3 -m pytest tests/python/test_w4a
 """
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-sys.path.insert(1, os.path.join(ROOT, "compiler", "python"))
+from _helpers import NVCC, cuda_kernel_source, ptx_of, ptxas_v, use_tl_pack  # sys.path: the repo root, tilelang
+from _host_emulation import BLOCK_THREADS, CUDA_HOST_PRELUDE, run_block_threads  # host stand-ins of CUDA
 
 from kernels import w4a16_m16 as wm  # noqa: E402
 from kernels.quant_gemm import quantize_ref  # noqa: E402
-
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 def _case(rng, M, N, K, gs):
@@ -100,18 +94,12 @@ def _wrapped_source(tn, wn, wk, depth, split, K=8192, gs=128):
 def test_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs):
     if not os.access(NVCC, os.X_OK):
         pytest.skip(f"no nvcc at {NVCC}")
-    cu = tmp_path / "k.cu"
-    cu.write_text(_wrapped_source(*cfg))
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+    src = _wrapped_source(*cfg)
+    info = ptxas_v(src, tmp_path)
+    regs = int(re.search(r"Used (\d+) registers", info).group(1))
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
     assert regs <= max_regs, (cfg, regs)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    ptx = (tmp_path / "k.ptx").read_text()
+    ptx = ptx_of(src, tmp_path)
     tn, wn, wk, depth, split = cfg
     mma = len(re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx))
     # per group: tn tiles x 2 chunks x 4 k16-steps x 2 n8 halves, in the loop unrolled depth + 1 times
@@ -147,18 +135,12 @@ def test_ring_source_compiles_for_sm90a_without_spills(tmp_path, cfg, max_regs, 
     assert wm._smem_bytes(128, tn, wn, wk, depth, True) == smem
     if not os.access(NVCC, os.X_OK):
         pytest.skip(f"no nvcc at {NVCC}")
-    cu = tmp_path / "k.cu"
-    cu.write_text(_wrapped_ring_source(*cfg))
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+    src = _wrapped_ring_source(*cfg)
+    info = ptxas_v(src, tmp_path)
+    regs = int(re.search(r"Used (\d+) registers", info).group(1))
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
     assert regs <= max_regs, (cfg, regs)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    ptx = (tmp_path / "k.ptx").read_text()
+    ptx = ptx_of(src, tmp_path)
     # the group loop is not unrolled: one group's tn tiles x 2 chunks x 4 k16-steps x 2 n8 halves
     assert len(re.findall(r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32", ptx)) == tn * 16
     # no weight or scale load into registers: all through the ring (16-byte and 4-byte cp.async)
@@ -184,13 +166,9 @@ def test_ring_tile_program_at_the_bench_shape(tmp_path):
                      r"8192, \(bx \* 16\), \(by \* 16\), \(bz \* 8\), \(\(2 \* p\) \+ h\), &Wk\[0\], ", src), src[-1500:]
     if not os.access(NVCC, os.X_OK):
         return
-    cu = tmp_path / "k.cu"
-    cu.write_text(src)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
-    assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 128, r.stderr
+    info = ptxas_v(src, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
+    assert int(re.search(r"Used (\d+) registers", info).group(1)) <= 128, info
 
 
 def test_bad_arguments_are_refused():
@@ -205,70 +183,16 @@ def test_bad_arguments_are_refused():
 
 
 # ---- the exact imported C++ text on the host: every thread of a block a std::thread, mma.sync a warp-collective
-# ---- emulation of the PTX ISA's m16n8k16 fragments, __syncthreads a block barrier
+# ---- emulation of the PTX ISA's m16n8k16 fragments, __syncthreads a block barrier (_host_emulation: CUDA_HOST_PRELUDE,
+# ---- BLOCK_THREADS); below, the tl_w4m_* helpers on the host
 
-_HOST_PRELUDE = r"""
+_HOST_HELPERS = r"""
 #include <atomic>
-#include <barrier>
 #include <cstddef>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <thread>
-#include <vector>
-#define __device__
-#define __forceinline__ inline
-#define __restrict__
-struct uint4 { unsigned x, y, z, w; };
-static std::barrier<>* g_block_bar;
-static std::vector<std::barrier<>*> g_warp_bar;
-static unsigned g_a[64][32][4], g_b[64][32][2];  // [warp][lane]: the operands the lanes put on the table
-static thread_local int t_tid;
-static void __syncthreads() { g_block_bar->arrive_and_wait(); }
-static float h2f(unsigned short h) { _Float16 f; std::memcpy(&f, &h, 2); return (float)f; }
-static unsigned short f2h(float v) { _Float16 f = (_Float16)v; unsigned short h; std::memcpy(&h, &f, 2); return h; }
-static unsigned tl_w4m_fma(unsigned a, unsigned b, unsigned c) {  // fma.rn.f16x2: one rounding per half
-  unsigned d = 0;
-  for (int i = 0; i < 2; ++i) {
-    const int sh = 16 * i;
-    const double r = (double)h2f((a >> sh) & 0xffff) * (double)h2f((b >> sh) & 0xffff) +
-                     (double)h2f((c >> sh) & 0xffff);
-    d |= (unsigned)f2h((float)r) << sh;  // the double is exact here (fp16 operands), one rounding to fp16
-  }
-  return d;
-}
-static unsigned short tl_w4m_f2h(float f) { return f2h(f); }
-static float tl_w4m_h2f(unsigned short h) { return h2f(h); }
-// mma.sync.m16n8k16.row.col f32.f16.f16.f32 (PTX ISA fragment layouts: groupID g = lane / 4, t = lane % 4)
-static void tl_w4m_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) {
-  const int lane = t_tid & 31, warp = t_tid >> 5;
-  for (int i = 0; i < 4; ++i) g_a[warp][lane][i] = a[i];
-  g_b[warp][lane][0] = b0;
-  g_b[warp][lane][1] = b1;
-  g_warp_bar[warp]->arrive_and_wait();
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; ++l) {
-    const int g = l >> 2, t = l & 3;
-    const unsigned* r = g_a[warp][l];
-    const int rows[4] = {g, g + 8, g, g + 8}, cols[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
-    for (int i = 0; i < 4; ++i) {
-      A[rows[i]][cols[i]] = h2f(r[i] & 0xffff);
-      A[rows[i]][cols[i] + 1] = h2f(r[i] >> 16);
-    }
-    B[2 * t][g] = h2f(g_b[warp][l][0] & 0xffff);
-    B[2 * t + 1][g] = h2f(g_b[warp][l][0] >> 16);
-    B[2 * t + 8][g] = h2f(g_b[warp][l][1] & 0xffff);
-    B[2 * t + 9][g] = h2f(g_b[warp][l][1] >> 16);
-  }
-  g_warp_bar[warp]->arrive_and_wait();
-  const int g = lane >> 2, t = lane & 3;
-  const int rr[4] = {g, g, g + 8, g + 8}, cc[4] = {2 * t, 2 * t + 1, 2 * t, 2 * t + 1};
-  for (int e = 0; e < 4; ++e) {
-    double s = d[e];
-    for (int k = 0; k < 16; ++k) s += (double)A[rr[e]][k] * B[k][cc[e]];
-    d[e] = (float)s;
-  }
-}
+static unsigned tl_w4m_fma(unsigned a, unsigned b, unsigned c) { return tl_host_fma_f16x2(a, b, c); }
+static unsigned short tl_w4m_f2h(float f) { return tl_host_f2h(f); }
+static float tl_w4m_h2f(unsigned short h) { return tl_host_h2f(h); }
+static void tl_w4m_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) { tl_host_mma_m16n8k16(d, a, b0, b1); }
 static uint4 tl_w4m_ldg(const void* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
 static unsigned tl_w4m_ldg32(const void* p) { unsigned v; std::memcpy(&v, p, 4); return v; }
 static void tl_w4m_cp16(void* dst, const void* src, int bytes) {
@@ -278,7 +202,7 @@ typedef unsigned char* tl_w4m_sptr;  // the ring variant's shared addresses: pla
 static tl_w4m_sptr tl_w4m_saddr(const void* p) { return (tl_w4m_sptr)p; }
 static void tl_w4m_cp16s(tl_w4m_sptr dst, const void* src, int bytes) { tl_w4m_cp16(dst, src, bytes); }
 static void tl_w4m_cp4s(tl_w4m_sptr dst, const void* src) { std::memcpy(dst, src, 4); }
-template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return (x & M) ^ C; }
+template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return tl_host_and_xor(x, M, C); }
 static void tl_w4m_commit() {}
 template <int N> static void tl_w4m_wait() {}
 static void atomicAdd(float* p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
@@ -288,7 +212,7 @@ static float tl_w4m_ldcg(const float* p) { return std::atomic_ref<const float>(*
 static void tl_w4m_red4(float* p, const float* v) { for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]); }
 static void tl_w4m_ldcg4(const float* p, float* v) { for (int e = 0; e < 4; ++e) v[e] = tl_w4m_ldcg(p + e); }
 static void tl_w4m_st4z(float* p) { for (int e = 0; e < 4; ++e) p[e] = 0.f; }
-static void tl_w4m_st4h(unsigned short* p, const float* v) { for (int e = 0; e < 4; ++e) p[e] = f2h(v[e]); }
+static void tl_w4m_st4h(unsigned short* p, const float* v) { for (int e = 0; e < 4; ++e) p[e] = tl_host_f2h(v[e]); }
 """
 
 
@@ -311,21 +235,11 @@ int main(int argc, char** argv) {{
   for (int bz = 0; bz < {S}; ++bz)
     for (int by = 0; by < {(M + 15) // 16}; ++by)
       for (int bx = 0; bx < {N // (16 * tn * wn)}; ++bx) {{
-        std::barrier<> block({threads});
-        g_block_bar = &block;
-        std::vector<std::barrier<>*> wb;
-        for (int w = 0; w < {wn * wk}; ++w) wb.push_back(new std::barrier<>(32));
-        g_warp_bar = wb;
         std::fill(smem.begin(), smem.end(), 12345.f);  // stale values must not leak into a result
-        std::vector<std::thread> ts;
-        for (int tid = 0; tid < {threads}; ++tid)
-          ts.emplace_back([&, tid] {{
-            t_tid = tid;
-            {name}(a.data(), wp.data(), sp.data(), out.data(), smem.data(), {M}, {N}, bx * {tn * wn}, by * 16,
-                   bz * {K // gs // S}, tid{wk_args});
-          }});
-        for (auto& t : ts) t.join();
-        for (auto* b : wb) delete b;
+        tl_host_run_block({threads}, [&](int tid) {{
+          {name}(a.data(), wp.data(), sp.data(), out.data(), smem.data(), {M}, {N}, bx * {tn * wn}, by * 16,
+                 bz * {K // gs // S}, tid{wk_args});
+        }});
       }}
   f = std::fopen(argv[2], "wb");
   std::fwrite(out.data(), sizeof(out[0]), out.size(), f);
@@ -350,45 +264,23 @@ int main(int argc, char** argv) {{
     (7, 256, 512, 64, 2, 8, 1, 2, 1, True),  # 128 activation copies for 256 threads (the guarded half)
 ])
 def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, wn, wk, depth, S, ring):
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("no g++")
     a, w, s, ref = _case(np.random.default_rng(M + N + K), M, N, K, gs)
     wp, sp = wm.pack_w4a16_m16(w, s)
     gw = K // gs // S // wk
     name = "tl_w4m16_host"
     body = (wm._source_ring if ring else wm._source)(name, K, gs, tn, wn, wk, depth, gw, S if S > 1 else 0)
-    src = (_HOST_PRELUDE + wm._DECODE + body +
+    src = (CUDA_HOST_PRELUDE + BLOCK_THREADS + _HOST_HELPERS + wm._DECODE + body +
            _host_main(name, S > 1, M, N, K, gs, tn, wn, wk, depth, S, wm._smem_bytes(gs, tn, wn, wk, depth, ring)))
-    (tmp_path / "h.cc").write_text(src)
-    r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),
-                        str(tmp_path / "h.cc")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    with open(tmp_path / "in.bin", "wb") as f:
-        f.write(a.tobytes() + wp.tobytes() + sp.tobytes())
-    r = subprocess.run([str(tmp_path / "h"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
-                       text=True, timeout=300)
+    r, out_bin = run_block_threads(tmp_path, src, [a.tobytes(), wp.tobytes(), sp.tobytes()])
     assert r.returncode == 0, f"exit {r.returncode} (3: workspace, 4: semaphore not left zero) {r.stderr}"
-    out = np.fromfile(tmp_path / "out.bin", np.float16).reshape(M, N).astype(np.float64)
+    out = np.fromfile(out_bin, np.float16).reshape(M, N).astype(np.float64)
     err = np.abs(out - ref).max() / np.abs(ref).max()
     assert err < 2e-3, err  # float32 sums, fp16 output
 
 
 def _compiled_source(prog):
-    import tilelang
-    from tilelang import toolchain
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
-    try:
-        return tilelang.compile(prog, target="cuda").get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
+    use_tl_pack()  # skips without a tl-pack build (the model and host tests above need none)
+    return cuda_kernel_source(prog)  # skips without a CUDA compiler
 
 
 def test_tile_program_at_the_bench_shape(tmp_path):
@@ -404,23 +296,15 @@ def test_tile_program_at_the_bench_shape(tmp_path):
     assert re.search(r"const int tl_row\d+ = \(\(tl_rs\d+ \* 256\) \+ \(tl_tid / 2\)\);", src)  # slot 2 p + h = tid
     if not os.access(NVCC, os.X_OK):
         return
-    cu = tmp_path / "k.cu"
-    cu.write_text(src)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
-    assert int(re.search(r"Used (\d+) registers", r.stderr).group(1)) <= 128, r.stderr
+    info = ptxas_v(src, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
+    assert int(re.search(r"Used (\d+) registers", info).group(1)) <= 128, info
 
 
 def test_refused_off_cuda():
     import tilelang
     from tilelang.errors import TileLangError
-    try:
-        from tilelang import toolchain
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"no tl-pack ({e})")
+    use_tl_pack()  # skips without a tl-pack build
     with pytest.raises(TileLangError, match=r"call_extern"):
         tilelang.compile(wm.w4a16_m16(16, 64, 1024, tn=1, wn=4, wk=4, depth=3, split_k=1), target="cpu")
 
