@@ -10,7 +10,7 @@ conditions and reasons the tests had before they moved here:
 - cuda_kernel_source(prog, ...): the CUDA source, skipping ONLY where no CUDA compiler exists (NVRTC and nvcc both
   absent); any other failed compile is a test failure;
 - source_parts(src): a multi-variant source split at its "// ---- NAME" headers;
-- NVCC, ptx_of(), ptxas_v(), count(): nvcc / ptxas runs on generated sources and PTX instruction counts.
+- NVCC, ptx_of(), ptxas_v(), ptxas_v_of_ptx(), count(): nvcc / ptxas runs on generated sources and PTX instruction counts.
 """
 import os
 import re
@@ -87,6 +87,15 @@ def ptxas_v(source, tmp_path, name="k"):
     cu.write_text(source)
     r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / f"{name}.cubin"),
                         str(cu)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stderr
+
+
+def ptxas_v_of_ptx(tmp_path, name="k"):
+    """ptxas -arch=sm_90a -v of the PTX that ptx_of(..., tmp_path, name) wrote (the ptxas beside NVCC): its report
+    (stderr) of registers, spills and shared bytes."""
+    r = subprocess.run([os.path.join(os.path.dirname(NVCC), "ptxas"), "-arch=sm_90a", "-v", "-o",
+                        str(tmp_path / f"{name}.cubin"), str(tmp_path / f"{name}.ptx")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stderr
 
