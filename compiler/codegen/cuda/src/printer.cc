@@ -134,15 +134,16 @@ __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, 
 // into such kernels: TMA boxes multicast to both blocks (ctaMask 0b11: the
 // box and its complete_tx land at the same shared offsets in each), arrivals
 // on the peer block's mbarrier (mapa: this block's address -> the peer's),
-// cluster barriers, and mbarrier waits that trap after 10 s of waiting
+// cluster barriers, and mbarrier waits that trap after ~10 s of waiting
 // instead of hanging the device when a cluster's protocol is broken (a
-// missing multicast or arrival: a launch error, never a hang).
+// missing multicast or arrival: a launch error, never a hang); the clock is
+// read every 1024 failed polls, so a wait that succeeds soon costs nothing.
 constexpr const char* kClusterPrelude = R"(__device__ __forceinline__ unsigned tl_cluster_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 __device__ __forceinline__ void tl_mbar_arrive_peer(void* bar) { asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(tl_smem_addr(bar)), "r"(tl_cluster_rank() ^ 1u) : "memory"); }
 __device__ __forceinline__ void tl_cluster_sync() { asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory"); }
 __device__ __forceinline__ unsigned long long tl_globaltimer() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ unsigned tl_mbar_try(void* bar, unsigned parity) { unsigned done; asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory"); return done; }
-__device__ __forceinline__ void tl_mbar_wait_bounded(void* bar, unsigned parity) { if (tl_mbar_try(bar, parity)) return; const unsigned long long t0 = tl_globaltimer(); while (!tl_mbar_try(bar, parity)) { if (tl_globaltimer() - t0 > 10000000000ull) __trap(); } }
+__device__ __forceinline__ void tl_mbar_wait_bounded(void* bar, unsigned parity) { if (tl_mbar_try(bar, parity)) return; unsigned long long t0 = 0; for (unsigned n = 1; !tl_mbar_try(bar, parity); ++n) { if ((n & 1023u) == 0) { const unsigned long long t = tl_globaltimer(); if (t0 == 0) t0 = t; else if (t - t0 > 10000000000ull) __trap(); } } }
 __device__ __forceinline__ void tl_tma_load_1d_mc(void* d, const tl_tensor_map* m, void* bar, int c0) { asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3}], [%2], %4;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "h"((unsigned short)3) : "memory"); }
 __device__ __forceinline__ void tl_tma_load_2d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1) { asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "h"((unsigned short)3) : "memory"); }
 __device__ __forceinline__ void tl_tma_load_3d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2) { asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"((unsigned short)3) : "memory"); }
