@@ -80,7 +80,12 @@ GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256,
                       # with the cluster (raster 0: A multicast; raster 8: B), and raster 0 at 4 stages
                       (128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2"),
                       (128, 256, 64, 256, 3, 8, 1, "persistent", "cluster2"),
-                      (128, 256, 64, 256, 4, 8, 1, "cluster2"), (128, 256, 64, 256, 4, 0, 1, "cluster2"))
+                      (128, 256, 64, 256, 4, 8, 1, "cluster2"), (128, 256, 64, 256, 4, 0, 1, "cluster2"),
+                      # cuBLAS's nvjet_..._256x128_64x4_1x2 shape: 256x128 tiles (2 consumer warpgroups of 128 rows),
+                      # pairs of column blocks sharing the 256-row A tile (32 of a stage's 48 KiB multicast: 2/3 of
+                      # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
+                      (256, 128, 64, 256, 3, 0, 1, "persistent", "cluster2"), (256, 128, 64, 256, 4, 0, 1, "cluster2"),
+                      (256, 128, 64, 256, 3, 0, 1, "persistent"))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)

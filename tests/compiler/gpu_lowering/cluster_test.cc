@@ -367,6 +367,8 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
       {{"cl_r0_128x128_t128", 200, 512, 328, 128, 128, 64, 128, 2}, 0, 0, "(1 always"},
       {{"cl_r0_128x256_t256_k1", 136, 1024, 40, 128, 256, 64, 256, 3}, 0, 0, "(1 always"},
       {{"cl_r2_128x128_t128", 512, 256, 264, 128, 128, 64, 128, 3}, 2, 0, "(0 always"},
+      // cuBLAS's 256x128 tile: two consumer warpgroups of 128 rows, A's 256-row box multicast as two 128-row halves
+      {{"cl_r0_256x128_t256", 512, 256, 136, 256, 128, 64, 256, 3}, 0, 0, "(1 always"},
       // persistent: the block indices are lets of the tile index, the peer's of tile ^ 1 (A tested per k-step)
       {{"cl_r0_persistent2", 256, 512, 200, 128, 128, 64, 128, 2}, 0, 2, "(0 always"},
       {{"cl_r2_persistent4", 512, 256, 456, 128, 128, 64, 256, 3}, 2, 4, "(0 always"},
