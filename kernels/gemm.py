@@ -40,7 +40,7 @@ def _raster(pid, n_m, n_n, panel):
 
 def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=False, bias=False,
            act="none", batch=None, block_M=64, block_N=64, block_K=32, num_stages=2, threads=128, raster=0,
-           swap_ab=False):
+           swap_ab=False, cluster=1):
     """GEMM with an optional fused epilogue.
 
     Parameters:
@@ -58,10 +58,18 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
                   block_N fills the MMA's M dimension (wgmma's 64-row tiles) and block_M (16) is its N;
                   A's tile is block_M rows (no rows of zeros), a pipeline stage is nearly all B, and more
                   stages fit; the tile is stored transposed. No transposes, bias, activation, batch or raster.
+      cluster     1, or 2: T.Kernel(..., cluster_dims=2) -- on sm_90a the warp-specialized kernel runs as
+                  clusters of 2 blocks along the grid's x (blocks 2j, 2j + 1; persistent: tiles 2j, 2j + 1)
+                  whose producers each load half of a tile both blocks need and multicast it into both
+                  (raster 0: the same A row block; raster P even: the same B column block), halving that
+                  operand's L2 reads. Needs a static, even x extent (raster 0: ceildiv(N, block_N); raster P:
+                  the tile count); elsewhere, and on every other target, the same kernel without a cluster.
     Signature: (A, B, [Bias,] C); C is written.
     """
     if dtype not in ACCUM:
         raise ValueError(f"matmul: dtype {dtype!r} not in {sorted(ACCUM)}")
+    if cluster not in (1, 2) or isinstance(cluster, bool):
+        raise ValueError(f"matmul: cluster={cluster!r} must be 1 or 2 (blocks per thread-block cluster)")
     if act not in ACTIVATIONS:
         raise ValueError(f"matmul: act {act!r} not in {ACTIVATIONS}")
     accum = ACCUM[dtype]
@@ -148,20 +156,20 @@ def matmul(M, N, K, dtype="float32", out_dtype=None, trans_A=False, trans_B=Fals
         @T.prim_func
         def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), Bias: T.Tensor((N,), out_dtype),
                  C: T.Tensor(C_shape, out_dtype)):
-            with T.Kernel(*grid, threads=threads) as ids:
+            with T.Kernel(*grid, threads=threads, cluster_dims=cluster) as ids:
                 body(A, B, Bias, C, *block_ids(ids))
         return main
 
     if swap_ab:
         @T.prim_func
         def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
-            with T.Kernel(*grid, threads=threads) as (bx, by):
+            with T.Kernel(*grid, threads=threads, cluster_dims=cluster) as (bx, by):
                 body_swapped(A, B, C, bx, by)
         return main
 
     @T.prim_func
     def main(A: T.Tensor(A_shape, dtype), B: T.Tensor(B_shape, dtype), C: T.Tensor(C_shape, out_dtype)):
-        with T.Kernel(*grid, threads=threads) as ids:
+        with T.Kernel(*grid, threads=threads, cluster_dims=cluster) as ids:
             body(A, B, None, C, *block_ids(ids))
 
     return main

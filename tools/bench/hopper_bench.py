@@ -59,6 +59,11 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # sm_90a warp-specialized kernel over min(tiles, 132 SMs x blocks per SM) blocks, each looping over output tiles
 # b, b + G, ... (the producer fills the next tile's stages during the consumers' epilogue); only changes kernels
 # with more tiles than that (17:40, TL_CUDA_PERSISTENT=1 for the whole build: K = 1024 0.91 -> 0.95 of cuBLAS).
+# "cluster2" as an element after the 7th (with or without "persistent"): matmul(cluster=2) -- on sm_90a the
+# warp-specialized kernel as thread-block clusters of 2 blocks along the grid's x (blocks / tiles 2j, 2j + 1) whose
+# producers each load half of the operand tile both blocks need and multicast it into both (raster 0: the A row block,
+# a rasterized order with an even panel: the B column block), as cuBLAS's nvjet 1x2-cluster kernels do; a kernel whose
+# x extent (raster 0: N / block_N; else the tile count) is odd builds without the cluster (its build notes say why).
 # The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 256, 32, 256, 3, 8),
@@ -70,7 +75,17 @@ GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256,
                       # takes 3 stages: 144 + 64 KiB; at 4 it would stay non-persistent): K = 1024's best under
                       # TL_CUDA_PERSISTENT=1, rasterized, and 128x128 tiles at 4 stages (128 + 32 KiB)
                       (128, 256, 64, 256, 3, 0, 1, "persistent"), (128, 256, 64, 256, 3, 8, 1, "persistent"),
-                      (128, 128, 64, 256, 4, 0, 1, "persistent"), (128, 128, 64, 128, 4, 0, 1, "persistent"))
+                      (128, 128, 64, 256, 4, 0, 1, "persistent"), (128, 128, 64, 128, 4, 0, 1, "persistent"),
+                      # 2-block clusters with TMA multicast (session 9): the best persistent and rasterized configs
+                      # with the cluster (raster 0: A multicast; raster 8: B), and raster 0 at 4 stages
+                      (128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2"),
+                      (128, 256, 64, 256, 3, 8, 1, "persistent", "cluster2"),
+                      (128, 256, 64, 256, 4, 8, 1, "cluster2"), (128, 256, 64, 256, 4, 0, 1, "cluster2"),
+                      # cuBLAS's nvjet_..._256x128_64x4_1x2 shape: 256x128 tiles (2 consumer warpgroups of 128 rows),
+                      # pairs of column blocks sharing the 256-row A tile (32 of a stage's 48 KiB multicast: 2/3 of
+                      # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
+                      (256, 128, 64, 256, 3, 0, 1, "persistent", "cluster2"), (256, 128, 64, 256, 4, 0, 1, "cluster2"),
+                      (256, 128, 64, 256, 3, 0, 1, "persistent"))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
@@ -84,7 +99,10 @@ GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32,
                      # of 128x64, 192 KiB pipelines (the same A re-reads from the L2 as the split-2 128x64 config)
                      (128, 64, 64, 128, 8), (128, 64, 128, 128, 4),
                      # persistent (128 tiles: one per block, but the epilogue tile out of the stages' memory: 192 + 16 KiB)
-                     (128, 64, 64, 128, 8, 0, 1, "persistent"))
+                     (128, 64, 64, 128, 8, 0, 1, "persistent"),
+                     # 2-block clusters (session 9): the pair shares A (M = 128: the one row block), multicast as
+                     # two half boxes, so A is read from the L2 by 64 clusters instead of 128 blocks
+                     (128, 64, 64, 128, 8, 0, 1, "cluster2"), (128, 64, 64, 128, 8, 0, 1, "persistent", "cluster2"))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
                     (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
                     (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8),
@@ -329,7 +347,7 @@ def gemm_case(M, N, K, dtype, configs):
                                       swap_ab=len(cfg) > 7 and cfg[7].startswith("swap"))
         return gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
                            num_stages=stages, threads=threads, raster=cfg[5] if len(cfg) > 5 else 0,
-                           swap_ab=len(cfg) > 7 and cfg[7] == "swap")
+                           swap_ab=len(cfg) > 7 and cfg[7] == "swap", cluster=2 if "cluster2" in cfg[7:] else 1)
 
     def make(be, rng):
         return {"A": be.randn((M, K), dtype, rng), "B": be.randn((K, N), dtype, rng)}
@@ -645,12 +663,13 @@ def norm_case(kind, M, N, configs, dtype="bfloat16", eps=1e-6):
     return case
 
 
-def all_cases(tiny=False, only=GROUPS):
+def all_cases(tiny=False, only=GROUPS, gemm_shapes=None, gemm_dtypes=("bfloat16", "float16"), gemm_cfgs=None):
+    """gemm_shapes / gemm_cfgs: the --gemm-shapes / --gemm-configs overrides (None: GEMM_SHAPES, gemm_configs(M))."""
     cases = []
     if "gemm" in only:
-        for dtype in ("bfloat16", "float16"):
-            for M, N, K in (TINY["gemm_shapes"] if tiny else GEMM_SHAPES):
-                cfgs = gemm_configs(M if not tiny else (16 if M <= 16 else 4096))
+        for dtype in gemm_dtypes:
+            for M, N, K in (TINY["gemm_shapes"] if tiny else gemm_shapes or GEMM_SHAPES):
+                cfgs = gemm_cfgs or gemm_configs(M if not tiny else (16 if M <= 16 else 4096))
                 cases.append(gemm_case(M, N, K, dtype, cfgs))
     if "attention" in only:
         for B, H, S in (TINY["fa_shapes"] if tiny else FA_SHAPES):
@@ -1203,8 +1222,18 @@ def main():
                          "\"((128, 128, 256, 2), (128, 128, 256, 2, 'pingpong'))\"; --precompile takes it too")
     ap.add_argument("--flush", choices=("write", "read"), default="write",
                     help="L2 flush before each timed run: write (zero_ 256 MiB, dirty lines) or read (then sum it)")
+    ap.add_argument("--gemm-shapes", help="GEMM rows only for these shapes, e.g. 4096x4096x4096,8192x8192x1024")
+    ap.add_argument("--gemm-dtypes", default="bfloat16,float16", help="GEMM rows only for these dtypes")
+    ap.add_argument("--gemm-configs", help="GEMM configs instead of the built-in lists, as a Python literal list of "
+                    "tuples, e.g. \"[(128, 256, 64, 256, 3, 0, 1, 'persistent', 'cluster2')]\" (a probe of a few)")
     args = ap.parse_args()
     args.only = tuple(g for g in args.only.split(",") if g)
+    gemm_kw = {"gemm_dtypes": tuple(d for d in args.gemm_dtypes.split(",") if d)}
+    if args.gemm_shapes:
+        gemm_kw["gemm_shapes"] = tuple(tuple(int(x) for x in s.split("x")) for s in args.gemm_shapes.split(",") if s)
+    if args.gemm_configs:
+        import ast
+        gemm_kw["gemm_cfgs"] = tuple(tuple(c) for c in ast.literal_eval(args.gemm_configs))
     bad = [g for g in args.only if g not in GROUPS]
     if bad:
         ap.error(f"--only: unknown group(s) {bad}; expected some of {GROUPS}")
@@ -1218,7 +1247,7 @@ def main():
         FA_CONFIGS = cfgs
     if args.self_test:
         return self_test(args)
-    cases = all_cases(only=args.only)
+    cases = all_cases(only=args.only, **gemm_kw)
     if args.precompile:
         return precompile(cases, args.jobs)
     be = TorchBackend(flush=args.flush)

@@ -173,7 +173,7 @@ def _run_tl_pack(args, what, target=None, env=None):
 
 # tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
 # generates, so they are part of a bundle's cache key.
-BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT")
+BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER")
 
 
 def build_env_for(pass_configs):

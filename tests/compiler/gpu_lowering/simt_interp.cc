@@ -115,17 +115,23 @@ struct Machine {
   // deadlocks -- an error -- when neither can go on. Within a role the
   // threads stay in lockstep; a block barrier inside a role is an error
   // (the other role never reaches it).
+  // A cluster of 2 blocks (SimtKernel::cluster; Interpret runs the two
+  // blocks as two Machines): the roles of both blocks are four agents
+  // (agent = rank * 2 + role) sharing one baton, a multicast TMA box lands
+  // on the peer's barrier and stage too, an arrival with `peer` counts on
+  // the peer's barrier too.
   struct Roles {
     std::mutex mu;
     std::condition_variable cv;
     int turn = -1;
-    bool done[2] = {false, false};
-    int64_t steps = 0;  // statements either role executed
-    int last_yielder = -1;
-    int64_t yielded_at = -1;
+    int n = 2;                  // agents: 2 (one block), 4 (a cluster of 2)
+    bool done[4] = {false, false, false, false};
+    int64_t steps = 0;          // statements any agent executed
+    int64_t blocked_at[4] = {-1, -1, -1, -1};  // `steps` when the agent last gave way
   };
   Roles* roles = nullptr;
   int role = -1;              // the role running now (-1: the whole block)
+  int agent = -1;             // the agent running now on this block (rank * 2 + role)
 
   // Named barriers (SNamedBarrier, bar.sync / bar.arrive id, threads). The
   // threads of a role run in lockstep, so one warp waiting here for another
@@ -206,20 +212,30 @@ struct Machine {
     return e.empty() ? ReplayNamedBarriers(false) : e;
   }
   int64_t ws_consumers = 0;   // SWarpRoles::consumers while the roles run
+  Machine* peer = nullptr;    // the other block of the cluster
 
-  // Blocked on a phase: the other role runs. False when it cannot (it
-  // finished, or it is blocked too and nothing ran since it gave way).
+  // The agent after `me` (in turn order) that may make progress: not done,
+  // and not blocked since the last statement anyone executed; -1 if none.
+  static int NextAgent(const Roles& r, int me) {
+    for (int i = 1; i < r.n; ++i) {
+      const int a = (me + i) % r.n;
+      if (!r.done[a] && r.blocked_at[a] != r.steps) return a;
+    }
+    return -1;
+  }
+  // Blocked on a phase: another agent runs. False when none can (all
+  // finished, or blocked too with nothing run since they gave way).
   bool Yield() {
     std::unique_lock<std::mutex> l(roles->mu);
-    const int me = role, other = 1 - role;
-    if (roles->done[other]) return false;
-    if (roles->last_yielder == other && roles->yielded_at == roles->steps) return false;
-    roles->last_yielder = me;
-    roles->yielded_at = roles->steps;
-    roles->turn = other;
+    const int me = agent;
+    roles->blocked_at[me] = roles->steps;
+    const int next = NextAgent(*roles, me);
+    if (next < 0) return false;
+    roles->turn = next;
     roles->cv.notify_all();
     roles->cv.wait(l, [&] { return roles->turn == me; });
-    role = me;
+    role = me % 2;
+    agent = me;
     return true;
   }
   void RunRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
@@ -239,6 +255,7 @@ struct Machine {
         std::unique_lock<std::mutex> l(r.mu);
         r.cv.wait(l, [&] { return r.turn == me; });
         role = me;
+        agent = me;
       }
       Exec(*b, *m);
       std::unique_lock<std::mutex> l(r.mu);
@@ -257,6 +274,54 @@ struct Machine {
     roles = nullptr;
     role = -1;
     ws_consumers = 0;
+  }
+
+  // The roles of both blocks of a cluster (this one rank 0, peer rank 1) as four agents.
+  void RunClusterRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
+    Machine* ms[2] = {this, peer};
+    std::vector<uint8_t> pm(mask.size(), 0), cm(mask.size(), 0);
+    for (size_t t = 0; t < mask.size(); ++t) (static_cast<int64_t>(t) < n.consumers ? cm : pm)[t] = mask[t];
+    Roles r;
+    r.n = 4;
+    for (Machine* m : ms) {
+      m->roles = &r;
+      m->ws_consumers = n.consumers;
+    }
+    auto run = [&](int me) {
+      Machine& m = *ms[me / 2];
+      {
+        std::unique_lock<std::mutex> l(r.mu);
+        r.cv.wait(l, [&] { return r.turn == me; });
+        m.role = me % 2;
+        m.agent = me;
+      }
+      m.Exec(me % 2 == 0 ? n.producer : n.consumer, me % 2 == 0 ? pm : cm);
+      std::unique_lock<std::mutex> l(r.mu);
+      r.done[me] = true;
+      // The next agent not done (blocked or not: it checks its phase again).
+      r.turn = -1;
+      for (int i = 1; i < 4; ++i) {
+        if (!r.done[(me + i) % 4]) {
+          r.turn = (me + i) % 4;
+          break;
+        }
+      }
+      r.cv.notify_all();
+    };
+    std::vector<std::thread> agents;
+    for (int a = 0; a < 4; ++a) agents.emplace_back(run, a);
+    {
+      std::lock_guard<std::mutex> l(r.mu);
+      r.turn = 0;
+    }
+    r.cv.notify_all();
+    for (std::thread& t : agents) t.join();
+    for (Machine* m : ms) {
+      m->roles = nullptr;
+      m->role = -1;
+      m->agent = -1;
+      m->ws_consumers = 0;
+    }
   }
 
   void CheckWgmmaWar(const std::string& buf, int64_t i0, int64_t count, const char* what) {
@@ -332,6 +397,22 @@ struct Machine {
               "] overwrites a stage whose previous contents no thread has waited for yet";
       return;
     }
+    Mbar* pbar = nullptr;  // multicast: the peer's barrier at the same index
+    if (n.multicast) {
+      const int64_t bi = static_cast<int64_t>(Eval(n.bar_index, t));
+      auto it = peer ? peer->mbars.find(n.bar) : decltype(mbars.end()){};
+      if (!peer || it == peer->mbars.end() || bi < 0 || bi >= static_cast<int64_t>(it->second.size()) || !it->second[bi].init) {
+        error = "multicast TMA copy on " + n.bar + "[" + std::to_string(bi) + "]: " +
+                (peer ? "the peer block's barrier is not initialized" : "no cluster");
+        return;
+      }
+      pbar = &it->second[static_cast<size_t>(bi)];
+      if (!pbar->landed.empty()) {
+        error = "multicast TMA copy into " + n.dst + " on " + n.bar + "[" + std::to_string(bi) +
+                "] overwrites a stage of the peer block whose previous contents no thread there has waited for yet";
+        return;
+      }
+    }
     std::vector<double>& src = (*tensors)[param.name];
     int64_t total = 1;
     for (int64_t b : m.box) total *= b;
@@ -355,10 +436,19 @@ struct Machine {
       const int64_t at = dst0 + SwizzleOffset(m.swizzle, e * esize) / esize;
       CheckWgmmaWar(n.dst, at, 1, "TMA copy");
       bar->data.push_back(PendingCopy{n.dst, at, {v}});
+      if (pbar) {
+        peer->CheckWgmmaWar(n.dst, at, 1, "multicast TMA copy (in the peer block)");
+        if (!peer->error.empty() && error.empty()) error = "peer block: " + peer->error;
+        pbar->data.push_back(PendingCopy{n.dst, at, {v}});
+      }
     }
     bar->expected += n.bytes;  // expect_tx, then the engine's complete_tx
     bar->delivered += total * esize;
     MaybeComplete(*bar);
+    if (pbar) {  // the same bytes complete on the peer's barrier (its own expect_tx counts them)
+      pbar->delivered += total * esize;
+      peer->MaybeComplete(*pbar);
+    }
   }
 
   void CopyAsync(const SCopyAsync& n, const std::vector<uint8_t>& mask) {
@@ -1054,6 +1144,23 @@ struct Machine {
                 }
                 --b->arrivals;
                 MaybeComplete(*b);
+                if (n.peer) {  // the same barrier in the other block of the cluster
+                  const int64_t bi = static_cast<int64_t>(Eval(n.index, t));
+                  auto it = peer ? peer->mbars.find(n.bar) : decltype(mbars.end()){};
+                  if (!peer || it == peer->mbars.end() || bi < 0 || bi >= static_cast<int64_t>(it->second.size()) ||
+                      !it->second[bi].init) {
+                    error = "arrival on the peer's " + n.bar + "[" + std::to_string(bi) + "]: " +
+                            (peer ? "not initialized" : "no cluster");
+                    break;
+                  }
+                  Mbar& pb = it->second[static_cast<size_t>(bi)];
+                  if (pb.arrivals <= 0) {
+                    error = "the peer's mbarrier " + n.bar + " arrived on more often than its count (an arrival a phase ahead)";
+                    break;
+                  }
+                  --pb.arrivals;
+                  peer->MaybeComplete(pb);
+                }
               }
             }
             if constexpr (std::is_same_v<T, SWarpRoles>) RunRoles(n, mask);
@@ -1085,6 +1192,9 @@ struct Machine {
             }
             if constexpr (std::is_same_v<T, SBarrier>) {
               if (roles) error = "a block barrier inside a warp role (the other role never reaches it)";
+              // (Interpret runs the top level of a cluster's two blocks statement by statement,
+              // each cluster barrier between them: here it is one inside a block's code.)
+              if (n.cluster) error = "a cluster barrier inside the code of one block";
             }
             if constexpr (std::is_same_v<T, SMbarWait>) {
               // Under warp roles a phase not completed yet lets the other role run first.
@@ -1161,12 +1271,6 @@ struct Machine {
 
 tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<double>>* tensors,
                      const std::map<std::string, double>& scalars, const InterpretOptions& options) {
-  Machine m{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
-  for (const SimtParam& p : k.params) m.dtypes[p.name] = p.dtype;
-  for (const SimtBuffer& b : k.buffers) {
-    m.dtypes[b.name] = b.dtype;
-    m.spaces[b.name] = b.space;
-  }
   std::vector<int64_t> grid;
   for (const Expr& g : k.grid) {
     // Shape symbols (scalar params with SimtParam::symbol) come from `scalars`.
@@ -1183,42 +1287,86 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
   }
   while (grid.size() < 3) grid.push_back(1);
   const size_t T = static_cast<size_t>(k.threads);
+  const int64_t C = std::max<int64_t>(1, k.cluster);
+  if (C > 2 || grid[0] % C != 0) {
+    return tl::Status(tl::StatusCode::kInvalidArgument, "interpreter: a cluster of " + std::to_string(C) +
+                                                            " blocks over a grid x extent of " + std::to_string(grid[0]));
+  }
+  Machine m0{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
+  Machine m1{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
+  Machine* ms[2] = {&m0, &m1};
+  for (Machine* m : ms) {
+    for (const SimtParam& p : k.params) m->dtypes[p.name] = p.dtype;
+    for (const SimtBuffer& b : k.buffers) {
+      m->dtypes[b.name] = b.dtype;
+      m->spaces[b.name] = b.space;
+    }
+  }
+  auto setup = [&](Machine& m, int64_t x, int64_t y, int64_t z) {
+    m.block_idx = {x, y, z};
+    m.shared.clear();
+    m.regs.assign(T, {});
+    m.env.assign(T, {});
+    m.open_copies.assign(T, {});
+    m.copy_groups.assign(T, {});
+    m.mbars.clear();
+    m.wgmma_groups.clear();
+    m.bar_ops.clear();
+    for (const SimtBuffer& b : k.buffers) {
+      // Uninitialized memory is NaN, so reading it before writing shows.
+      if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
+      else for (size_t t = 0; t < T; ++t) m.regs[t][b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
+    }
+  };
+  auto finish = [&](Machine& m) {
+    if (m.error.empty()) m.error = m.CheckNamedBarriers();
+    for (size_t t = 0; t < T && m.error.empty(); ++t) {
+      if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
+    }
+    if (m.error.empty() && !m.wgmma_groups.empty()) {
+      m.error = std::to_string(m.wgmma_groups.size()) + " wgmma group(s) of " + m.wgmma_groups.front().n->c +
+                " never retired by a wait_group";
+    }
+    for (const auto& [name, bars] : m.mbars) {
+      for (const auto& b : bars) {
+        if (m.error.empty() && (!b.landed.empty() || !b.data.empty() || b.expected != 0)) {
+          m.error = "TMA copies on " + name + " never waited for";
+        }
+      }
+    }
+    if (m.error.empty()) return tl::Status::Ok();
+    return tl::Status(tl::StatusCode::kInternal, "interpreter, block (" + std::to_string(m.block_idx[0]) + ", " +
+                                                     std::to_string(m.block_idx[1]) + ", " + std::to_string(m.block_idx[2]) +
+                                                     "): " + m.error);
+  };
+  const std::vector<uint8_t> all(T, 1);
   for (int64_t z = 0; z < grid[2]; ++z) {
     for (int64_t y = 0; y < grid[1]; ++y) {
-      for (int64_t x = 0; x < grid[0]; ++x) {
-        m.block_idx = {x, y, z};
-        m.shared.clear();
-        m.regs.assign(T, {});
-        m.env.assign(T, {});
-        m.open_copies.assign(T, {});
-        m.copy_groups.assign(T, {});
-        m.mbars.clear();
-        m.wgmma_groups.clear();
-        for (const SimtBuffer& b : k.buffers) {
-          // Uninitialized memory is NaN, so reading it before writing shows.
-          if (b.space == Space::kShared) m.shared[b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
-          else for (size_t t = 0; t < T; ++t) m.regs[t][b.name].assign(static_cast<size_t>(b.elements), std::nan(""));
+      for (int64_t x = 0; x < grid[0]; x += C) {
+        if (C == 1) {
+          setup(m0, x, y, z);
+          m0.Exec(k.body, all);
+          if (tl::Status st = finish(m0); !st.ok()) return st;
+          continue;
         }
-        m.bar_ops.clear();
-        m.Exec(k.body, std::vector<uint8_t>(T, 1));
-        if (m.error.empty()) m.error = m.CheckNamedBarriers();
-        for (size_t t = 0; t < T && m.error.empty(); ++t) {
-          if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
-        }
-        if (m.error.empty() && !m.wgmma_groups.empty()) {
-          m.error = std::to_string(m.wgmma_groups.size()) + " wgmma group(s) of " + m.wgmma_groups.front().n->c +
-                    " never retired by a wait_group";
-        }
-        for (const auto& [name, bars] : m.mbars) {
-          for (const auto& b : bars) {
-            if (m.error.empty() && (!b.landed.empty() || !b.data.empty() || b.expected != 0)) {
-              m.error = "TMA copies on " + name + " never waited for";
-            }
+        // A cluster of 2: blocks x (rank 0) and x + 1 (rank 1). The top level runs statement by
+        // statement in both blocks (a cluster barrier is the point where both have run everything
+        // before it), the warp roles as four agents of one baton.
+        setup(m0, x, y, z);
+        setup(m1, x + 1, y, z);
+        m0.peer = &m1;
+        m1.peer = &m0;
+        for (const SStmt& s : k.body) {
+          if (const auto* b = std::get_if<SBarrier>(&s.node); b && b->cluster) continue;
+          if (const auto* r = std::get_if<SWarpRoles>(&s.node)) {
+            m0.RunClusterRoles(*r, all);
+          } else {
+            for (Machine* m : ms) m->Exec(SBlock{s}, all);
           }
+          if (!m0.error.empty() || !m1.error.empty()) break;
         }
-        if (!m.error.empty()) {
-          return tl::Status(tl::StatusCode::kInternal, "interpreter, block (" + std::to_string(x) + ", " +
-                                                           std::to_string(y) + ", " + std::to_string(z) + "): " + m.error);
+        for (Machine* m : ms) {
+          if (tl::Status st = finish(*m); !st.ok()) return st;
         }
       }
     }

@@ -136,6 +136,11 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   if (const char* p = std::getenv("TL_CUDA_PERSISTENT"); p && std::atoi(p) > 0) {
     l90.persistent_sms = std::atoi(p) == 1 ? 132 : std::atoi(p);
   }
+  // A kernel's `hint cluster 2` (T.Kernel(..., cluster_dims=2)) makes the sm_90a
+  // warp-specialized kernel a 2-block cluster with TMA multicast (gpu::ClusterMulticast);
+  // TL_CUDA_CLUSTER=0 at build time ignores the hint (bisecting, like TL_CUDA_WS=0).
+  const char* cluster_env = std::getenv("TL_CUDA_CLUSTER");
+  l90.clusters = !(cluster_env && std::string(cluster_env) == "0");
   if (lo.async_copies && (tma || wgmma) && std::find(archs.begin(), archs.end(), "sm_90a") != archs.end()) {
     l90.tma_copies = tma;
     if (wgmma) l90.gemm = gpu::GemmStrategy::kWgmma;
@@ -261,6 +266,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
       v->build_attrs.push_back(KV("ptxas.stack_bytes", std::to_string(code->stack_bytes)));
     }
     v->build_attrs.push_back(KV("gpu.dynamic_shared_bytes", std::to_string(k->shared_bytes)));
+    if (k->cluster > 1) v->build_attrs.push_back(KV("gpu.cluster_dims", std::to_string(k->cluster) + ",1,1"));
     for (size_t i = 0; i < k->notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), k->notes[i]));
     if (arch == "sm_90a" && !own90) {  // why the wgmma lowering was not used
       for (size_t i = 0; i < why_not_90.size(); ++i) v->build_attrs.push_back(KV("gpu.wgmma_note." + std::to_string(i), why_not_90[i]));

@@ -130,6 +130,27 @@ __device__ __forceinline__ void tl_tma_load_4d(void* d, const tl_tensor_map* m, 
 __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3, int c4) { asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory"); }
 )";
 
+// Thread-block clusters of 2 (SimtKernel::cluster; cluster.cc), printed only
+// into such kernels: TMA boxes multicast to both blocks (ctaMask 0b11: the
+// box and its complete_tx land at the same shared offsets in each), arrivals
+// on the peer block's mbarrier (mapa: this block's address -> the peer's),
+// cluster barriers, and mbarrier waits that trap after ~10 s of waiting
+// instead of hanging the device when a cluster's protocol is broken (a
+// missing multicast or arrival: a launch error, never a hang); the clock is
+// read every 1024 failed polls, so a wait that succeeds soon costs nothing.
+constexpr const char* kClusterPrelude = R"(__device__ __forceinline__ unsigned tl_cluster_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+__device__ __forceinline__ void tl_mbar_arrive_peer(void* bar) { asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(tl_smem_addr(bar)), "r"(tl_cluster_rank() ^ 1u) : "memory"); }
+__device__ __forceinline__ void tl_cluster_sync() { asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory"); }
+__device__ __forceinline__ unsigned long long tl_globaltimer() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+__device__ __forceinline__ unsigned tl_mbar_try(void* bar, unsigned parity) { unsigned done; asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory"); return done; }
+__device__ __forceinline__ void tl_mbar_wait_bounded(void* bar, unsigned parity) { if (tl_mbar_try(bar, parity)) return; unsigned long long t0 = 0; for (unsigned n = 1; !tl_mbar_try(bar, parity); ++n) { if ((n & 1023u) == 0) { const unsigned long long t = tl_globaltimer(); if (t0 == 0) t0 = t; else if (t - t0 > 10000000000ull) __trap(); } } }
+__device__ __forceinline__ void tl_tma_load_1d_mc(void* d, const tl_tensor_map* m, void* bar, int c0) { asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3}], [%2], %4;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "h"((unsigned short)3) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_2d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1) { asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "h"((unsigned short)3) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_3d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2) { asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"((unsigned short)3) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_4d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3) { asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"((unsigned short)3) : "memory"); }
+__device__ __forceinline__ void tl_tma_load_5d_mc(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3, int c4) { asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8;" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "h"((unsigned short)3) : "memory"); }
+)";
+
 // wgmma (sm_90a), printed only into kernels with SWgmma: the descriptor of
 // an operand at shared address `addr` (wgmma.h: bits 0-13 are addr >> 4, the
 // rest constant per operand).
@@ -193,6 +214,10 @@ class Printer {
     o << kPrelude;
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
+    if (k_.cluster > 1) {
+      if (k_.cluster != 2 || k_.tensor_maps.empty()) err_ = "a cluster of " + std::to_string(k_.cluster) + " blocks (only 2, with TMA)";
+      o << kClusterPrelude;
+    }
     if (!k_.sources.empty()) {
       // T.import_source: compiled in this unit as written. `uint` (a host
       // typedef NVRTC lacks) is what upstream's decode helpers are written in.
@@ -202,7 +227,8 @@ class Printer {
     }
     o << "\n";
     o << "extern \"C\" __global__ void __launch_bounds__(" << k_.threads
-      << (k_.min_blocks > 0 ? ", " + std::to_string(k_.min_blocks) : std::string()) << ") " << k_.name << "(";
+      << (k_.min_blocks > 0 ? ", " + std::to_string(k_.min_blocks) : std::string()) << ") "
+      << (k_.cluster > 1 ? "__cluster_dims__(" + std::to_string(k_.cluster) + ", 1, 1) " : std::string()) << k_.name << "(";
     uint32_t offset = 0;
     std::string fixups;
     for (size_t i = 0; i < k_.params.size(); ++i) {
@@ -485,8 +511,13 @@ class Printer {
               // wgmma reads shared memory through the async proxy: every
               // thread's generic writes before the barrier are made visible
               // to it first (PTX ISA: proxy fences).
-              if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
-              o << pad << "__syncthreads();\n";
+              if (n.cluster && k_.cluster < 2) err_ = "a cluster barrier outside a cluster";
+              if (n.cluster) {  // every thread of both blocks (barrier inits before use, no exit before the peer)
+                o << pad << "tl_cluster_sync();\n";
+              } else {
+                if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+                o << pad << "__syncthreads();\n";
+              }
             } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
               const bool flt = ir::IsFloat(n.dtype);
               const bool dbl = n.dtype == DType::kF64;
@@ -533,15 +564,18 @@ class Printer {
                 << pad << "  tl_mbar_fence_init();\n" << pad << "}\n" << pad << "__syncthreads();\n";
             } else if constexpr (std::is_same_v<T, gpu::STmaLoad>) {
               if (n.coords.empty() || n.coords.size() > 5) err_ = "TMA copy of rank " + std::to_string(n.coords.size());
+              if (n.multicast && k_.cluster != 2) err_ = "a multicast TMA copy outside a cluster of 2";
               const std::string bar = "&" + n.bar + "[" + E(n.bar_index) + "]";
               o << pad << "tl_fence_proxy_async();\n";
               o << pad << "tl_mbar_expect_tx(" << bar << ", " << n.bytes << "u);\n";
-              o << pad << "tl_tma_load_" << n.coords.size() << "d(&" << n.dst << "[" << E(n.dst_index) << "], &tl_tmap" << n.map
-                << ", " << bar;
+              o << pad << "tl_tma_load_" << n.coords.size() << (n.multicast ? "d_mc(&" : "d(&") << n.dst << "["
+                << E(n.dst_index) << "], &tl_tmap" << n.map << ", " << bar;
               for (size_t c = n.coords.size(); c-- > 0;) o << ", " << E(n.coords[c]);  // innermost first
               o << ");\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarArrive>) {
               o << pad << "tl_mbar_arrive(&" << n.bar << "[" << E(n.index) << "]);\n";
+              if (n.peer && k_.cluster != 2) err_ = "an arrival on the peer block's mbarrier outside a cluster of 2";
+              if (n.peer) o << pad << "tl_mbar_arrive_peer(&" << n.bar << "[" << E(n.index) << "]);\n";
             } else if constexpr (std::is_same_v<T, gpu::SSetMaxNReg>) {
               // Warp specialization: registers move between the roles (ptxas fixes the entry count by min_blocks).
               if (n.regs < 24 || n.regs > 256 || n.regs % 8 != 0) err_ = "setmaxnreg " + std::to_string(n.regs);
@@ -561,7 +595,8 @@ class Printer {
               Block(n.consumer, ind + 1, o);
               o << pad << "}\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarWait>) {
-              o << pad << "tl_mbar_wait(&" << n.bar << "[" << E(n.index) << "], (unsigned)(" << E(n.parity) << "));\n";
+              o << pad << (k_.cluster > 1 ? "tl_mbar_wait_bounded(&" : "tl_mbar_wait(&") << n.bar << "[" << E(n.index)
+                << "], (unsigned)(" << E(n.parity) << "));\n";
             } else if constexpr (std::is_same_v<T, gpu::SCopyVec>) {
               const int64_t bytes = n.lanes * std::max(1, ir::BitWidth(BufType(n.dst)) / 8);
               const char* vt = bytes == 16 ? "tl_v16" : bytes == 8 ? "tl_v8" : "unsigned int";

@@ -40,7 +40,7 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             }
             o << pad << "}\n";
           } else if constexpr (std::is_same_v<T, SBarrier>) {
-            o << pad << "barrier\n";
+            o << pad << (n.cluster ? "barrier.cluster\n" : "barrier\n");
           } else if constexpr (std::is_same_v<T, SLaneReduce>) {
             o << pad << "lane_reduce " << ir::ReduceOpName(n.op) << " " << n.var << " width=" << n.width << "\n";
           } else if constexpr (std::is_same_v<T, SComment>) {
@@ -60,10 +60,10 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "tma.load map" << n.map << " (";
             for (size_t i = 0; i < n.coords.size(); ++i) o << (i ? ", " : "") << ir::Print(n.coords[i]);
             o << ") -> " << n.dst << "[" << ir::Print(n.dst_index) << "] on " << n.bar << "[" << ir::Print(n.bar_index)
-              << "] " << n.bytes << " B\n";
+              << "] " << n.bytes << " B" << (n.multicast ? " multicast" : "") << "\n";
           } else if constexpr (std::is_same_v<T, SMbarArrive>) {
             o << pad << "mbarrier.arrive " << n.bar << "[" << ir::Print(n.index) << "]" << (n.each_thread ? " each thread" : "")
-              << "\n";
+              << (n.peer ? " and the peer's" : "") << "\n";
           } else if constexpr (std::is_same_v<T, SSetMaxNReg>) {
             o << pad << "setmaxnreg." << (n.inc ? "inc " : "dec ") << n.regs << "\n";
           } else if constexpr (std::is_same_v<T, SNamedBarrier>) {
@@ -168,7 +168,8 @@ int64_t AmdMatrixK(MatrixCore c, MmaKind k) { return c == MatrixCore::kMfma && k
 
 std::string Dump(const SimtKernel& k) {
   std::ostringstream o;
-  o << "simt " << k.name << " threads=" << k.threads << " shared=" << k.shared_bytes << "\n";
+  o << "simt " << k.name << " threads=" << k.threads << " shared=" << k.shared_bytes
+    << (k.cluster > 1 ? " cluster=" + std::to_string(k.cluster) : std::string()) << "\n";
   for (const SimtBuffer& b : k.buffers) {
     o << "  buffer " << b.name << ": " << (b.space == Space::kShared ? "shared" : "registers") << "["
       << b.elements << "] " << ir::DTypeName(b.dtype);

@@ -1908,6 +1908,23 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     if (!ws.empty()) out.notes.push_back(ws);
     if (out.pingpong_requested) out.notes.push_back(WarpgroupPingpong(&out));
   }
+  // `hint cluster N` (T.Kernel(..., cluster_dims=N)) at the kernel's top level: a thread-block
+  // cluster where the target has them and the kernel's form allows it; a hint never changes
+  // results, so everywhere else it is ignored with a note.
+  for (const ir::Stmt& st : passes::TheKernel(f).body) {
+    const auto* h = ir::As<ir::Hint>(st);
+    if (!h || h->name != "cluster") continue;
+    const int64_t n = h->args.size() == 1 && h->args[0].kind == ir::HintArg::Kind::kInt ? h->args[0].int_value : 0;
+    if (n == 1) continue;
+    if (!options.clusters) {
+      out.notes.push_back(std::string("cluster hint ignored: ") + options.target +
+                          " has no thread-block clusters here (sm_90a warp-specialized kernels only)");
+    } else if (out.pingpong_requested) {  // two schedules over the same barriers: not combined (untested)
+      out.notes.push_back("not clustered: the kernel also asks for T.warpgroup_pingpong()");
+    } else {
+      out.notes.push_back(ClusterMulticast(&out, n));
+    }
+  }
   return out;
 }
 

@@ -8,8 +8,25 @@ from .. import ir
 from ..errors import error
 
 
+def _cluster(cluster_dims):
+    """upstream's T.Kernel(..., cluster_dims=...): an int or a 1-3 tuple of blocks per thread-block
+    cluster. Here: 1 (none) or 2 along x, as `hint cluster 2` -- the sm_90a warp-specialized kernel
+    becomes a 2-block cluster whose producers multicast the TMA tiles both blocks load
+    (compiler/lowering/gpu cluster.cc); every other target and kernel form ignores the hint (the
+    same results). The grid's x extent must then be static and even, or the hint is ignored too
+    (the kernel's build notes say why)."""
+    if cluster_dims is None:
+        return 1
+    dims = (cluster_dims,) if isinstance(cluster_dims, numbers.Integral) else tuple(cluster_dims)
+    if (not 1 <= len(dims) <= 3 or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims)
+            or tuple(dims[1:]) not in ((), (1,), (1, 1)) or dims[0] not in (1, 2)):
+        raise error(f"T.Kernel: cluster_dims={cluster_dims!r} is not supported: 1 or 2 blocks along x "
+                    f"(2, (2, 1) or (2, 1, 1)) -- clusters of 2 with TMA multicast on sm_90a")
+    return int(dims[0])
+
+
 class Kernel:
-    def __init__(self, *blocks, threads=None, prelude=None, is_cpu=False):
+    def __init__(self, *blocks, threads=None, prelude=None, is_cpu=False, cluster_dims=None):
         if len(blocks) == 1 and isinstance(blocks[0], (list, tuple)):
             blocks = tuple(blocks[0])
         if not 1 <= len(blocks) <= 3:
@@ -31,6 +48,7 @@ class Kernel:
             threads = tuple(threads)
         if not 1 <= len(threads) <= 3 or not all(isinstance(t, numbers.Integral) and t > 0 for t in threads):
             raise error(f"T.Kernel: threads must be 1 to 3 positive integers, got {threads!r}")
+        self.cluster = _cluster(cluster_dims)
         self.grid = grid
         self.threads = tuple(int(t) for t in threads)
         self.names = None
@@ -48,6 +66,8 @@ class Kernel:
         self._stmt = stmt
         self._ctx = b.open(stmt, stmt.body)
         self._ctx.__enter__()
+        if self.cluster > 1:
+            b.emit(ir.Hint("cluster", [self.cluster]))
         return vars[0] if len(vars) == 1 else tuple(vars)
 
     def __exit__(self, *exc):

@@ -217,6 +217,10 @@ struct GpuLowerOptions {
   // (with warp_specialize; 0: off) a persistent kernel over this many SMs
   // (WarpSpecializeGemmPipeline's persistent_blocks).
   int64_t persistent_sms = 0;
+  // (with warp_specialize; sm_90a) honour the kernel's `hint cluster 2`
+  // (T.Kernel(..., cluster_dims=2)): ClusterMulticast below. Off (every
+  // other target): the hint is ignored, as hints may be.
+  bool clusters = false;
   // Lanes that execute in lockstep and shuffle together: 32 on NVIDIA; the
   // wavefront size on AMD (64 on CDNA gfx9, 32 on RDNA). Lane reductions are
   // at most this wide; wider groups combine through shared memory.
@@ -311,5 +315,33 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
 // note: applied, or "no warpgroup pingpong: <why>" with the kernel as it was.
 inline constexpr int64_t kPingpongBarrier = 2;
 std::string WarpgroupPingpong(SimtKernel* k);
+
+// ---------------------------------------------------------------------------
+// ClusterMulticast (cluster.cc; GpuLowerOptions::clusters, run by
+// LowerToSimt after WarpSpecializeGemmPipeline where the kernel holds
+// `hint cluster 2` at its top level)
+// In: a kernel WarpSpecializeGemmPipeline warp-specialized (either form,
+// persistent or not), `cluster` blocks per cluster (only 2 is supported).
+// Out: SimtKernel::cluster = 2 (__cluster_dims__(2, 1, 1)); blocks 2j and
+// 2j + 1 (persistent: tiles 2j and 2j + 1 of a block pair) are a cluster.
+// Per k-step and per operand tile (the boxes into one stage buffer), the
+// producer compares the box coordinates it issues with the ones its peer
+// issues (the same lets evaluated for block / tile index ^ 1): where they
+// are equal the two producers each load half of the tile (half of the boxes,
+// or each box's half rows through a tensor map of half boxes) with
+// multicast::cluster into both blocks' stage at the same offset, and each
+// block's full barrier expects the whole tile's bytes; elsewhere each loads
+// its own tile as before. Consumers release a stage on the empty barrier of
+// both blocks (arrival count doubled), so a producer refills a stage only
+// when both blocks are done with it. The barrier inits are followed by a
+// cluster barrier (the peer's barriers exist before any remote arrival or
+// multicast), and the kernel ends with one (no block exits while its peer
+// may still write into it). Refused (the kernel unchanged, the returned note
+// says why) unless: the kernel was warp-specialized; its grid is static
+// with an even x extent (persistent: an even number of tiles and blocks);
+// the k-loop's bounds do not depend on the block (both producers issue the
+// same number of k-steps, the consumers release the same stages).
+// Returns the note ("cluster 2: ..." or "not clustered: ...").
+std::string ClusterMulticast(SimtKernel* k, int64_t cluster);
 
 }  // namespace tl::gpu

@@ -90,7 +90,10 @@ struct SFor {
   SBlock body;
 };
 struct SIf { ir::Expr cond; SBlock then_body, else_body; };
-struct SBarrier {};
+// `cluster` (sm_90a thread-block clusters, SimtKernel::cluster > 1; cluster.cc): a barrier of
+// every thread of every block of the cluster (barrier.cluster.arrive.release + wait.acquire)
+// instead of the block's threads; printed only by the CUDA printer.
+struct SBarrier { bool cluster = false; };
 // `var = op(var over the `width` consecutive lanes containing this thread)`;
 // every lane of the group must execute it (no divergence around it). width is
 // a power of two <= SimtKernel::warp_size; op is a ReduceOp's combiner (sum/max/min).
@@ -299,6 +302,11 @@ struct SMbarInit { std::string bar; int64_t count = 1; int64_t arrivals = 1; };
 // buffer 128-byte aligned (SwizzleAtomBytes for swizzles). The bytes
 // complete on bar[bar_index]; the data is visible to a thread once it has
 // seen that phase complete (SMbarWait).
+// With `multicast` (a cluster of 2, cluster.cc) the box lands at the same
+// offset in the shared memory of BOTH blocks of the cluster and completes
+// its bytes on bar[bar_index] of each (multicast::cluster, ctaMask 0b11);
+// `bytes` is then what THIS block's barrier expects for this box and its
+// peer's matching one.
 struct STmaLoad {
   int map = 0;
   std::vector<ir::Expr> coords;
@@ -307,12 +315,15 @@ struct STmaLoad {
   std::string bar;
   ir::Expr bar_index;
   int64_t bytes = 0;
+  bool multicast = false;
 };
 // SMbarArrive (ONE thread): arrives on bar[index] (count 1: completes the
 // phase's arrivals; the phase completes when the expected bytes have landed).
 // With `each_thread`, every thread that executes it arrives once (a
 // warp-specialized pipeline's consumers release a stage: lane 0 of each warp).
-struct SMbarArrive { std::string bar; ir::Expr index; bool each_thread = false; };
+// With `peer` (a cluster of 2, cluster.cc) each arriving thread also arrives
+// on bar[index] of the other block of the cluster (mapa + arrive.release.cluster).
+struct SMbarArrive { std::string bar; ir::Expr index; bool each_thread = false; bool peer = false; };
 // SMbarWait (every thread): blocks until the phase of bar[index] with the
 // given parity (0 or 1: phase number & 1) has completed.
 struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
@@ -406,6 +417,11 @@ struct SimtKernel {
   // T.warpgroup_pingpong() (Tile IR `hint warpgroup_pingpong`) was in the
   // program: LowerToSimt runs WarpgroupPingpong after warp specialization.
   bool pingpong_requested = false;
+  // Blocks per thread-block cluster along grid x (sm_90a; 1: no cluster).
+  // > 1 only from ClusterMulticast (cluster.cc): the kernel is compiled with
+  // __cluster_dims__(cluster, 1, 1), its static grid's x extent is a
+  // multiple of it, and blocks 2j, 2j + 1 share shared memory traffic.
+  int64_t cluster = 1;
 };
 
 // Human-readable dump (tests, --emit-source debugging).
