@@ -30,8 +30,9 @@ Consumers: cw warps; warp w owns tiles w tn .. w tn + tn - 1 of the tile-block; 
 a lane reads its 16-byte A fragment of each tile (4 k16-steps, w4a16_m16's layout) and the B fragments
 (activation rows g and 8 + g, halves 16 t .. 16 t + 15 of the chunk: a row stride of stage_groups x group
 + 8 halves keeps the 16-byte reads conflict-free), decodes (4 LOP3 + 1 shift + 4 HFMA2 per word) and runs
-the m16n8k16 mma.sync (the second n8 half only when M > 8); per group a float32 partial times the scale
-pair. At the end of each range piece (a tile-block's groups of this block) the float32 sums go to the
+the m16n8k16 mma.sync (the second n8 half only when M > 8; at M <= 8 the even and odd k16-steps run as
+two chains instead, so a warp still has 2 tn independent mma chains); per group a float32 partial times the
+scale pair. M is static: one instantiation of the body. At the end of each range piece (a tile-block's groups of this block) the float32 sums go to the
 workspace Wk [N, 16] with 16-byte red.global.add.v4.f32 (row n, position 4 t + 2 j + e holds activation row
 8 j + 2 t + e: a lane's 4 values of one weight row are adjacent), then the block adds its group count to
 the tile-block's semaphore Sem[tile-block]; the block whose count completes K / group rounds the
@@ -139,6 +140,8 @@ def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=1
     sg = stage_groups
     wts, act, _, slot, bars, flag, _ = _layout(group_size, tn, cw, sg, stages, rows)
     arow_h = sg * group_size + 8  # activation row stride (halves)
+    two = "true" if rows > 8 else "false"
+    nch = 1 if rows > 8 else 2  # mma chains per (tile, n8 half)
     ct = 32 * cw  # consumer threads
     return f"""
 template <bool TWO>
@@ -174,10 +177,12 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
         const tl_w4b_sptr full = full0 + 8 * slot, base = s0 + slot * {slot};
         tl_w4b_wait(empty0 + 8 * slot, par ^ 1u);  // the consumers released the slot's previous round
         tl_w4b_arrive_tx(full, gn * {tiles * (unit + 32)} + gn * M * {group_size * 2});
+#pragma unroll 1
         for (int i = 0; i < {tiles}; ++i) {{
           tl_w4b_bulk(base + i * {sg * unit}, wsrc + (size_t)i * {kc * 512}, gn * {unit}, full);
           tl_w4b_bulk(base + {wts + act} + i * {sg * 32}, ssrc + (size_t)i * {ng * 32}, gn * 32, full);
         }}
+#pragma unroll 1
         for (int m = 0; m < M; ++m)
           tl_w4b_bulk(base + {wts} + m * {2 * arow_h}, asrc + (size_t)m * {K}, gn * {group_size * 2}, full);
         wsrc += {sg * unit};
@@ -216,14 +221,18 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
       const unsigned char* sr = base + {wts + act} + warp * {tn * sg * 32} + 4 * g;
 #pragma unroll
       for (int gl = 0; gl < {sg}; ++gl) {{
-        if (gl < gn) {{
-          float part[{tn}][2][4];
+        if ({int(sg == 1)} || gl < gn) {{  // a stage's last group may be missing (never with one group per stage)
+          // M <= 8 (one n8 half): two mma chains per tile (even / odd k16-steps), else the n8 halves are two
+          // already -- half the dependent mma latency per group without more registers at M > 8
+          float part[{nch}][{tn}][2][4];
 #pragma unroll
-          for (int i = 0; i < {tn}; ++i)
+          for (int h = 0; h < {nch}; ++h)
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+            for (int i = 0; i < {tn}; ++i)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) part[i][j][e] = 0.f;
+              for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) part[h][i][j][e] = 0.f;
 #pragma unroll
           for (int c = 0; c < {gc}; ++c) {{
             // B fragments of k16-step s: row g (j = 0) and row 8 + g (j = 1), halves 16 t + 4 s .. + 3
@@ -243,8 +252,8 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
               for (int s = 0; s < 4; ++s) {{
                 unsigned fa[4];
                 tl_w4m_decode(words[s], fa);
-                tl_w4m_mma(part[i][0], fa, bj[0][s][0], bj[0][s][1]);
-                if (TWO) tl_w4m_mma(part[i][1], fa, bj[1][s][0], bj[1][s][1]);
+                tl_w4m_mma(part[s % {nch}][i][0], fa, bj[0][s][0], bj[0][s][1]);
+                if (TWO) tl_w4m_mma(part[s % {nch}][i][1], fa, bj[1][s][0], bj[1][s][1]);
               }}
             }}
           }}
@@ -255,10 +264,10 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
             const float shi = tl_w4m_h2f((unsigned short)(sv >> 16));  // row g + 8
 #pragma unroll
             for (int j = 0; j < 2; ++j) {{
-              tot[i][j][0] += part[i][j][0] * slo;
-              tot[i][j][1] += part[i][j][1] * slo;
-              tot[i][j][2] += part[i][j][2] * shi;
-              tot[i][j][3] += part[i][j][3] * shi;
+              tot[i][j][0] += (part[0][i][j][0] + part[{nch} - 1][i][j][0] * {nch - 1}) * slo;
+              tot[i][j][1] += (part[0][i][j][1] + part[{nch} - 1][i][j][1] * {nch - 1}) * slo;
+              tot[i][j][2] += (part[0][i][j][2] + part[{nch} - 1][i][j][2] * {nch - 1}) * shi;
+              tot[i][j][3] += (part[0][i][j][3] + part[{nch} - 1][i][j][3] * {nch - 1}) * shi;
             }}
           }}
         }}
@@ -311,10 +320,9 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
 #else
   if (M > {rows}) __trap();  // the ring holds {rows} activation rows
   unsigned char* s = reinterpret_cast<unsigned char*>(smem);
-  if (M > 8)
-    {name}_body<true>(a, wp, sp, out, s, M, bid, tid, wks, sem);
-  else  // activation rows 0 .. 7 only: one n8 mma per k16-step
-    {name}_body<false>(a, wp, sp, out, s, M, bid, tid, wks, sem);
+  // rows <= 8 (the ring's, = the program's static M): activation rows 0 .. 7 only, one n8 mma per k16-step;
+  // one instantiation per kernel (the other would only cost code and registers)
+  {name}_body<{two}>(a, wp, sp, out, s, M, bid, tid, wks, sem);
 #endif
 }}
 """
