@@ -341,3 +341,36 @@ def test_bad_arguments_are_refused():
         wb.w4a16_bulk(1, 256, 1024, blocks=0)
     with pytest.raises(ValueError, match=r"out_dtype must be float16"):
         wb.w4a16_bulk(16, 256, 1024, out_dtype="float32")
+
+
+def test_bench_wiring(monkeypatch):
+    """hopper_bench's "m16b" path off-GPU: fits only its own M's row, the program is w4a16_bulk with the tuple's
+    tn / cw / stage_groups / stages / blocks, the arguments are (A, Wp, Sp, C, Wk [N, 16] zero, Sem [N / 16] zero)
+    with pack_w4a16_m16's layout, and --w4-kinds / --w4-ms keep exactly the asked rows and kinds."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+    import hopper_bench as hb
+    cfg16 = (16, 128, 128, 6, 160, "m16b", 132, 2)
+    cfg1 = (1, 64, 128, 9, 160, "m16b", 132, 4)
+    case = hb.w4_case(16, 512, 512, (cfg16, cfg1))
+    assert hb.fits(case, cfg16) and not hb.fits(case, cfg1)
+    assert hb.w4_split_of(cfg16, 512) == 1
+    seen = {}
+    monkeypatch.setattr(wb, "w4a16_bulk", lambda *a, **k: seen.update(args=a, kw=k) or "prog")
+    assert case.program(cfg16) == "prog"
+    assert seen["args"] == (16, 512, 512) and seen["kw"] == dict(group_size=128, tn=2, cw=4, stage_groups=2, stages=6,
+                                                                 blocks=132, workspace=True)
+    monkeypatch.undo()
+    be = hb.NumpyBackend()
+    x = case.make(be, np.random.default_rng(0))
+    o = np.zeros((16, 512), np.float16)
+    args = case.args(x, o, cfg16)
+    assert len(args) == 6
+    wp, sp = wm.pack_w4a16_m16(x["W"], x["S"])
+    assert np.array_equal(args[1], wp) and np.array_equal(args[2], sp)
+    assert args[4].shape == (512, 16) and args[4].dtype == np.float32 and not args[4].any()
+    assert args[5].shape == (32,) and args[5].dtype == np.int32 and not args[5].any()
+    assert x["_w"] is args[4]
+    cases = hb.select_w4(hb.all_cases(tiny=True, only=("w4a16",)), "m16b,ldg", "1,16")
+    assert [c.params["M"] for c in cases] == [1, 16]
+    assert all(str(cfg[5]) in ("m16b", "ldg") for c in cases for cfg in c.configs)
+    assert any(cfg[5] == "m16b" for cfg in cases[1].configs)

@@ -229,14 +229,16 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # warp, stage_groups KiB of weights per tile and slot, `blocks` the grid (132 = one per SM
                      # of the H200). Fits only the row of its own M (the slot holds M activation rows); 163 KiB
                      # of shared memory at most. Weight bytes in flight per SM: blocks/SM x stages x block_N x
-                     # stage_groups x 64: 112 KiB (M=16, 16 tiles, 7 x 1 groups; 81 regs), 96 KiB (3 x 2),
+                     # stage_groups x 64: 112 KiB (M=16, 16 tiles, 7 x 1 groups; 96 regs), 96 KiB (3 x 2),
                      # 64 KiB (4 x 1); 2 blocks per SM at 264; 128 blocks: 16 units each, 4 SMs idle. M=1: 144
                      # KiB (4 tiles x 4 groups x 9; 8 x 2 x 9 with 8 or 4 consumer warps; 16 x 1 x 9), 64 KiB
-                     # (2 per SM), 64 KiB (4 stages). No M=16 config with one tile per warp (ptxas spills it)
+                     # (2 per SM), 64 KiB (4 stages). M=16 with one tile per warp only at 4 consumer warps (8 spill);
+                     # 16 x 64 / 9 x 2 at 128 blocks: every block one whole 4-tile block (no split sums: 4 KiB of
+                     # atomics per block instead of 16-32; but A read from the L2 once per 4 tiles, not 16)
                      (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 256, 128, 3, 288, "m16b", 132, 2),
                      (16, 128, 128, 6, 160, "m16b", 132, 2), (16, 256, 128, 7, 160, "m16b", 132, 1),
                      (16, 128, 128, 6, 160, "m16b", 264, 1), (16, 256, 128, 7, 288, "m16b", 128, 1),
-                     (16, 256, 128, 4, 288, "m16b", 132, 1),
+                     (16, 256, 128, 4, 288, "m16b", 132, 1), (16, 64, 128, 9, 160, "m16b", 128, 2),
                      (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 9, 288, "m16b", 132, 2),
                      (1, 128, 128, 9, 160, "m16b", 132, 2), (1, 256, 128, 9, 288, "m16b", 132, 1),
                      (1, 64, 128, 8, 160, "m16b", 264, 2), (1, 128, 128, 4, 288, "m16b", 132, 2))
