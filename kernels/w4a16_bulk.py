@@ -97,6 +97,21 @@ __device__ __forceinline__ void tl_w4b_bulk(tl_w4b_sptr dst, const void* src, un
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 #endif
 }
+// the same with an L2 cache policy (createpolicy): the weights and scales are read once
+__device__ __forceinline__ void tl_w4b_bulk_hint(tl_w4b_sptr dst, const void* src, unsigned bytes, tl_w4b_sptr bar,
+                                                 unsigned long long policy) {
+#ifdef TL_W4B_SM90
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy) : "memory");
+#endif
+}
+__device__ __forceinline__ unsigned long long tl_w4b_evict_first() {
+  unsigned long long p = 0;
+#ifdef TL_W4B_SM90
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
 // the consumer warps only (the producer warp never joins): named barrier 1
 __device__ __forceinline__ void tl_w4b_csync(int threads) {
   asm volatile("bar.sync 1, %0;" :: "r"(threads) : "memory");
@@ -127,9 +142,10 @@ def smem_bytes(group_size=128, tn=2, cw=8, stage_groups=1, stages=7, M=16):
     return _layout(group_size, tn, cw, stage_groups, stages, M)[-1]
 
 
-def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=16):
+def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=16, evict_first=False):
     """CUDA C++ of the whole block (called once per thread with its index tid; warps 0 .. cw - 1 consume,
-    warp cw produces); the ring holds `rows` activation rows (the call's M must not exceed it)."""
+    warp cw produces); the ring holds `rows` activation rows (the call's M must not exceed it). evict_first:
+    the weight and scale copies carry an L2 evict_first policy."""
     gc = group_size // 64  # 64-wide chunks per group
     kc = K // 64
     ng = K // group_size
@@ -142,6 +158,10 @@ def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=1
     arow_h = sg * group_size + 8  # activation row stride (halves)
     two = "true" if rows > 8 else "false"
     nch = 1 if rows > 8 else 2  # mma chains per (tile, n8 half)
+    # read-once weights and scales as L2 evict_first (their lines replace each other, not the L2's other lines)
+    wcopy = "tl_w4b_bulk_hint" if evict_first else "tl_w4b_bulk"
+    pol_decl = "const unsigned long long pol = tl_w4b_evict_first();" if evict_first else ""
+    pol_arg = ", pol" if evict_first else ""
     ct = 32 * cw  # consumer threads
     return f"""
 template <bool TWO>
@@ -166,6 +186,7 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
     if (lane != 0) return;
     int slot = 0;
     unsigned par = 0;
+    {pol_decl}
     for (int u = u0; u < u1;) {{
       const int tb = u / {ng}, ga = u % {ng};
       const int gb = u1 - u < {ng} - ga ? ga + u1 - u : {ng};
@@ -179,8 +200,8 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
         tl_w4b_arrive_tx(full, gn * {tiles * (unit + 32)} + gn * M * {group_size * 2});
 #pragma unroll 1
         for (int i = 0; i < {tiles}; ++i) {{
-          tl_w4b_bulk(base + i * {sg * unit}, wsrc + (size_t)i * {kc * 512}, gn * {unit}, full);
-          tl_w4b_bulk(base + {wts + act} + i * {sg * 32}, ssrc + (size_t)i * {ng * 32}, gn * 32, full);
+          {wcopy}(base + i * {sg * unit}, wsrc + (size_t)i * {kc * 512}, gn * {unit}, full{pol_arg});
+          {wcopy}(base + {wts + act} + i * {sg * 32}, ssrc + (size_t)i * {ng * 32}, gn * 32, full{pol_arg});
         }}
 #pragma unroll 1
         for (int m = 0; m < M; ++m)
@@ -356,21 +377,24 @@ def check_args(M, N, K, group_size, tn, cw, stage_groups, stages, blocks):
 
 
 def w4a16_bulk(M, N, K, group_size=128, out_dtype=None, tn=2, cw=8, stage_groups=1, stages=7, blocks=132,
-               workspace=False):
+               workspace=False, evict_first=False):
     """The kernel of the module docstring (CUDA sm_90 only). tn: 16-row tiles per consumer warp; cw: consumer
     warps (block_N = 16 tn cw output channels per tile-block; 32 (cw + 1) threads); stage_groups: groups of K
     per ring slot (stage_groups KiB of weights per tile and bulk copy at group 128); stages: ring slots;
     blocks: the grid (persistent; the SM count for one block per SM). Signature (A, Wp, Sp, C), with
     workspace=True (A, Wp, Sp, C, Wk, Sem): Wk [N, 16] float32, Sem [N / 16] int32 (element tb counts the
-    groups summed into tile-block tb), zero before the first call and left zero by every call."""
+    groups summed into tile-block tb), zero before the first call and left zero by every call. evict_first: the
+    weight and scale copies with an L2 evict_first policy (read once: their lines evict each other rather than
+    the L2's other lines -- e.g. dirty ones whose write-back would share the DRAM with the weight stream)."""
     smem = check_args(M, N, K, group_size, tn, cw, stage_groups, stages, blocks)
     out_dtype = out_dtype or "float16"
     if out_dtype != "float16":
         raise ValueError(f"w4a16_bulk: out_dtype must be float16, got {out_dtype}")
     ng = K // group_size
     threads = 32 * (cw + 1)
-    name = f"tl_w4b_n{N}_k{K}_g{group_size}_t{tn}_c{cw}_s{stage_groups}_d{stages}_b{blocks}"
-    src = _FMA + _DECODE + _MMA + _BULK + _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, M)
+    name = f"tl_w4b_n{N}_k{K}_g{group_size}_t{tn}_c{cw}_s{stage_groups}_d{stages}_b{blocks}{'_ef' if evict_first else ''}"
+    src = _FMA + _DECODE + _MMA + _BULK + _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, M,
+                                                        evict_first)
 
     @T.macro
     def body(A, Wp, Sp, C, Wk, Sem, bx):

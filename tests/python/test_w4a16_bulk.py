@@ -132,6 +132,12 @@ static void tl_w4b_bulk(tl_w4b_sptr dst, const void* src, unsigned bytes, tl_w4b
   if (h.tx < 0) { std::fprintf(stderr, "complete_tx beyond expect_tx\n"); std::abort(); }
   host_bar_check(h);
 }
+static void tl_w4b_bulk_hint(tl_w4b_sptr dst, const void* src, unsigned bytes, tl_w4b_sptr bar,
+                             unsigned long long policy) {
+  if (policy != 0x5eedULL) g_bulk_bytes_bad = 1;  // the policy made by tl_w4b_evict_first
+  tl_w4b_bulk(dst, src, bytes, bar);
+}
+static unsigned long long tl_w4b_evict_first() { return 0x5eedULL; }
 static std::barrier<>* g_consumer_bar;
 static void tl_w4b_csync(int) { g_consumer_bar->arrive_and_wait(); }
 static void __syncwarp() { g_warp_bar[t_tid >> 5]->arrive_and_wait(); }
@@ -184,14 +190,14 @@ int main(int argc, char** argv) {{
 """
 
 
-@pytest.mark.parametrize("M,N,K,gs,tn,cw,sg,stages,blocks", [
-    (16, 128, 1024, 128, 2, 2, 2, 3, 3),  # M = 16: both n8 halves; ranges start and end inside tile-blocks
-    (1, 128, 2048, 128, 1, 2, 2, 2, 5),  # M = 1 (one n8 half, one lane of four adds); 2 slots wrap many times
-    (9, 64, 1536, 64, 1, 2, 3, 2, 4),  # group 64 (one chunk per group), M between 8 and 16, short last stages
-    (5, 256, 1024, 128, 2, 4, 1, 4, 7),  # 4 consumer warps, one group per slot, 7 blocks over 2 tile-blocks
-    (16, 32, 256, 128, 1, 1, 4, 2, 6),  # one consumer warp, 4 units over 6 blocks: two blocks stream nothing
+@pytest.mark.parametrize("M,N,K,gs,tn,cw,sg,stages,blocks,ef", [
+    (16, 128, 1024, 128, 2, 2, 2, 3, 3, False),  # M = 16: both n8 halves; ranges start and end inside tile-blocks
+    (1, 128, 2048, 128, 1, 2, 2, 2, 5, False),  # M = 1 (one n8 half, one lane of four adds); 2 slots wrap often
+    (9, 64, 1536, 64, 1, 2, 3, 2, 4, True),  # group 64 (one chunk per group), M in 9..16, short last stages, hint
+    (5, 256, 1024, 128, 2, 4, 1, 4, 7, False),  # 4 consumer warps, one group per slot, 7 blocks over 2 tile-blocks
+    (16, 32, 256, 128, 1, 1, 4, 2, 6, True),  # one consumer warp, 4 units over 6 blocks: two stream nothing
 ])
-def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, cw, sg, stages, blocks):
+def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, cw, sg, stages, blocks, ef):
     gxx = shutil.which("g++")
     if not gxx:
         pytest.skip("no g++")
@@ -199,7 +205,7 @@ def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, cw, sg, stages
     wp, sp = wm.pack_w4a16_m16(w, s)
     name = "tl_w4b_host"
     smem = wb.smem_bytes(gs, tn, cw, sg, stages, M)  # the ring sized for M rows
-    src = (t16._HOST_PRELUDE + _HOST_BULK + wm._DECODE + wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M) +
+    src = (t16._HOST_PRELUDE + _HOST_BULK + wm._DECODE + wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M, ef) +
            _host_main(name, M, N, K, gs, tn, cw, blocks, smem))
     (tmp_path / "h.cc").write_text(src)
     r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),
@@ -226,14 +232,14 @@ def _wrapped_source(M, N, K, gs, tn, cw, sg, stages, blocks):
 
 
 def _bench_configs():
-    """hopper_bench's "m16b" configs as (M, (tn, cw, stage_groups, stages, blocks))."""
+    """hopper_bench's "m16b" configs as (M, (tn, cw, stage_groups, stages, blocks), evict_first)."""
     sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
     import hopper_bench as hb
     out = []
     for c in hb.W4_CONFIGS_DECODE:
         if c[5] == "m16b":
             cw = c[4] // 32 - 1
-            out.append((c[0], (c[1] // 16 // cw, cw, c[7], c[3], c[6])))
+            out.append((c[0], (c[1] // 16 // cw, cw, c[7], c[3], c[6]), c[8:9] == ("ef",)))
     return out
 
 
@@ -241,12 +247,12 @@ def _bench_configs():
 # that keep its blocks resident (one per SM; two at 264 blocks). ptxas picks its own register target without a
 # min-blocks launch bound (96 at 288 threads): the second mma chain per tile is kept for M <= 8 only, where it
 # costs no spill
-@pytest.mark.parametrize("M,cfg", _bench_configs())
-def test_source_compiles_for_sm90a_without_spills(tmp_path, M, cfg):
+@pytest.mark.parametrize("M,cfg,ef", _bench_configs())
+def test_source_compiles_for_sm90a_without_spills(tmp_path, M, cfg, ef):
     tn, cw, sg, stages, blocks = cfg
     assert wb.check_args(M, 8192, 8192, 128, *cfg) <= (wb.SMEM_LIMIT if blocks <= 132 else 232448 // 2 - 1024)
     src = _compiled_source(wb.w4a16_bulk(M, 8192, 8192, tn=tn, cw=cw, stage_groups=sg, stages=stages, blocks=blocks,
-                                         workspace=True))
+                                         workspace=True, evict_first=ef))
     if not os.access(NVCC, os.X_OK):
         pytest.skip(f"no nvcc at {NVCC}")
     cu = tmp_path / "k.cu"
@@ -265,6 +271,8 @@ def test_source_compiles_for_sm90a_without_spills(tmp_path, M, cfg):
     assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert "fence.mbarrier_init.release.cluster" in ptx
+    hinted = len(re.findall(r"complete_tx::bytes\.L2::cache_hint", ptx))
+    assert ("createpolicy.fractional.L2::evict_first.b64" in ptx) == ef and (hinted == 2 if ef else hinted == 0), hinted
     # no per-thread copies or global loads of weights: everything comes through the bulk ring
     assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx and not re.search(r"ld\.global(\.\w+)*\.v4\.u32", ptx)
     # per group and tile: 2 chunks x 4 k16-steps x (2 n8 halves when M > 8, else 1), unrolled over the stage's
@@ -358,7 +366,7 @@ def test_bench_wiring(monkeypatch):
     monkeypatch.setattr(wb, "w4a16_bulk", lambda *a, **k: seen.update(args=a, kw=k) or "prog")
     assert case.program(cfg16) == "prog"
     assert seen["args"] == (16, 512, 512) and seen["kw"] == dict(group_size=128, tn=2, cw=4, stage_groups=2, stages=6,
-                                                                 blocks=132, workspace=True)
+                                                                 blocks=132, workspace=True, evict_first=False)
     monkeypatch.undo()
     be = hb.NumpyBackend()
     x = case.make(be, np.random.default_rng(0))

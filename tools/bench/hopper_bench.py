@@ -234,14 +234,18 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # KiB (4 tiles x 4 groups x 9; 8 x 2 x 9 with 8 or 4 consumer warps; 16 x 1 x 9), 64 KiB
                      # (2 per SM), 64 KiB (4 stages). M=16 with one tile per warp only at 4 consumer warps (8 spill);
                      # 16 x 64 / 9 x 2 at 128 blocks: every block one whole 4-tile block (no split sums: 4 KiB of
-                     # atomics per block instead of 16-32; but A read from the L2 once per 4 tiles, not 16)
+                     # atomics per block instead of 16-32; but A read from the L2 once per 4 tiles, not 16).
+                     # A 9th element "ef": the weight and scale copies with an L2 evict_first policy (the default
+                     # --flush write leaves the L2 dirty: read-once lines that replace each other cause fewer
+                     # write-backs sharing the DRAM with the stream)
                      (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 256, 128, 3, 288, "m16b", 132, 2),
                      (16, 128, 128, 6, 160, "m16b", 132, 2), (16, 256, 128, 7, 160, "m16b", 132, 1),
                      (16, 128, 128, 6, 160, "m16b", 264, 1), (16, 256, 128, 7, 288, "m16b", 128, 1),
                      (16, 256, 128, 4, 288, "m16b", 132, 1), (16, 64, 128, 9, 160, "m16b", 128, 2),
                      (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 9, 288, "m16b", 132, 2),
                      (1, 128, 128, 9, 160, "m16b", 132, 2), (1, 256, 128, 9, 288, "m16b", 132, 1),
-                     (1, 64, 128, 8, 160, "m16b", 264, 2), (1, 128, 128, 4, 288, "m16b", 132, 2))
+                     (1, 64, 128, 8, 160, "m16b", 264, 2), (1, 128, 128, 4, 288, "m16b", 132, 2),
+                     (16, 256, 128, 7, 288, "m16b", 132, 1, "ef"), (1, 64, 128, 9, 160, "m16b", 132, 4, "ef"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -513,7 +517,7 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             from kernels import w4a16_bulk
             cw = threads // 32 - 1
             return w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw, stage_groups=cfg[7],
-                                         stages=stages, blocks=cfg[6], workspace=True)
+                                         stages=stages, blocks=cfg[6], workspace=True, evict_first=cfg[8:9] == ("ef",))
         if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
             # threads / 2); _p: k permuted within each group (16-byte weight loads)
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,

@@ -18,7 +18,7 @@
   python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16|m16r SPLIT WK   (kernels.w4a16_m16,
       CUDA only: hopper_bench's "m16" / "m16r" (ring=True) tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
       at any SPLIT)
-  python3 tools/bench/profile_kernel.py w4a16 M N K M BN 128 STAGES THREADS m16b BLOCKS STAGE_GROUPS   (kernels.w4a16_bulk,
+  python3 tools/bench/profile_kernel.py w4a16 M N K M BN 128 STAGES THREADS m16b BLOCKS STAGE_GROUPS [ef]   (kernels.w4a16_bulk,
       CUDA sm_90 only: hopper_bench's "m16b" tuple; the weights repacked by pack_w4a16_m16, the workspace [N, 16] and
       semaphores [N / 16] zero; one kernel, main_kernel, a persistent grid of BLOCKS)
 
@@ -113,7 +113,8 @@ def main():
             from kernels import w4a16_bulk, w4a16_m16
             cw = threads // 32 - 1
             prog = w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw,
-                                         stage_groups=int(a.args[10]), stages=stages, blocks=split, workspace=True)
+                                         stage_groups=int(a.args[10]), stages=stages, blocks=split, workspace=True,
+                                         evict_first=a.args[11:12] == ["ef"])
         elif kind == "lut":
             prog = quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                             threads=threads)
