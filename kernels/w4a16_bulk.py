@@ -351,7 +351,8 @@ __device__ __forceinline__ void {name}(const unsigned short* __restrict__ a, con
 
 # Shared bytes a block may use: 163 KiB, not sm_90's 227: every CUDA bundle (also TL_CUDA_TARGET=sm_90a) carries
 # compute_80 PTX, whose lowering of the same tile program must fit sm_80's opt-in limit (tl-pack refuses the
-# program otherwise), although that variant only traps.
+# program otherwise), although that variant only traps. A plain target "cuda" also builds sm_89 (99 KiB): compile
+# the deeper rings for "sm_90a" (as hopper_bench does through TL_CUDA_TARGET).
 SMEM_LIMIT = 163 * 1024
 
 
