@@ -6,23 +6,34 @@ them.
 Why (issue #11; BENCHMARKS session 8): every earlier decode kernel (w4a16_gemv_ldg, w4a16_m1, w4a16_m16 and
 its ring variant) plateaus at 1.9-2.1 TB/s with DRAM 37-44 % busy at 1-2 blocks per SM: the bytes in
 flight per SM are bounded by what each thread can keep outstanding (16-byte cp.async per thread and
-fragment, or registers), and every thread spends issue slots on copies. Here ONE thread per block (lane 0
-of a producer warp) issues `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes` copies of
-whole contiguous runs (the TMA engine moves them; no tensor map: 1-D bulk copies, sizes and addresses
-multiples of 16 bytes) into a ring of `stages` shared-memory slots, `stages` x block_N x stage_groups x
-group / 2 weight bytes in flight per block whatever the registers; completion on a "full" mbarrier per
-slot (arrive.expect_tx by the producer, complete_tx by the copies), the consumer warps wait on it
-(try_wait.parity), read the slot with ld.shared and release it on an "empty" mbarrier (one arrive per
-warp after __syncwarp), which the producer waits on before it refills the slot. No fence.proxy.async: the
-slots are only written by the async proxy and read by generic loads after the mbarrier wait.
+fragment, or registers), and every thread spends issue slots on copies. Here lane 0 of a producer warp
+issues `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes` copies of whole contiguous weight
+runs (the TMA engine moves them; no tensor map: 1-D bulk copies, sizes and addresses multiples of 16 bytes)
+into a ring of `stages` shared-memory slots, `stages` x block_N x stage_groups x group / 2 weight bytes in
+flight per block whatever the registers; the slot's small parts (scale pairs, activation rows) are the
+producer warp's 16-byte cp.async, spread over its 32 lanes. Completion on a "full" mbarrier per slot (33
+arrivals: lane 0's arrive.expect_tx of the weight bytes, then each lane's cp.async.mbarrier.arrive.noinc
+once its cp.async landed; the bulk copies' complete_tx), the consumer warps wait on it (try_wait.parity),
+read the slot with ld.shared and release it on an "empty" mbarrier (one arrive per warp after __syncwarp),
+which the producer warp waits on before it refills the slot. No fence.proxy.async: the slots are only
+written by the async proxy / cp.async and read by generic loads after the mbarrier wait.
+
+Why only the weights as bulk copies (session 9, H200): with every tile's weights, every tile's 32-byte scale
+pairs and every activation row a bulk copy (48 per 16 KiB slot at M=16) all configs were correct but
+1.5-2.3x slower than the per-thread rings, and the time did not depend on the ring depth (3..7 stages: 49.5
+us) -- it fit ~13 us + ~49 ns per bulk copy of a block (7 configs within ~5 %; at 2 blocks per SM the
+per-SM copy count doubled and the time did not: a per-issuing-thread cost, not the SM's TMA unit). The
+protocol itself runs `stages` slots ahead (test_w4a16_bulk holds the consumers back and counts the slots
+armed before the producer first waits). So: one bulk copy per tile and slot, stage_groups KiB each (a tile's
+K range is contiguous in pack_w4a16_m16's Wp), nothing small through the bulk engine.
 
 Work split (persistent, stream-K): the output channels form N / block_N tile-blocks of block_N / 16
 16-row tiles; a work unit is (tile-block, group); the blocks x units are cut into `blocks` equal
 contiguous ranges of the unit order (tile-block major, group minor), so block b streams a contiguous K
 range of one tile-block, then the next: per tile of the tile-block one bulk copy of stage_groups KiB of
-weights (pack_w4a16_m16's Wp row of a 16-row tile is its K range, 512 bytes per 64 k) and one of its
-stage_groups x 32 bytes of scale pairs, plus one bulk copy per activation row (stage_groups x group fp16 of
-A, shared by all the tiles of the slot; rows >= M are never copied and read as zero by the consumers).
+weights (pack_w4a16_m16's Wp row of a 16-row tile is its K range, 512 bytes per 64 k); its stage_groups x
+32 bytes of scale pairs and the activation rows (stage_groups x group fp16 of A each, shared by all the
+tiles of the slot; rows >= M are never copied and read as zero by the consumers) by cp.async.
 A stage never crosses a tile-block boundary (the last one of a range may be shorter). `blocks` = the SM
 count (132 on the H200) gives one block per SM and every SM the same number of weight bytes to +-1 unit.
 
@@ -97,7 +108,7 @@ __device__ __forceinline__ void tl_w4b_bulk(tl_w4b_sptr dst, const void* src, un
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 #endif
 }
-// the same with an L2 cache policy (createpolicy): the weights and scales are read once
+// the same with an L2 cache policy (createpolicy): the weights are read once
 __device__ __forceinline__ void tl_w4b_bulk_hint(tl_w4b_sptr dst, const void* src, unsigned bytes, tl_w4b_sptr bar,
                                                  unsigned long long policy) {
 #ifdef TL_W4B_SM90
@@ -111,6 +122,24 @@ __device__ __forceinline__ unsigned long long tl_w4b_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
 #endif
   return p;
+}
+// one 16-byte per-thread copy (L2 only: the activations are L2-resident, read by every block)
+__device__ __forceinline__ void tl_w4b_cp16(tl_w4b_sptr dst, const void* src) {
+#ifdef TL_W4B_SM90
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+#endif
+}
+// an arrival on the mbarrier once this thread's earlier cp.async have landed (.noinc: one of the `count`
+// arrivals the barrier was initialized with)
+__device__ __forceinline__ void tl_w4b_cp_arrive(tl_w4b_sptr b) {
+#ifdef TL_W4B_SM90
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(b) : "memory");
+#endif
+}
+__device__ __forceinline__ void tl_w4b_cp_wait_all() {
+#ifdef TL_W4B_SM90
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
 }
 // the consumer warps only (the producer warp never joins): named barrier 1
 __device__ __forceinline__ void tl_w4b_csync(int threads) {
@@ -145,7 +174,7 @@ def smem_bytes(group_size=128, tn=2, cw=8, stage_groups=1, stages=7, M=16):
 def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=16, evict_first=False):
     """CUDA C++ of the whole block (called once per thread with its index tid; warps 0 .. cw - 1 consume,
     warp cw produces); the ring holds `rows` activation rows (the call's M must not exceed it). evict_first:
-    the weight and scale copies carry an L2 evict_first policy."""
+    the weight bulk copies carry an L2 evict_first policy."""
     gc = group_size // 64  # 64-wide chunks per group
     kc = K // 64
     ng = K // group_size
@@ -174,7 +203,7 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
   int* flag = reinterpret_cast<int*>(smem + {flag});
   if (tid == 0) {{
     for (int s = 0; s < {stages}; ++s) {{
-      tl_w4b_bar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx; the copies' bytes
+      tl_w4b_bar_init(full0 + 8 * s, 33);  // lane 0's arrive.expect_tx + 32 lanes' cp.async arrive.noinc; the bulk bytes
       tl_w4b_bar_init(empty0 + 8 * s, {cw});  // one arrive per consumer warp
     }}
     tl_w4b_fence_init();
@@ -182,8 +211,7 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
   __syncthreads();
   // this block's units [u0, u1) of {units} (tile-block tb = u / {ng}, group u % {ng})
   const int u0 = (int)((long long)bid * {units} / {blocks}), u1 = (int)((long long)(bid + 1) * {units} / {blocks});
-  if (warp == {cw}) {{  // producer: one thread issues every copy
-    if (lane != 0) return;
+  if (warp == {cw}) {{  // producer warp: lane 0 the weight bulk copies, all 32 lanes the small parts
     int slot = 0;
     unsigned par = 0;
     {pol_decl}
@@ -197,15 +225,28 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
         const int gn = gb - g < {sg} ? gb - g : {sg};
         const tl_w4b_sptr full = full0 + 8 * slot, base = s0 + slot * {slot};
         tl_w4b_wait(empty0 + 8 * slot, par ^ 1u);  // the consumers released the slot's previous round
-        tl_w4b_arrive_tx(full, gn * {tiles * (unit + 32)} + gn * M * {group_size * 2});
+        if (lane == 0) {{
+          // ONE bulk copy per tile (its gn groups are contiguous in pack_w4a16_m16's Wp row): each bulk copy
+          // costs the issuing thread ~50 ns whatever its size (device: time grew by that per copy), so only
+          // the big weight runs go through the bulk engine
+          tl_w4b_arrive_tx(full, gn * {tiles * unit});
 #pragma unroll 1
-        for (int i = 0; i < {tiles}; ++i) {{
-          {wcopy}(base + i * {sg * unit}, wsrc + (size_t)i * {kc * 512}, gn * {unit}, full{pol_arg});
-          {wcopy}(base + {wts + act} + i * {sg * 32}, ssrc + (size_t)i * {ng * 32}, gn * 32, full{pol_arg});
+          for (int i = 0; i < {tiles}; ++i)
+            {wcopy}(base + i * {sg * unit}, wsrc + (size_t)i * {kc * 512}, gn * {unit}, full{pol_arg});
         }}
+        // the scale pairs ({tiles} x gn x 32 bytes) and the M activation rows (gn x {group_size * 2} bytes each):
+        // 16-byte cp.async spread over the warp's lanes, then each lane's arrive.noinc on the full barrier
 #pragma unroll 1
-        for (int m = 0; m < M; ++m)
-          tl_w4b_bulk(base + {wts} + m * {2 * arow_h}, asrc + (size_t)m * {K}, gn * {group_size * 2}, full);
+        for (int gl = 0; gl < gn; ++gl) {{
+          for (int q = lane; q < {tiles * 2}; q += 32)
+            tl_w4b_cp16(base + {wts + act} + (q >> 1) * {sg * 32} + gl * 32 + 16 * (q & 1),
+                        ssrc + (size_t)(q >> 1) * {ng * 32} + gl * 32 + 16 * (q & 1));
+          for (int q = lane; q < M * {group_size // 8}; q += 32)
+            tl_w4b_cp16(base + {wts} + (q / {group_size // 8}) * {2 * arow_h} + gl * {group_size * 2} +
+                            16 * (q % {group_size // 8}),
+                        asrc + (size_t)(q / {group_size // 8}) * {K} + gl * {group_size} + 8 * (q % {group_size // 8}));
+        }}
+        tl_w4b_cp_arrive(full);
         wsrc += {sg * unit};
         ssrc += {sg * 32};
         asrc += {sg * group_size};
@@ -216,6 +257,7 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
       }}
       u += gb - ga;
     }}
+    tl_w4b_cp_wait_all();  // no thread leaves with its copies in flight
     return;
   }}
   // consumers: warp owns tiles warp * {tn} + i of each tile-block
@@ -385,7 +427,7 @@ def w4a16_bulk(M, N, K, group_size=128, out_dtype=None, tn=2, cw=8, stage_groups
     blocks: the grid (persistent; the SM count for one block per SM). Signature (A, Wp, Sp, C), with
     workspace=True (A, Wp, Sp, C, Wk, Sem): Wk [N, 16] float32, Sem [N / 16] int32 (element tb counts the
     groups summed into tile-block tb), zero before the first call and left zero by every call. evict_first: the
-    weight and scale copies with an L2 evict_first policy (read once: their lines evict each other rather than
+    weight bulk copies with an L2 evict_first policy (read once: their lines evict each other rather than
     the L2's other lines -- e.g. dirty ones whose write-back would share the DRAM with the weight stream)."""
     smem = check_args(M, N, K, group_size, tn, cw, stage_groups, stages, blocks)
     out_dtype = out_dtype or "float16"

@@ -219,33 +219,35 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 256, 128, 3, 256, "m16r", 8, 1), (16, 128, 128, 2, 128, "m16r", 8, 1),
                      (16, 256, 128, 3, 128, "m16r", 8, 1), (16, 256, 128, 2, 128, "m16r", 8, 1),
                      (16, 128, 128, 2, 256, "m16r", 4, 2), (16, 256, 128, 2, 256, "m16r", 8, 1),
-                     # "m16b": kernels.w4a16_bulk (CUDA sm_90 only, pack_w4a16_m16's layout): the weights, scale
-                     # pairs and activation rows through Hopper 1-D bulk copies (cp.async.bulk, mbarrier
-                     # complete_tx) issued by one producer thread into a ring of shared slots, a persistent grid
-                     # streaming contiguous K ranges of block_N-row tile-blocks (stream-K: every block the same
-                     # bytes to one group; split sums by red.v4 into Wk [N, 16], a semaphore per tile-block, the
-                     # last block rounds C). Tuple: (M, block_N, group, stages, 32 (cw + 1), "m16b", blocks,
-                     # stage_groups): cw consumer warps + 1 producer warp, block_N / 16 / cw tiles per consumer
-                     # warp, stage_groups KiB of weights per tile and slot, `blocks` the grid (132 = one per SM
-                     # of the H200). Fits only the row of its own M (the slot holds M activation rows); 163 KiB
-                     # of shared memory at most. Weight bytes in flight per SM: blocks/SM x stages x block_N x
-                     # stage_groups x 64: 112 KiB (M=16, 16 tiles, 7 x 1 groups; 96 regs), 96 KiB (3 x 2),
-                     # 64 KiB (4 x 1); 2 blocks per SM at 264; 128 blocks: 16 units each, 4 SMs idle. M=1: 144
-                     # KiB (4 tiles x 4 groups x 9; 8 x 2 x 9 with 8 or 4 consumer warps; 16 x 1 x 9), 64 KiB
-                     # (2 per SM), 64 KiB (4 stages). M=16 with one tile per warp only at 4 consumer warps (8 spill);
-                     # 16 x 64 / 9 x 2 at 128 blocks: every block one whole 4-tile block (no split sums: 4 KiB of
-                     # atomics per block instead of 16-32; but A read from the L2 once per 4 tiles, not 16).
-                     # A 9th element "ef": the weight and scale copies with an L2 evict_first policy (the default
-                     # --flush write leaves the L2 dirty: read-once lines that replace each other cause fewer
-                     # write-backs sharing the DRAM with the stream)
-                     (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 256, 128, 3, 288, "m16b", 132, 2),
-                     (16, 128, 128, 6, 160, "m16b", 132, 2), (16, 256, 128, 7, 160, "m16b", 132, 1),
-                     (16, 128, 128, 6, 160, "m16b", 264, 1), (16, 256, 128, 7, 288, "m16b", 128, 1),
-                     (16, 256, 128, 4, 288, "m16b", 132, 1), (16, 64, 128, 9, 160, "m16b", 128, 2),
-                     (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 9, 288, "m16b", 132, 2),
-                     (1, 128, 128, 9, 160, "m16b", 132, 2), (1, 256, 128, 9, 288, "m16b", 132, 1),
-                     (1, 64, 128, 8, 160, "m16b", 264, 2), (1, 128, 128, 4, 288, "m16b", 132, 2),
-                     (16, 256, 128, 7, 288, "m16b", 132, 1, "ef"), (1, 64, 128, 9, 160, "m16b", 132, 4, "ef"))
+                     # "m16b": kernels.w4a16_bulk (CUDA sm_90 only, pack_w4a16_m16's layout): the weights through
+                     # Hopper 1-D bulk copies (cp.async.bulk, mbarrier complete_tx; one per tile and slot, issued
+                     # by the producer warp's lane 0), the scale pairs and activation rows through that warp's
+                     # 16-byte cp.async (arrive.noinc on the slot's full barrier), a ring of shared slots, a
+                     # persistent grid streaming contiguous K ranges of block_N-row tile-blocks (stream-K: every
+                     # block the same bytes to one group; split sums by red.v4 into Wk [N, 16], a semaphore per
+                     # tile-block, the last block rounds C). Tuple: (M, block_N, group, stages, 32 (cw + 1),
+                     # "m16b", blocks, stage_groups): cw consumer warps + 1 producer warp, block_N / 16 / cw
+                     # tiles per consumer warp, stage_groups KiB of weights per tile, slot and bulk copy,
+                     # `blocks` the grid (132 = one per SM of the H200; 264 = two, <= 112 KiB each). Fits only
+                     # the row of its own M (the slot holds M activation rows); 163 KiB of shared memory at
+                     # most. Session 9 (every tile's weights, scales and each activation row a bulk copy, 48 per
+                     # slot at M=16): 1.5-2.3x slower than m16r / ldg, time ~13 us + ~49 ns x bulk copies per
+                     # block whatever the ring depth; now block_N / 16 bulk copies per slot, so the configs
+                     # favour few big copies (stage_groups 4-8: 4-8 KiB each; 62 per block at 8 tiles x 4):
+                     # 8 tiles x 4 groups x 3 stages = 96 KiB of weights in flight (67 / 92 regs at 8 / 4
+                     # consumer warps), 16 x 2 x 3 (the old best, 31.9 us), 8 x 2 x 6, 16 x 1 x 7 (the old
+                     # 49.5 us: by itself the measure of the copy count), 2 blocks per SM (one's piece tail
+                     # under the other's stream). M=1: 8 x 4 x 4, 8 x 8 x 2 (8 KiB copies), 16 x 2 x 4, the old
+                     # 8 x 2 x 9 (26.0 us) and 4 x 4 x 9 (30.0 us), 2 per SM. A 9th element "ef": the weight
+                     # copies with an L2 evict_first policy (the default --flush write leaves the L2 dirty)
+                     (16, 128, 128, 3, 288, "m16b", 132, 4), (16, 128, 128, 3, 160, "m16b", 132, 4),
+                     (16, 256, 128, 3, 288, "m16b", 132, 2), (16, 128, 128, 6, 288, "m16b", 132, 2),
+                     (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 128, 128, 4, 160, "m16b", 264, 2),
+                     (16, 64, 128, 3, 160, "m16b", 264, 4), (16, 128, 128, 3, 288, "m16b", 132, 4, "ef"),
+                     (1, 128, 128, 4, 288, "m16b", 132, 4), (1, 128, 128, 2, 288, "m16b", 132, 8),
+                     (1, 256, 128, 4, 288, "m16b", 132, 2), (1, 128, 128, 9, 288, "m16b", 132, 2),
+                     (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 5, 288, "m16b", 264, 2),
+                     (1, 128, 128, 4, 288, "m16b", 132, 4, "ef"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
