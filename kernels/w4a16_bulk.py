@@ -226,8 +226,8 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
         const tl_w4b_sptr full = full0 + 8 * slot, base = s0 + slot * {slot};
         tl_w4b_wait(empty0 + 8 * slot, par ^ 1u);  // the consumers released the slot's previous round
         if (lane == 0) {{
-          // ONE bulk copy per tile (its gn groups are contiguous in pack_w4a16_m16's Wp row): each bulk copy
-          // costs the issuing thread ~50 ns whatever its size (device: time grew by that per copy), so only
+          // ONE bulk copy per tile (its gn groups are contiguous in pack_w4a16_m16's Wp row): the session-9
+          // H200 times grew by ~50 ns per bulk copy of a block whatever its size (module docstring), so only
           // the big weight runs go through the bulk engine
           tl_w4b_arrive_tx(full, gn * {tiles * unit});
 #pragma unroll 1
