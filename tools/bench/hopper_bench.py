@@ -236,7 +236,36 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # wk 2 at split 4 (86 regs, 2/SM): 64 KiB. Split partial sums: 16-byte red.v4.f32 atomics
                      (16, 256, 128, 3, 256, "m16r", 8, 1), (16, 128, 128, 2, 128, "m16r", 8, 1),
                      (16, 256, 128, 3, 128, "m16r", 8, 1), (16, 256, 128, 2, 128, "m16r", 8, 1),
-                     (16, 128, 128, 2, 256, "m16r", 4, 2), (16, 256, 128, 2, 256, "m16r", 8, 1))
+                     (16, 128, 128, 2, 256, "m16r", 4, 2), (16, 256, 128, 2, 256, "m16r", 8, 1),
+                     # "m16b": kernels.w4a16_bulk (CUDA sm_90 only, pack_w4a16_m16's layout): the weights through
+                     # Hopper 1-D bulk copies (cp.async.bulk, mbarrier complete_tx; one per tile and slot, issued
+                     # by the producer warp's lane 0), the scale pairs and activation rows through that warp's
+                     # 16-byte cp.async (arrive.noinc on the slot's full barrier), a ring of shared slots, a
+                     # persistent grid streaming contiguous K ranges of block_N-row tile-blocks (stream-K: every
+                     # block the same bytes to one group; split sums by red.v4 into Wk [N, 16], a semaphore per
+                     # tile-block, the last block rounds C). Tuple: (M, block_N, group, stages, 32 (cw + 1),
+                     # "m16b", blocks, stage_groups): cw consumer warps + 1 producer warp, block_N / 16 / cw
+                     # tiles per consumer warp, stage_groups KiB of weights per tile, slot and bulk copy,
+                     # `blocks` the grid (132 = one per SM of the H200; 264 = two, <= 112 KiB each). Fits only
+                     # the row of its own M (the slot holds M activation rows); 163 KiB of shared memory at
+                     # most. Session 9 (every tile's weights, scales and each activation row a bulk copy, 48 per
+                     # slot at M=16): 1.5-2.3x slower than m16r / ldg, time ~13 us + ~49 ns x bulk copies per
+                     # block whatever the ring depth; now block_N / 16 bulk copies per slot, so the configs
+                     # favour few big copies (stage_groups 4-8: 4-8 KiB each; 62 per block at 8 tiles x 4):
+                     # 8 tiles x 4 groups x 3 stages = 96 KiB of weights in flight (67 / 92 regs at 8 / 4
+                     # consumer warps), 16 x 2 x 3 (the old best, 31.9 us), 8 x 2 x 6, 16 x 1 x 7 (the old
+                     # 49.5 us: by itself the measure of the copy count), 2 blocks per SM (one's piece tail
+                     # under the other's stream). M=1: 8 x 4 x 4, 8 x 8 x 2 (8 KiB copies), 16 x 2 x 4, the old
+                     # 8 x 2 x 9 (26.0 us) and 4 x 4 x 9 (30.0 us), 2 per SM. A 9th element "ef": the weight
+                     # copies with an L2 evict_first policy (the default --flush write leaves the L2 dirty)
+                     (16, 128, 128, 3, 288, "m16b", 132, 4), (16, 128, 128, 3, 160, "m16b", 132, 4),
+                     (16, 256, 128, 3, 288, "m16b", 132, 2), (16, 128, 128, 6, 288, "m16b", 132, 2),
+                     (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 128, 128, 4, 160, "m16b", 264, 2),
+                     (16, 64, 128, 3, 160, "m16b", 264, 4), (16, 128, 128, 3, 288, "m16b", 132, 4, "ef"),
+                     (1, 128, 128, 4, 288, "m16b", 132, 4), (1, 128, 128, 2, 288, "m16b", 132, 8),
+                     (1, 256, 128, 4, 288, "m16b", 132, 2), (1, 128, 128, 9, 288, "m16b", 132, 2),
+                     (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 5, 288, "m16b", 264, 2),
+                     (1, 128, 128, 4, 288, "m16b", 132, 4, "ef"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
@@ -484,7 +513,7 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
 
 def w4_split_of(cfg, K):
     """A W4A16 config's split_k at this K (tiny shapes: clamped to the k-steps of groups_per_step groups)."""
-    if len(cfg) < 7:
+    if len(cfg) < 7 or cfg[5] == "m16b":  # m16b's 7th element is its grid, not a split
         return 1
     return max(1, min(cfg[6], K // cfg[2] // (2 if cfg[5] == "mma_h2g2" else 1)))
 
@@ -504,6 +533,11 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             wn = threads // 32 // wk
             return w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
                                        split_k=split, workspace=split > 1, ring=kind == "m16r")
+        if kind == "m16b":  # CUDA sm_90 only; (A, Wp, Sp, C, Wk, Sem), pack_w4a16_m16's layout (args below)
+            from kernels import w4a16_bulk
+            cw = threads // 32 - 1
+            return w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw, stage_groups=cfg[7],
+                                         stages=stages, blocks=cfg[6], workspace=True, evict_first=cfg[8:9] == ("ef",))
         if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
             # threads / 2); _p: k permuted within each group (16-byte weight loads)
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -547,7 +581,7 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         return rel_err(be.f64(out)[:, cols], ref)
 
     def weights(x, cfg):
-        if cfg is None or cfg[5] not in ("m16", "m16r"):
+        if cfg is None or cfg[5] not in ("m16", "m16r", "m16b"):
             return x["W"], x["S"]
         if "_m16" not in x:  # pack_w4a16_m16's layout, made once on the host (outside the timing)
             from kernels.w4a16_m16 import pack_w4a16_m16
@@ -561,6 +595,16 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
 
     def args(x, o, cfg=None):
         w_, s_ = weights(x, cfg)
+        if cfg is not None and cfg[5] == "m16b":  # always its workspace Wk [N, 16] and semaphores [N / 16]
+            be = x["_be"]
+            w = be.nan((N, 16), "float32")
+            be.store(w, _zeros((N, 16)))
+            x["_w"] = w  # check() verifies that the call left it zero
+            if hasattr(w, "cpu"):  # torch
+                sem = be.torch.zeros((N // 16,), dtype=be.torch.int32, device=w.device)
+            else:
+                sem = _zeros((N // 16,)).astype("int32")
+            return [x["A"], w_, s_, o, w, sem]
         if cfg is None or w4_split_of(cfg, K) == 1:
             return [x["A"], w_, s_, o]
         be = x["_be"]
@@ -701,6 +745,16 @@ def fits(case, cfg):
             wn = cfg[4] // 32 // cfg[7]
             return (cfg[2] == p["group"] and cfg[1] % (16 * wn) == 0 and p["N"] % cfg[1] == 0
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * cfg[7]) == 0)
+        if cfg[5] == "m16b":  # its own M's row; cw = threads / 32 - 1 consumer warps of whole tiles
+            from kernels import w4a16_bulk
+            cw = cfg[4] // 32 - 1
+            if cfg[0] != p["M"] or cw < 1 or cfg[1] % (16 * cw) or p["N"] % cfg[1] or cfg[2] != p["group"]:
+                return False
+            try:
+                w4a16_bulk.check_args(p["M"], p["N"], p["K"], cfg[2], cfg[1] // 16 // cw, cw, cfg[7], cfg[3], cfg[6])
+            except ValueError:
+                return False
+            return True
         if len(cfg) > 6:  # split-K w4a16_mma: block_K is the group, split_k x groups_per_step divides the groups
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
@@ -1155,6 +1209,24 @@ def run_all(cases, be, target, json_path, log=print, budget_s=None):
     return machine, rows
 
 
+def select_w4(cases, kinds="", ms=""):
+    """--w4-kinds / --w4-ms: the W4A16 rows of the listed M only, each with only the configs of the listed kinds
+    (a short device run of a few kernels with their peers); other groups' cases unchanged."""
+    kinds = {k for k in kinds.split(",") if k}
+    ms = {int(m) for m in ms.split(",") if m}
+    out = []
+    for c in cases:
+        if c.group == "w4a16":
+            if ms and c.params["M"] not in ms:
+                continue
+            if kinds:
+                c.configs = tuple(cfg for cfg in c.configs if str(cfg[5]) in kinds)
+                if not c.configs:
+                    continue
+        out.append(c)
+    return out
+
+
 def self_test_configs(case):
     """The first fitting config, plus for W4A16, the norms, GEMM and attention the first of each kernel variant
     (their kind: stage_scales or "lut"; stage; split-K at this K; "nows" / "overlap"), so every factory path
@@ -1212,6 +1284,10 @@ def main():
     ap.add_argument("--self-test", action="store_true", help="tiny shapes on the CPU device, numpy peers")
     ap.add_argument("--all-configs", action="store_true", help="--self-test: every config, not the first")
     ap.add_argument("--only", default=",".join(GROUPS), help="comma-separated groups: " + ",".join(GROUPS))
+    ap.add_argument("--w4-kinds", default="",
+                    help="W4A16 rows: only the configs of these kinds (comma-separated 6th tuple elements, e.g. "
+                         "m16b,m16r,ldg; False/True as 'False'/'True'); default all")
+    ap.add_argument("--w4-ms", default="", help="W4A16 rows: only these M (comma-separated, e.g. 1,16); default all")
     ap.add_argument("--jobs", type=int, default=2, help="--precompile: parallel compiles")
     ap.add_argument("--json")
     ap.add_argument("--budget-s", type=float, default=480,
@@ -1247,7 +1323,7 @@ def main():
         FA_CONFIGS = cfgs
     if args.self_test:
         return self_test(args)
-    cases = all_cases(only=args.only, **gemm_kw)
+    cases = select_w4(all_cases(only=args.only, **gemm_kw), args.w4_kinds, args.w4_ms)
     if args.precompile:
         return precompile(cases, args.jobs)
     be = TorchBackend(flush=args.flush)

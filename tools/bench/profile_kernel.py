@@ -18,6 +18,9 @@
   python3 tools/bench/profile_kernel.py w4a16 M N K 16 BN 128 DEPTH THREADS m16|m16r SPLIT WK   (kernels.w4a16_m16,
       CUDA only: hopper_bench's "m16" / "m16r" (ring=True) tuple; the random weights repacked by pack_w4a16_m16 first; one kernel, main_kernel,
       at any SPLIT)
+  python3 tools/bench/profile_kernel.py w4a16 M N K M BN 128 STAGES THREADS m16b BLOCKS STAGE_GROUPS [ef]   (kernels.w4a16_bulk,
+      CUDA sm_90 only: hopper_bench's "m16b" tuple; the weights repacked by pack_w4a16_m16, the workspace [N, 16] and
+      semaphores [N / 16] zero; one kernel, main_kernel, a persistent grid of BLOCKS)
 
 The kernel is compiled the way tools/bench/hopper_bench.py compiles it (tilelang.compile(target=
 "cuda"), so a config the bench precompiled is a cache hit), the inputs are random torch tensors on
@@ -106,6 +109,12 @@ def main():
             wn = threads // 32 // wk
             prog = w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
                                        split_k=split, workspace=split > 1, ring=kind == "m16r")
+        elif kind == "m16b":  # (M, BN, group, stages, 32 (cw + 1), "m16b", blocks, stage_groups) as hopper_bench's
+            from kernels import w4a16_bulk, w4a16_m16
+            cw = threads // 32 - 1
+            prog = w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw,
+                                         stage_groups=int(a.args[10]), stages=stages, blocks=split, workspace=True,
+                                         evict_first=a.args[11:12] == ["ef"])
         elif kind == "lut":
             prog = quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                             threads=threads)
@@ -116,6 +125,11 @@ def main():
                 torch.randint(0, 256, (N, K // 2), device=dev, dtype=torch.uint8),
                 (torch.rand((N, K // 128), device=dev) * 0.05 + 0.01).to(torch.float16),
                 torch.empty((M, N), device=dev, dtype=torch.float16)]
+        if kind == "m16b":  # (A, Wp, Sp, C, Wk, Sem): pack_w4a16_m16's layout, the zero workspace and semaphores
+            wp, sp = w4a16_m16.pack_w4a16_m16(args[1].cpu().numpy(), args[2].cpu().numpy())
+            args[1], args[2] = torch.as_tensor(wp).to(dev), torch.as_tensor(sp).to(dev)
+            args.append(torch.zeros((N, 16), device=dev, dtype=torch.float32))
+            args.append(torch.zeros((N // 16,), device=dev, dtype=torch.int32))
         if (kind.startswith("mma") or kind.startswith("wgmma")) and split > 1:
             args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
         if kind in ("m16", "m16r"):  # (A, Wp, Sp, C[, Wk]): the weights and scales in pack_w4a16_m16's layout
