@@ -139,7 +139,7 @@ __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, 
 // missing multicast or arrival: a launch error, never a hang); the clock is
 // read every 1024 failed polls, so a wait that succeeds soon costs nothing.
 constexpr const char* kClusterPrelude = R"(__device__ __forceinline__ unsigned tl_cluster_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
-__device__ __forceinline__ void tl_mbar_arrive_peer(void* bar) { asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}" :: "r"(tl_smem_addr(bar)), "r"(tl_cluster_rank() ^ 1u) : "memory"); }
+__device__ __forceinline__ void tl_mbar_arrive_peer(void* bar) { asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(tl_smem_addr(bar)), "r"(tl_cluster_rank() ^ 1u) : "memory"); }
 __device__ __forceinline__ void tl_cluster_sync() { asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory"); }
 __device__ __forceinline__ unsigned long long tl_globaltimer() { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ unsigned tl_mbar_try(void* bar, unsigned parity) { unsigned done; asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(tl_smem_addr(bar)), "r"(parity) : "memory"); return done; }

@@ -322,7 +322,7 @@ struct STmaLoad {
 // With `each_thread`, every thread that executes it arrives once (a
 // warp-specialized pipeline's consumers release a stage: lane 0 of each warp).
 // With `peer` (a cluster of 2, cluster.cc) each arriving thread also arrives
-// on bar[index] of the other block of the cluster (mapa + arrive.release.cluster).
+// on bar[index] of the other block of the cluster (mapa + mbarrier.arrive.shared::cluster).
 struct SMbarArrive { std::string bar; ir::Expr index; bool each_thread = false; bool peer = false; };
 // SMbarWait (every thread): blocks until the phase of bar[index] with the
 // given parity (0 or 1: phase number & 1) has completed.
