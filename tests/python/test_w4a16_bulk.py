@@ -36,7 +36,8 @@ sys.path.insert(2, os.path.dirname(os.path.abspath(__file__)))
 from kernels import w4a16_bulk as wb  # noqa: E402
 from kernels import w4a16_m16 as wm  # noqa: E402
 from kernels.quant_gemm import quantize_ref  # noqa: E402
-import test_w4a16_m16 as t16  # noqa: E402  (its host emulation of mma.sync, atomics and barriers)
+import _host_emulation as he  # noqa: E402  (the host emulation of mma.sync, fp16 and a block of threads)
+import test_w4a16_m16 as t16  # noqa: E402  (its host tl_w4m_* helpers and compile helper)
 
 NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
@@ -123,14 +124,14 @@ static void tl_w4b_arrive(tl_w4b_sptr b) {
 // works arms all `stages` slots before it needs a consumer (the device showed time per slot independent of
 // stages: this pins that the protocol is not what serializes)
 static void tl_w4b_wait(tl_w4b_sptr b, unsigned parity) {
-  if (t_tid < g_consumer_threads)
+  if (tl_host_tid < g_consumer_threads)
     while (g_blocked_at.load() < 0 && !g_prod_done.load()) sched_yield();
   for (bool first = true;; first = false) {
     {
       std::lock_guard<std::mutex> l(g_bar_mu);
       if ((host_bar(b).phase & 1u) != parity) return;
     }
-    if (first && t_tid == g_consumer_threads && g_blocked_at.load() < 0) g_blocked_at = g_armed.load();
+    if (first && tl_host_tid == g_consumer_threads && g_blocked_at.load() < 0) g_blocked_at = g_armed.load();
     sched_yield();
   }
 }
@@ -159,7 +160,7 @@ static void tl_w4b_cp_arrive(tl_w4b_sptr b) { tl_w4b_arrive(b); }
 static void tl_w4b_cp_wait_all() {}
 static std::barrier<>* g_consumer_bar;
 static void tl_w4b_csync(int) { g_consumer_bar->arrive_and_wait(); }
-static void __syncwarp() { g_warp_bar[t_tid >> 5]->arrive_and_wait(); }
+static void __syncwarp() { tl_host_warp_bar[tl_host_tid >> 5]->arrive_and_wait(); }
 """
 
 
@@ -183,11 +184,11 @@ int main(int argc, char** argv) {{
   std::vector<int> ahead;  // per block: slots armed when the producer first waited for a release (-1: never)
   for (int bx = 0; bx < {blocks}; ++bx) {{
     std::barrier<> block({threads}), consumers({32 * cw});
-    g_block_bar = &block;
+    tl_host_block_bar = &block;
     g_consumer_bar = &consumers;
     std::vector<std::barrier<>*> wb;
     for (int w = 0; w < {cw + 1}; ++w) wb.push_back(new std::barrier<>(32));
-    g_warp_bar = wb;
+    tl_host_warp_bar = wb;
     for (int i = 0; i < {smem // 4}; ++i) smem[i] = 12345.f;  // stale values must not leak into a result
     g_bars.clear();
     g_consumer_threads = {32 * cw};
@@ -197,7 +198,7 @@ int main(int argc, char** argv) {{
     std::vector<std::thread> ts;
     for (int tid = 0; tid < {threads}; ++tid)
       ts.emplace_back([&, tid] {{
-        t_tid = tid;
+        tl_host_tid = tid;
         {name}(a, wp, sp, out.data(), smem, {M}, bx, tid, wk.data(), sem.data());
         if (tid == {32 * cw}) g_prod_done = true;
       }});
@@ -234,7 +235,7 @@ def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, cw, sg, stages
     wp, sp = wm.pack_w4a16_m16(w, s)
     name = "tl_w4b_host"
     smem = wb.smem_bytes(gs, tn, cw, sg, stages, M)  # the ring sized for M rows
-    src = (t16._HOST_PRELUDE + _HOST_BULK + wm._DECODE + wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M, ef) +
+    src = (he.CUDA_HOST_PRELUDE + he.BLOCK_THREADS + t16._HOST_HELPERS + _HOST_BULK + wm._DECODE + wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M, ef) +
            _host_main(name, M, N, K, gs, tn, cw, blocks, smem))
     (tmp_path / "h.cc").write_text(src)
     r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),

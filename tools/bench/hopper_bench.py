@@ -250,22 +250,12 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # the row of its own M (the slot holds M activation rows); 163 KiB of shared memory at
                      # most. Session 9 (every tile's weights, scales and each activation row a bulk copy, 48 per
                      # slot at M=16): 1.5-2.3x slower than m16r / ldg, time ~13 us + ~49 ns x bulk copies per
-                     # block whatever the ring depth; now block_N / 16 bulk copies per slot, so the configs
-                     # favour few big copies (stage_groups 4-8: 4-8 KiB each; 62 per block at 8 tiles x 4):
-                     # 8 tiles x 4 groups x 3 stages = 96 KiB of weights in flight (67 / 92 regs at 8 / 4
-                     # consumer warps), 16 x 2 x 3 (the old best, 31.9 us), 8 x 2 x 6, 16 x 1 x 7 (the old
-                     # 49.5 us: by itself the measure of the copy count), 2 blocks per SM (one's piece tail
-                     # under the other's stream). M=1: 8 x 4 x 4, 8 x 8 x 2 (8 KiB copies), 16 x 2 x 4, the old
-                     # 8 x 2 x 9 (26.0 us) and 4 x 4 x 9 (30.0 us), 2 per SM. A 9th element "ef": the weight
-                     # copies with an L2 evict_first policy (the default --flush write leaves the L2 dirty)
-                     (16, 128, 128, 3, 288, "m16b", 132, 4), (16, 128, 128, 3, 160, "m16b", 132, 4),
-                     (16, 256, 128, 3, 288, "m16b", 132, 2), (16, 128, 128, 6, 288, "m16b", 132, 2),
-                     (16, 256, 128, 7, 288, "m16b", 132, 1), (16, 128, 128, 4, 160, "m16b", 264, 2),
-                     (16, 64, 128, 3, 160, "m16b", 264, 4), (16, 128, 128, 3, 288, "m16b", 132, 4, "ef"),
-                     (1, 128, 128, 4, 288, "m16b", 132, 4), (1, 128, 128, 2, 288, "m16b", 132, 8),
-                     (1, 256, 128, 4, 288, "m16b", 132, 2), (1, 128, 128, 9, 288, "m16b", 132, 2),
-                     (1, 64, 128, 9, 160, "m16b", 132, 4), (1, 128, 128, 5, 288, "m16b", 264, 2),
-                     (1, 128, 128, 4, 288, "m16b", 132, 4, "ef"))
+                     # block whatever the ring depth; now block_N / 16 bulk copies per slot (the H200, 16:57: the
+                     # old 16 x 1 x 7 config 49.5 -> 30.9 us). Still slower than m16r / ldg (M=16 23.3 vs 21.2 us,
+                     # M=1 23.8 vs 17.7): the two best of 15 configs per M are kept. A 9th element "ef": the
+                     # weight copies with an L2 evict_first policy (the default --flush write leaves the L2 dirty)
+                     (16, 128, 128, 3, 288, "m16b", 132, 4, "ef"), (16, 256, 128, 3, 288, "m16b", 132, 2),
+                     (1, 128, 128, 2, 288, "m16b", 132, 8), (1, 128, 128, 4, 288, "m16b", 132, 4, "ef"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
                       (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
 W4_MS = (1, 16, 128)
