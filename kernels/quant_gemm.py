@@ -795,7 +795,8 @@ def w4a16_gemv_ldg(M, N, K, group_size=128, out_dtype=None, rows=4, warps=4, dep
 
 
 def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
-                threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128), permute_k=False):
+                threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128), permute_k=False,
+                scale_weights=False, packed_k=False):
     """W4A16 decode with the dequantized weights in REGISTERS as the wgmma A operand: the same signature
     and packing as quant_matmul(bits=4) / w4a16_mma (A [M, K], W uint8 [N, K/2] two signed nibbles per
     byte, low first, Scales [N, K / group_size], C [M, N]), one scale group per k-step.
@@ -828,7 +829,22 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     within each group is permuted (position 16 s + 8 h + 2 t + e of the fragment takes weight t * group / 4
     + 4 s + 2 h + e, and A's tile is permuted alike by a shared-to-shared copy per group), so a thread's
     weights of a row are one run of group / 8 bytes: one 16-byte load per row at group 128. Needs
-    group_size a multiple of 32."""
+    group_size a multiple of 32.
+
+    scale_weights (prefill, M ~ 128; issue #11): the group scale is applied to the decoded weight, not to
+    the accumulator: W_q = q * s in float32 (exact: a 4-bit integer times an fp16/bf16 scale), which the
+    wgmma's pack rounds once to the activation dtype -- exactly the weight quant_matmul and the bench's
+    reference dequantize (dtype(q * s)). So there is ONE accumulator, the gemm accumulates into it across
+    the groups, and the per-group wait, clear and block_N x block_M rescale of C^T_k go (at block_M = 128:
+    64 FMAs and 64 registers per thread and group). Why not the other way at prefill: at M = 128 the
+    rescale is as many FMAs as the decode of the group, and with it every group ends in a wgmma drain
+    before the next group's product can accumulate. Costs 1 FMUL per weight (the scales are read per row
+    from the block's staged copy). Results match quant_matmul_ref with round_to (weights rounded to dtype).
+    packed_k: W is not quant_matmul's packing but pack_w4a16_wgmma(W, group_size)'s (each group's 64-byte
+    row permuted so a lane's weights of a row are one 16-byte run, the reduction order unchanged): the
+    16-byte loads of permute_k without its shared-to-shared copy of A's tile per group (block_M x group
+    elements: at block_M = 128 that copy costs as much as the decode). Needs group_size a multiple of 32;
+    not with permute_k."""
     if K % group_size or group_size % 16:
         raise ValueError(f"w4a16_wgmma: K={K} must be a multiple of group_size={group_size}, itself of 16")
     if block_N % 64 or block_N <= 0:
@@ -847,6 +863,9 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
                          f"{K // group_size}")
     if permute_k and group_size % 32:
         raise ValueError(f"w4a16_wgmma: permute_k needs group_size a multiple of 32, got {group_size}")
+    if packed_k and (group_size % 32 or permute_k):
+        raise ValueError(f"w4a16_wgmma: packed_k needs group_size a multiple of 32 and no permute_k, got "
+                         f"group_size={group_size}, permute_k={permute_k}")
     out_dtype = out_dtype or dtype
     M = _dim(M)
     block_K = group_size
@@ -873,7 +892,8 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
         S_all = T.alloc_shared((block_N, groups), dtype)
         W_q = T.alloc_fragment((block_N, block_K), "float32")
         W_f = T.alloc_fragment((block_N, block_K), dtype)
-        Ct_k = T.alloc_fragment((block_N, block_M), "float32")
+        if not scale_weights:
+            Ct_k = T.alloc_fragment((block_N, block_M), "float32")
         Ct = T.alloc_fragment((block_N, block_M), "float32")
         T.copy(Scales[bx * block_N, g0], S_all)
         T.clear(Ct)
@@ -891,18 +911,27 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
                 # the same thread's (the wgmma A register layout holds pairs of adjacent k): j >> 1 and j & 1
                 # (not j // 2, j % 2: floor division of a signed int) let nvcc see that the pair's byte, its
                 # conversion and its split are one, and which half each weight takes.
-                b = T.cast(T.cast(W_s[n, byte(j) if permute_k else j >> 1] ^ 0x08, "int8"), "float32")
+                b = T.cast(T.cast(W_s[n, byte(j) if (permute_k or packed_k) else j >> 1] ^ 0x08, "int8"), "float32")
                 if magic_round:
                     hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
                 else:
                     hi = T.floor(b * 0.0625)
-                W_q[n, j] = T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi)
+                q = T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi)
+                if scale_weights:
+                    # q * s is exact in float32 (4-bit times 11- or 8-bit significands); the pack into the
+                    # wgmma's registers rounds it once: dtype(q * s), the dequantized weight itself
+                    W_q[n, j] = q * T.cast(S_all[n, k], "float32")
+                else:
+                    W_q[n, j] = q
             # slot for slot (W_q takes W_f's layout); on sm_90a ForwardCastIntoWgmmaA drops this copy and the
-            # wgmma packs W_q's float32 slots (exact small integers) -- no f16 round trip per weight
+            # wgmma packs W_q's float32 slots -- no f16 round trip per weight
             T.copy(W_q, W_f)
-            T.gemm(W_f, A_s, Ct_k, transpose_B=True, clear_accum=True)
-            for n, m in T.Parallel(block_N, block_M):
-                Ct[n, m] += Ct_k[n, m] * T.cast(S_all[n, k], "float32")
+            if scale_weights:
+                T.gemm(W_f, A_s, Ct, transpose_B=True)  # one accumulator over all groups
+            else:
+                T.gemm(W_f, A_s, Ct_k, transpose_B=True, clear_accum=True)
+                for n, m in T.Parallel(block_N, block_M):
+                    Ct[n, m] += Ct_k[n, m] * T.cast(S_all[n, k], "float32")
         if split_k == 1:
             for n, m in T.Parallel(block_N, block_M):
                 Out[by * block_M + m, bx * block_N + n] = T.cast(Ct[n, m], out_dtype)
@@ -920,6 +949,30 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
         return main
     return _split_k_main(tile, M, N, K, group_size, dtype, out_dtype, grid, threads, split_k, groups, workspace,
                          cast_block)
+
+
+def pack_w4a16_wgmma(W, group_size=128):
+    """quant_matmul's int4 packing W [N, K/2] (uint8, two signed nibbles per byte, low first) -> the packing
+    w4a16_wgmma(packed_k=True) reads: within each group's group_size / 2 bytes of a row, the byte holding
+    weights (j, j + 1) (j even) moves to position byte(j) = ((j >> 1) & 3) * group / 8 + (j >> 4) * 2 +
+    ((j >> 3) & 1), so lane t of the wgmma A fragment (which holds column pairs 2 t + 8 h + 16 s of each
+    16-wide k-step s) finds its weights of a row in bytes [t * group / 8, (t + 1) * group / 8): one 16-byte
+    shared load at group 128. A byte permutation (nibbles untouched), done once offline like
+    pack_w4a16_m16; numpy uint8 in, numpy uint8 out."""
+    W = np.asarray(W)
+    if W.dtype != np.uint8 or W.ndim != 2:
+        raise ValueError(f"pack_w4a16_wgmma: W must be a 2-D uint8 array [N, K/2], got {W.dtype} {W.shape}")
+    if group_size % 32 or W.shape[1] % (group_size // 2):
+        raise ValueError(f"pack_w4a16_wgmma: group_size={group_size} must be a multiple of 32 whose half divides "
+                         f"W's {W.shape[1]} bytes per row")
+    nb = group_size // 2
+    j = np.arange(0, group_size, 2)
+    dst = ((j >> 1) & 3) * (group_size // 8) + (j >> 4) * 2 + ((j >> 3) & 1)
+    assert sorted(dst.tolist()) == list(range(nb)), "byte(j) is not a permutation"
+    out = np.empty_like(W)
+    rows = W.reshape(W.shape[0], -1, nb)
+    out.reshape(W.shape[0], -1, nb)[:, :, dst] = rows  # byte j / 2 of the group -> position byte(j)
+    return out
 
 
 def quantize_ref(w, bits, group_size):

@@ -257,7 +257,22 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      (16, 128, 128, 3, 288, "m16b", 132, 4, "ef"), (16, 256, 128, 3, 288, "m16b", 132, 2),
                      (1, 128, 128, 2, 288, "m16b", 132, 8), (1, 128, 128, 4, 288, "m16b", 132, 4, "ef"))
 W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True), (128, 128, 128, 3, 256, True),
-                      (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"))
+                      (64, 128, 128, 3, 128, "lut"), (128, 128, 128, 3, 256, "lut"),
+                      # "wgmma_s": w4a16_wgmma(scale_weights=True) -- C^T = W A^T, the weights decoded into wgmma's
+                      # register operand A already multiplied by their group scale (q * s exact in float32, rounded
+                      # once by the pack: the reference's fp16 weight), so ONE accumulator for all groups and no
+                      # per-group wgmma drain + rescale; block_M = 128 is the wgmma N (all of M = 128 per block: each
+                      # weight decoded once), block_N 64 per warpgroup (threads = 2 * block_N). "wgmma_sp": the same
+                      # with packed_k=True -- W repacked outside the timing by pack_w4a16_wgmma (a byte permutation
+                      # per group row), so a thread's weights of a row are one 16-byte shared load. The 7th element
+                      # is split_k as for "wgmma" (float32 atomics into the caller's workspace + a cast kernel).
+                      # Tile count: N / block_N x split blocks (132 SMs). A's L2 traffic is N / block_N x 2 MiB.
+                      # 128x128 split 2: 128 blocks of 2 warpgroups (128 registers, 131 KiB at 3 stages, 172 at 4),
+                      # A read 64 times; 128x64 split 2 at 2 stages: 256 blocks, 2 per SM (76 KiB each), so one
+                      # block's decode runs under the other's wgmma; 128x64 unsplit: 128 blocks, no second kernel
+                      (128, 128, 128, 4, 256, "wgmma_sp", 2), (128, 128, 128, 3, 256, "wgmma_sp", 2),
+                      (128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 4, 128, "wgmma_sp"),
+                      (128, 128, 128, 4, 256, "wgmma_s", 2), (128, 64, 128, 2, 128, "wgmma_s", 2))
 W4_MS = (1, 16, 128)
 W4_NK = 8192
 W4_GROUP = 128
@@ -528,11 +543,13 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             cw = threads // 32 - 1
             return w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw, stage_groups=cfg[7],
                                          stages=stages, blocks=cfg[6], workspace=True, evict_first=cfg[8:9] == ("ef",))
-        if kind in ("wgmma", "wgmma_p"):  # the weights decoded into wgmma's register operand A (block_N =
-            # threads / 2); _p: k permuted within each group (16-byte weight loads)
+        if kind in ("wgmma", "wgmma_p", "wgmma_s", "wgmma_sp"):  # the weights decoded into wgmma's register
+            # operand A (block_N = threads / 2); _p: k permuted within each group (16-byte weight loads); _s: the
+            # group scales applied to the weights (one accumulator); _sp: and W repacked by pack_w4a16_wgmma
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                           num_stages=stages, threads=threads, magic_round=True, split_k=split,
-                                          workspace=split > 1, permute_k=kind == "wgmma_p")
+                                          workspace=split > 1, permute_k=kind == "wgmma_p",
+                                          scale_weights=kind in ("wgmma_s", "wgmma_sp"), packed_k=kind == "wgmma_sp")
         if kind in ("mma", "mma_h2", "mma_h2g2"):  # mma_h2*: the fp16 tile made by imported CUDA source (CUDA
             # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -571,6 +588,15 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         return rel_err(be.f64(out)[:, cols], ref)
 
     def weights(x, cfg):
+        if cfg is not None and cfg[5] == "wgmma_sp":  # pack_w4a16_wgmma's byte order, made once on the host
+            if "_wsp" not in x:
+                from kernels.quant_gemm import pack_w4a16_wgmma
+                w = x["W"]
+                if hasattr(w, "cpu"):  # torch
+                    x["_wsp"] = x["_be"].torch.as_tensor(pack_w4a16_wgmma(w.cpu().numpy(), group)).to(w.device)
+                else:
+                    x["_wsp"] = pack_w4a16_wgmma(w, group)
+            return x["_wsp"], x["S"]
         if cfg is None or cfg[5] not in ("m16", "m16r", "m16b"):
             return x["W"], x["S"]
         if "_m16" not in x:  # pack_w4a16_m16's layout, made once on the host (outside the timing)
@@ -749,7 +775,7 @@ def fits(case, cfg):
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
-        if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p"):
+        if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p", "wgmma_s", "wgmma_sp"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "m1":  # M = 1; wk = cfg[2] warps split K's 128-wide chunks; 16 tn wn rows per block
             wn = cfg[4] // 32 // cfg[2]
