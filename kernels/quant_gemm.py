@@ -916,13 +916,16 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
                     hi = ((b * 0.0625 + 7.53125) + 12582912.0) - 12582920.0
                 else:
                     hi = T.floor(b * 0.0625)
-                q = T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi)
                 if scale_weights:
                     # q * s is exact in float32 (4-bit times 11- or 8-bit significands); the pack into the
-                    # wgmma's registers rounds it once: dtype(q * s), the dequantized weight itself
-                    W_q[n, j] = q * T.cast(S_all[n, k], "float32")
+                    # wgmma's registers rounds it once: dtype(q * s), the dequantized weight itself. Written as
+                    # two FMAs per low nibble, each exact (b s - 8 s = (q_lo + 16 q_hi) s: 8 + 11 bits; then
+                    # - 16 q_hi s = q_lo s), instead of (b - 16 hi - 8) * s: 2 float ops per byte fewer
+                    s = T.cast(S_all[n, k], "float32")
+                    hs = hi * s
+                    W_q[n, j] = T.if_then_else((j & 1) == 0, (b * s + s * -8.0) + hs * -16.0, hs)
                 else:
-                    W_q[n, j] = q
+                    W_q[n, j] = T.if_then_else((j & 1) == 0, (b - hi * 16.0) - 8.0, hi)
             # slot for slot (W_q takes W_f's layout); on sm_90a ForwardCastIntoWgmmaA drops this copy and the
             # wgmma packs W_q's float32 slots -- no f16 round trip per weight
             T.copy(W_q, W_f)

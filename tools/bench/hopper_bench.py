@@ -211,6 +211,9 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # 4 apart (4-way bank conflicts)
                      (16, 64, 128, 4, 128, "wgmma_p", 4), (16, 64, 128, 4, 128, "wgmma_p", 2),
                      (16, 128, 128, 4, 256, "wgmma_p", 4), (8, 64, 128, 4, 128, "wgmma_p", 4),
+                     # "wgmma_sp" (W4_CONFIGS_PREFILL's comment): group scales on the weights (no per-group rescale
+                     # of C^T_k), W repacked by pack_w4a16_wgmma (16-byte loads without permute_k's copy of A)
+                     (16, 64, 128, 4, 128, "wgmma_sp", 4), (16, 128, 128, 4, 256, "wgmma_sp", 4),
                      # "m16": kernels.w4a16_m16.w4a16_m16 (CUDA only, imported source; W and the scales repacked
                      # outside the timing by pack_w4a16_m16): each lane's 16-byte ld.global of the weights is
                      # its mma.sync A fragment for 4 k16-steps (swap-AB), depth groups loaded ahead in registers,
