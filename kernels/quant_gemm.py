@@ -840,6 +840,11 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     rescale is as many FMAs as the decode of the group, and with it every group ends in a wgmma drain
     before the next group's product can accumulate. Costs 1 FMUL per weight (the scales are read per row
     from the block's staged copy). Results match quant_matmul_ref with round_to (weights rounded to dtype).
+    On sm_90a the k-loop (TMA copies, then the decode and the register-A wgmma, which write no shared
+    memory) is warp-specialized like FlashAttention's (WarpSpecializeSyncLoop): a producer warpgroup issues
+    the boxes, the consumer warpgroups wait on full barriers and release each stage after their decode and
+    wgmma with no block barrier in the loop, so with two consumer warpgroups (block_N = 128) one's decode runs
+    under the other's wgmma.
     packed_k: W is not quant_matmul's packing but pack_w4a16_wgmma(W, group_size)'s (each group's 64-byte
     row permuted so a lane's weights of a row are one 16-byte run, the reduction order unchanged): the
     16-byte loads of permute_k without its shared-to-shared copy of A's tile per group (block_M x group

@@ -7,9 +7,10 @@ and pack_w4a16_wgmma, without a GPU.
 - exactness: a one-hot A reads single weights back: C == dtype(q * s) bit for bit;
 - pack_w4a16_wgmma: a byte permutation within each group row that puts lane t's weights (fragment column pairs
   2 t + 8 h + 16 s) in bytes [t * group / 8, (t + 1) * group / 8);
-- the sm_90a source / PTX / ptxas of hopper_bench's prefill configs: register-A wgmma m64n{block_M}k16 (8 per
-  group), one accumulator (no C^T_k, no rescale), two 16-byte shared loads of weights per thread and group with
-  packed_k, no spills or local memory;
+- the sm_90a source / PTX / ptxas of hopper_bench's prefill configs: warp-specialized (a TMA producer warpgroup,
+  no block barrier in the consumers' k-loop, every consumer thread releasing a stage), register-A wgmma
+  m64n{block_M}k16 (8 per group), one accumulator (no C^T_k, no rescale), two 16-byte shared loads of weights per
+  thread and group with packed_k, no spills or local memory;
 - the bench wiring (kinds "wgmma_s" / "wgmma_sp": the repacked weights passed to "wgmma_sp");
 - bad arguments are refused naming the argument.
 
@@ -220,6 +221,12 @@ def test_prefill_source_ptx_and_registers(env, tmp_path, block_M, block_N, stage
     assert f"wgmma.mma_async.sync.aligned.m64n{block_M}k16.f32.f16.f16" in s
     assert '"r"(tl_ra[0]), "r"(tl_ra[1]), "r"(tl_ra[2]), "r"(tl_ra[3])' in s  # register operand A
     assert "tl_pack_f16x2(W_q[" in s  # q * s packed from float32: one rounding per weight
+    # warp-specialized (WarpSpecializeSyncLoop): a TMA producer warpgroup, the consumers with more registers and
+    # no block barrier in the k-loop; every consumer thread releases a stage (it loads the weight bytes from it)
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in s and "setmaxnreg.inc.sync.aligned.u32" in s
+    assert re.search(r"tl_mbar_init\(&tl_mbar\d+_empty\[tl_i\], %d\)" % (2 * block_N), s)  # T arrivals
+    loop = s[s.index("// consumers"):]
+    assert "__syncthreads" not in loop
     cu = tmp_path / "k.cu"
     cu.write_text(s)
     r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
@@ -239,5 +246,9 @@ def test_prefill_source_ptx_and_registers(env, tmp_path, block_M, block_N, stage
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
-    assert regs <= 128, r.stderr  # 2 blocks of 128 threads or 1 of 256 per SM, either way
+    bounds = re.search(r"__launch_bounds__\((\d+), (\d+)\)", s)
+    assert bounds, "not warp-specialized: no __launch_bounds__(threads, blocks)"
+    threads, blocks = int(bounds.group(1)), int(bounds.group(2))
+    assert threads == 2 * block_N + 128  # the consumers + one TMA producer warpgroup
+    assert regs * threads * blocks <= 65536, r.stderr  # ptxas fixes the count at entry (setmaxnreg moves them)
     assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr

@@ -269,10 +269,14 @@ W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True),
                       # with packed_k=True -- W repacked outside the timing by pack_w4a16_wgmma (a byte permutation
                       # per group row), so a thread's weights of a row are one 16-byte shared load. The 7th element
                       # is split_k as for "wgmma" (float32 atomics into the caller's workspace + a cast kernel).
+                      # On sm_90a the k-loop is warp-specialized (a TMA producer warpgroup + the consumers, no block
+                      # barrier in the loop: two consumer warpgroups drift apart, one's decode under the other's
+                      # wgmma; every consumer thread releases a stage after its loads of the weight bytes).
                       # Tile count: N / block_N x split blocks (132 SMs). A's L2 traffic is N / block_N x 2 MiB.
-                      # 128x128 split 2: 128 blocks of 2 warpgroups (128 registers, 131 KiB at 3 stages, 172 at 4),
-                      # A read 64 times; 128x64 split 2 at 2 stages: 256 blocks, 2 per SM (76 KiB each), so one
-                      # block's decode runs under the other's wgmma; 128x64 unsplit: 128 blocks, no second kernel
+                      # 128x128 split 2: 128 blocks of 2 consumer warpgroups (168 registers at entry, consumers 232,
+                      # 131 KiB at 3 stages, 172 at 4), A read 64 times; 128x64 split 2 at 2 stages: 256 blocks, 2 per
+                      # SM (78 KiB each): one block's decode under the other's wgmma; 128x64 unsplit: 128 blocks, no
+                      # second kernel
                       (128, 128, 128, 4, 256, "wgmma_sp", 2), (128, 128, 128, 3, 256, "wgmma_sp", 2),
                       (128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 4, 128, "wgmma_sp"),
                       (128, 128, 128, 4, 256, "wgmma_s", 2), (128, 64, 128, 2, 128, "wgmma_s", 2))

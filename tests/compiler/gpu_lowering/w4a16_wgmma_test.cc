@@ -185,4 +185,135 @@ TEST(W4a16Wgmma, Sm90aSourceAndPtxas) {
   }
 }
 
+// W4A16 prefill (scale_weights=True: the group scales on the decoded weights, one accumulator; packed_k=True:
+// W in pack_w4a16_wgmma's byte order) through the sm_90a lowering WITH warp specialization (the
+// synchronous-compute form: the decode loads the weight bytes from the stage with plain shared loads, so every
+// consumer thread releases the stage), in the interpreter against float64 with the weights rounded to fp16
+// (F16(q * s): the wgmma's pack rounds the exact float32 product once) -- every byte value, partial tiles, one
+// and two consumer warpgroups, split-K; and the printed CUDA for hopper_bench's M = 128 configs: producer and
+// consumer roles, every thread's release, ptxas for sm_90a without spills.
+struct PrefillCase {
+  int64_t M, N, K, block_M, block_N, split, stages;
+  bool packed;
+  std::string Args() const {
+    char b[320];
+    std::snprintf(b, sizeof b, "%lld, %lld, %lld, block_M=%lld, block_N=%lld, num_stages=%lld, magic_round=True, "
+                  "split_k=%lld%s, scale_weights=True, packed_k=%s", (long long)M, (long long)N, (long long)K,
+                  (long long)block_M, (long long)block_N, (long long)stages, (long long)split,
+                  split > 1 ? ", workspace=True" : "", packed ? "True" : "False");
+    return b;
+  }
+};
+
+tl::gpu::GpuLowerOptions Sm90aWs() {
+  tl::gpu::GpuLowerOptions o;
+  o.shared_budget_bytes = 227 * 1024;
+  o.symbol_params = true;
+  o.gemm = tl::gpu::GemmStrategy::kWgmma;
+  o.vector_copies = true;
+  o.async_copies = true;
+  o.tma_copies = true;
+  o.stage_wgmma_epilogue = true;
+  o.warp_specialize = true;
+  return o;
+}
+
+// pack_w4a16_wgmma (kernels/quant_gemm.py): within each group row of `group` / 2 bytes, the byte of weights
+// (j, j + 1) (j even) moves to ((j >> 1) & 3) * group / 8 + (j >> 4) * 2 + ((j >> 3) & 1).
+std::vector<double> PackK(const std::vector<double>& w, int64_t N, int64_t K, int64_t group) {
+  std::vector<double> p(w.size());
+  const int64_t nb = group / 2;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < K / group; ++g) {
+      for (int64_t j = 0; j < group; j += 2) {
+        const int64_t dst = ((j >> 1) & 3) * (group / 8) + (j >> 4) * 2 + ((j >> 3) & 1);
+        p[static_cast<size_t>(n * K / 2 + g * nb + dst)] = w[static_cast<size_t>(n * K / 2 + g * nb + j / 2)];
+      }
+    }
+  }
+  return p;
+}
+
+TEST(W4a16Wgmma, PrefillWarpSpecializedMatchesFloat64) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/quant_gemm.py";
+  for (const PrefillCase& c : std::vector<PrefillCase>{{40, 128, 512, 64, 64, 1, 2, true},
+                                                       {70, 192, 512, 64, 128, 1, 3, true},
+                                                       {33, 128, 1024, 32, 128, 2, 2, false},
+                                                       {64, 64, 768, 64, 64, 3, 2, true}}) {
+    tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    if (f->body.size() > 1) f->body.resize(1);  // split-K: the product kernel (into the float32 workspace)
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90aWs());
+    ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
+    const std::string notes = Notes(*k);
+    EXPECT_NE(notes.find("warp-specialized: " + std::to_string(2 * c.block_N) + " consumer threads"), std::string::npos)
+        << c.Args() << "\n" << notes;
+    EXPECT_NE(notes.find("every consumer thread releases them"), std::string::npos) << c.Args() << "\n" << notes;
+    EXPECT_NE(notes.find("no barrier in the k-loop"), std::string::npos) << c.Args() << "\n" << notes;
+    std::mt19937 rng(static_cast<uint32_t>(c.M * 131 + c.K + c.split));
+    std::uniform_real_distribution<double> d(-1, 1);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const int64_t G = c.K / 128;
+    std::map<std::string, std::vector<double>> t;
+    t["A"].resize(static_cast<size_t>(c.M * c.K));
+    for (double& v : t["A"]) v = F16(d(rng));
+    std::vector<double> w(static_cast<size_t>(c.N * c.K / 2));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = i < 256 ? static_cast<double>(i) : byte(rng);  // every byte
+    t["W"] = c.packed ? PackK(w, c.N, c.K, 128) : w;
+    t["Scales"].resize(static_cast<size_t>(c.N * G));
+    for (double& v : t["Scales"]) v = F16(0.01 + 0.1 * std::fabs(d(rng)));
+    const std::string out = c.split > 1 ? "Wk" : "C";
+    t["C"].assign(static_cast<size_t>(c.M * c.N), 0);
+    t["Wk"].assign(static_cast<size_t>(c.M * c.N), 0);
+    const tl::Status st = tl::gpu::test::Interpret(*k, &t);
+    ASSERT_TRUE(st.ok()) << c.Args() << ": " << st.ToString();
+    double worst = 0, norm = 0;
+    for (int64_t m = 0; m < c.M; ++m) {
+      for (int64_t n = 0; n < c.N; ++n) {
+        double ref = 0;
+        for (int64_t kk = 0; kk < c.K; ++kk) {
+          const int b = static_cast<int>(w[static_cast<size_t>(n * c.K / 2 + kk / 2)]);
+          const int nib = (kk % 2 == 0) ? (b & 15) : (b >> 4);
+          const int q = nib >= 8 ? nib - 16 : nib;
+          ref += t["A"][static_cast<size_t>(m * c.K + kk)] * F16(q * t["Scales"][static_cast<size_t>(n * G + kk / 128)]);
+        }
+        const double got = t[out][static_cast<size_t>(m * c.N + n)];
+        worst = std::max(worst, tl::gpu::test::NanAsInf(std::fabs(got - ref)));
+        norm = std::max(norm, std::fabs(ref));
+      }
+    }
+    EXPECT_LE(worst, (c.split > 1 ? 1e-5 : 1e-3) * norm) << c.Args();
+    EXPECT_GT(norm, 0.5) << c.Args();
+    std::printf("[ w4a16_wgmma prefill WS %s ] worst error %.3g of max |C| %.3g\n", c.Args().c_str(), worst, norm);
+  }
+}
+
+TEST(W4a16Wgmma, PrefillWarpSpecializedSm90aSource) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/quant_gemm.py";
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (const PrefillCase& c : std::vector<PrefillCase>{{128, 8192, 8192, 128, 128, 2, 4, true},
+                                                       {128, 8192, 8192, 128, 64, 2, 2, true},
+                                                       {128, 8192, 8192, 128, 64, 1, 4, true}}) {
+    tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    if (f->body.size() > 1) f->body.resize(1);
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90aWs());
+    ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
+    EXPECT_NE(Notes(*k).find("every consumer thread releases them"), std::string::npos) << c.Args() << "\n" << Notes(*k);
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    EXPECT_NE(s.find("setmaxnreg.inc"), std::string::npos) << c.Args();
+    EXPECT_NE(s.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos) << c.Args();
+    EXPECT_EQ(s.find("__syncthreads"), s.rfind("__syncthreads")) << c.Args() << ": a block barrier besides the init one";
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "w4p", "sm_90a");
+    ASSERT_TRUE(code.ok()) << c.Args() << ": " << code.status().ToString();
+    std::printf("[ w4a16_wgmma prefill WS %s sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n",
+                c.Args().c_str(), code->registers, code->spill_stores, static_cast<long long>(k->shared_bytes));
+    EXPECT_EQ(code->spill_stores, 0) << c.Args();
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << c.Args() << ": " << code->log;
+  }
+}
+
 }  // namespace

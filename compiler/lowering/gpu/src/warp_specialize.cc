@@ -72,10 +72,15 @@
 // proxy), and per k-step: wait full[stage] parity ((k - k0) / S) & 1,
 // compute..., lane 0 of each warp arrives on empty[stage]. After the loop
 // bar.sync 1, T and post... (barriers named).
-// Invariants. The compute reads a stage only through wgmma units that end in
+// Invariants. The compute reads a stage through wgmma units that end in
 // wait_group 0 (.sync.aligned: every lane of the warp is past it), so at the
 // end of the k-step no read of the stage is outstanding and the release may
-// let the producer refill it; it writes no shared memory in a stage's span
+// let the producer refill it; or also with plain loads (W4A16 prefill: the
+// weight bytes decoded into wgmma's register operand A), and then EVERY
+// consumer thread arrives on empty[stage] (count T, not T / 32) after its
+// compute, so each thread's own loads are ordered before its own release
+// (mbarrier.arrive has release semantics; the producer's wait acquires); it
+// writes no shared memory in a stage's span
 // (checked by offsets, so memory a dead buffer shares counts too), and
 // neither does pre (the producer fills the stages meanwhile). When the
 // compute writes no shared memory at all the consumers need no barrier in
@@ -360,22 +365,35 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     }
     return false;
   };
-  // The compute reads the stages only through wgmma (each unit retired by
-  // its own wait_group 0, .sync.aligned: every lane of a warp is past it)
-  // and touches no other shared memory of theirs (the producer refills them
-  // meanwhile); whether it writes shared memory at all decides the barrier.
+  // The compute reads the stages through wgmma (each unit retired by its
+  // own wait_group 0, .sync.aligned: every lane of a warp is past it) or
+  // with plain loads (e.g. W4A16's weight bytes, decoded into a register
+  // operand A: `reads_stage`; then every consumer thread releases the stage
+  // after its own loads, instead of lane 0 of each warp, so each thread's
+  // reads are ordered before its own release -- mbarrier.arrive releases at
+  // CTA scope -- whether or not their values were consumed yet), and writes
+  // no memory of theirs (the producer refills them meanwhile); whether it
+  // writes shared memory at all decides the barrier.
   std::string why;
   bool writes_shared = Has<SBarrier>(compute);
+  bool reads_stage = false;
   const bool known = Accesses(compute, [&](const std::string& name, char how) {
     auto it = bufs.find(name);
     const bool shared = it != bufs.end() && it->second->space == Space::kShared;
     if (how == 'w' && shared) writes_shared = true;
-    if (why.empty() && in_stages(name) && (how != 'g' || !stages_of.count(name))) {
-      why = name + (how == 'w' ? " is written" : " is read outside wgmma") + " in the k-loop's compute";
+    if (how == 'r' && stages_of.count(name)) reads_stage = true;
+    if (why.empty() && in_stages(name) && (how == 'w' || !stages_of.count(name))) {
+      why = name + (how == 'w' ? " is written" : " (in a stage's memory) is read") + " in the k-loop's compute";
     }
   });
   if (!known) return no + "the k-loop's compute holds statements other than stores, loops, lane reductions and wgmma";
   if (!why.empty()) return no + why;
+  // Plain loads of a stage only where the compute writes no shared memory (a register-A decode: w4a16_wgmma);
+  // the kernels that stage a dequantized tile in shared memory (quant_matmul, w4a16_mma on sm_90a) keep their
+  // block barrier (not measured warp-specialized).
+  if (reads_stage && writes_shared) {
+    return no + "the k-loop's compute loads from a stage outside wgmma and writes shared memory";
+  }
   // After the loop: [wait_group 0], [cp.async.wait], a barrier.
   const size_t L = static_cast<size_t>(loop);
   size_t after = L + 1;
@@ -502,9 +520,13 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     if (writes_shared) step.push_back(SStmt{SNamedBarrier{1, T}});
     NameBarriers(compute, T);
     for (SStmt& s : compute) step.push_back(std::move(s));
-    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
-                             {SStmt{SMbarArrive{empty, ir::MakeVar(stage->name, stage->dtype), true}}},
-                             {}}});
+    SStmt release{SMbarArrive{empty, ir::MakeVar(stage->name, stage->dtype), true}};
+    if (reads_stage) {
+      step.push_back(std::move(release));  // every consumer thread, after its own loads of the stage
+    } else {
+      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
+                               {std::move(release)}, {}}});
+    }
     consumer.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
   }
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
@@ -513,7 +535,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
 
   SBlock out = std::move(head);
   out.push_back(SStmt{full});
-  out.push_back(SStmt{SMbarInit{empty, S, T / 32}});
+  out.push_back(SStmt{SMbarInit{empty, S, reads_stage ? T : T / 32}});
   out.push_back(SStmt{SWarpRoles{T, std::move(producer), std::move(consumer)}});
   k->body = std::move(out);
   k->threads = threads;
@@ -523,6 +545,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
          std::to_string(S) + " stages on full/empty mbarriers, synchronous k-loop compute (a stage released after it), " +
          (writes_shared ? "a named barrier among the consumers in the k-loop (its compute writes shared memory)"
                         : "no barrier in the k-loop") +
+         (reads_stage ? "; the compute loads from the stages: every consumer thread releases them" : "") +
          "; registers " + std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
          std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
          std::to_string(inc) + (persistent_blocks > 0 ? "; not persistent (only the deferred-wgmma GEMM form is)" : "");
