@@ -305,7 +305,11 @@ TEST(W4a16Wgmma, PrefillWarpSpecializedSm90aSource) {
     const std::string& s = src->source;
     EXPECT_NE(s.find("setmaxnreg.inc"), std::string::npos) << c.Args();
     EXPECT_NE(s.find("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"), std::string::npos) << c.Args();
-    EXPECT_EQ(s.find("__syncthreads"), s.rfind("__syncthreads")) << c.Args() << ": a block barrier besides the init one";
+    const size_t consumers = s.find("// consumers");
+    ASSERT_NE(consumers, std::string::npos) << c.Args();
+    EXPECT_EQ(s.find("__syncthreads", consumers), std::string::npos) << c.Args() << ": a block barrier in the consumers";
+    EXPECT_EQ(s.find("bar.sync 1", s.find("for (int k = 0;", consumers)), s.rfind("bar.sync 1"))
+        << c.Args() << ": a named barrier inside the consumers' k-loop (only the drain after it)";
     if (!tc.ok()) continue;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "w4p", "sm_90a");
     ASSERT_TRUE(code.ok()) << c.Args() << ": " << code.status().ToString();
