@@ -276,9 +276,11 @@ W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True),
                       # 128x128 split 2: 128 blocks of 2 consumer warpgroups (168 registers at entry, consumers 232,
                       # 131 KiB at 3 stages, 172 at 4), A read 64 times; 128x64 split 2 at 2 stages: 256 blocks, 2 per
                       # SM (78 KiB each): one block's decode under the other's wgmma; 128x64 unsplit: 128 blocks, no
-                      # second kernel
+                      # second kernel; 64x128 unsplit: 128 blocks of 2 consumer warpgroups, no second kernel, A read
+                      # 64 times (half of it per block), each weight decoded twice (once per 64-row half of M)
                       (128, 128, 128, 4, 256, "wgmma_sp", 2), (128, 128, 128, 3, 256, "wgmma_sp", 2),
                       (128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 4, 128, "wgmma_sp"),
+                      (64, 128, 128, 4, 256, "wgmma_sp"), (64, 128, 128, 6, 256, "wgmma_sp"),
                       (128, 128, 128, 4, 256, "wgmma_s", 2), (128, 64, 128, 2, 128, "wgmma_s", 2))
 W4_MS = (1, 16, 128)
 W4_NK = 8192
