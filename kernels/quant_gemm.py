@@ -796,7 +796,7 @@ def w4a16_gemv_ldg(M, N, K, group_size=128, out_dtype=None, rows=4, warps=4, dep
 
 def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_M=16, block_N=64, num_stages=4,
                 threads=None, magic_round=False, split_k=1, workspace=False, cast_block=(16, 128), permute_k=False,
-                scale_weights=False, packed_k=False):
+                scale_weights=False, packed_k=False, pingpong=False):
     """W4A16 decode with the dequantized weights in REGISTERS as the wgmma A operand: the same signature
     and packing as quant_matmul(bits=4) / w4a16_mma (A [M, K], W uint8 [N, K/2] two signed nibbles per
     byte, low first, Scales [N, K / group_size], C [M, N]), one scale group per k-step.
@@ -844,7 +844,10 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     memory) is warp-specialized like FlashAttention's (WarpSpecializeSyncLoop): a producer warpgroup issues
     the boxes, the consumer warpgroups wait on full barriers and release each stage after their decode and
     wgmma with no block barrier in the loop, so with two consumer warpgroups (block_N = 128) one's decode runs
-    under the other's wgmma.
+    under the other's wgmma. pingpong=True (T.warpgroup_pingpong(); block_N = 128, i.e. two consumer
+    warpgroups): the two take turns issuing their group's wgmmas on two named barriers (compiler/lowering/
+    gpu/src/pingpong.cc, FlashAttention-3's warp scheduler barriers), so that order is enforced instead of
+    left to drift: one decodes while the other's wgmmas hold the tensor cores.
     packed_k: W is not quant_matmul's packing but pack_w4a16_wgmma(W, group_size)'s (each group's 64-byte
     row permuted so a lane's weights of a row are one 16-byte run, the reduction order unchanged): the
     16-byte loads of permute_k without its shared-to-shared copy of A's tile per group (block_M x group
@@ -868,6 +871,9 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
                          f"{K // group_size}")
     if permute_k and group_size % 32:
         raise ValueError(f"w4a16_wgmma: permute_k needs group_size a multiple of 32, got {group_size}")
+    if pingpong and block_N != 128:
+        raise ValueError(f"w4a16_wgmma: pingpong needs block_N=128 (two consumer warpgroups take turns), got "
+                         f"block_N={block_N}")
     if packed_k and (group_size % 32 or permute_k):
         raise ValueError(f"w4a16_wgmma: packed_k needs group_size a multiple of 32 and no permute_k, got "
                          f"group_size={group_size}, permute_k={permute_k}")
@@ -890,6 +896,8 @@ def w4a16_wgmma(M, N, K, group_size=128, dtype="float16", out_dtype=None, block_
     def tile(A, W, Scales, Out, bx, by, g0):
         # C^T[bx * block_N + n, by * block_M + m] over groups [g0, g0 + groups): stored into C (split_k 1)
         # or added into the float32 workspace (split_k > 1)
+        if pingpong:
+            T.warpgroup_pingpong()
         A_s = T.alloc_shared((block_M, block_K), dtype)
         if permute_k:
             A_raw = T.alloc_shared((block_M, block_K), dtype)

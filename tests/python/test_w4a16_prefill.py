@@ -148,12 +148,31 @@ def test_pack_puts_each_lanes_weights_in_one_run():
                 assert (P[:, g * nb + pos] == W[:, g * nb + j // 2]).all()
 
 
+def test_pingpong_source(env):
+    """pingpong=True (bench kind "wgmma_spp"): in the consumers' k-loop warpgroup 0 waits for its turn on named
+    barrier 2 (not at the first k-step), warpgroup 1 on 3; the group's wgmmas are issued and committed, then
+    the turn is handed over (bar.arrive on the other's barrier) before the wgmma.wait_group."""
+    s = _sm90a_source(qg.w4a16_wgmma(128, 8192, 8192, block_M=128, block_N=128, num_stages=4, magic_round=True,
+                                     split_k=2, workspace=True, scale_weights=True, packed_k=True, pingpong=True))
+    loop = s.split("// consumers", 1)[1].split("for (int k = ", 1)[1]
+    s2, s3 = loop.index("bar.sync 2, 256;"), loop.index("bar.sync 3, 256;")
+    issue = loop.index("wgmma.mma_async", s3)
+    commit = loop.index("wgmma.commit_group", issue)
+    a3, a2 = loop.index("bar.arrive 3, 256;", commit), loop.index("bar.arrive 2, 256;", commit)
+    wait = loop.index("wgmma.wait_group", a2)
+    assert s2 < s3 < issue < commit < a3 < a2 < wait
+    assert loop.index("W_s[") < s2  # the decode (the weight bytes read from the stage) before the turn
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match=r"w4a16_wgmma: packed_k needs group_size a multiple of 32 and no "
                                          r"permute_k, got group_size=16, permute_k=False"):
         qg.w4a16_wgmma(16, 64, 512, group_size=16, packed_k=True)
     with pytest.raises(ValueError, match=r"w4a16_wgmma: packed_k needs .* got group_size=128, permute_k=True"):
         qg.w4a16_wgmma(16, 64, 512, packed_k=True, permute_k=True)
+    with pytest.raises(ValueError, match=r"w4a16_wgmma: pingpong needs block_N=128 \(two consumer warpgroups take "
+                                         r"turns\), got block_N=64"):
+        qg.w4a16_wgmma(128, 64, 512, block_M=128, block_N=64, scale_weights=True, pingpong=True)
     with pytest.raises(ValueError, match=r"w4a16_wgmma: split_k=3 must be a positive int dividing K / group_size = 4"):
         qg.w4a16_wgmma(128, 64, 512, block_M=128, split_k=3, scale_weights=True)
     with pytest.raises(ValueError, match=r"pack_w4a16_wgmma: W must be a 2-D uint8 array \[N, K/2\], got int8"):
@@ -169,7 +188,8 @@ def test_bench_kinds_pass_the_repacked_weights(env):
     "wgmma_s" the plain W; both checked against the bench's float64 reference on the CPU device."""
     import hopper_bench as hb
     be = hb.NumpyBackend()
-    cfgs = [(128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 2, 128, "wgmma_s")]
+    cfgs = [(128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 2, 128, "wgmma_s"),
+            (64, 128, 128, 2, 256, "wgmma_spp")]
     case = hb.w4_case(128, 128, 512, cfgs)
     x = case.make(be, np.random.default_rng(5))
     x["_be"] = be
@@ -178,7 +198,7 @@ def test_bench_kinds_pass_the_repacked_weights(env):
         k, _ = hb.compile_case(case, cfg, "cpu")
         out = be.nan(*case.out_spec)
         args = case.args(x, out, cfg)
-        packed = cfg[5] == "wgmma_sp"
+        packed = cfg[5] in ("wgmma_sp", "wgmma_spp")
         assert (args[1] is x["W"]) != packed
         if packed:
             assert (args[1] == qg.pack_w4a16_wgmma(x["W"])).all()
@@ -186,7 +206,7 @@ def test_bench_kinds_pass_the_repacked_weights(env):
         assert case.check(be, x, out) < 1e-3
     assert any(c[5] == "wgmma_sp" for c in hb.W4_CONFIGS_PREFILL)
     full = hb.w4_case(128, hb.W4_NK, hb.W4_NK, hb.W4_CONFIGS_PREFILL)
-    assert all(hb.fits(full, c) for c in hb.W4_CONFIGS_PREFILL if c[5] in ("wgmma_s", "wgmma_sp"))
+    assert all(hb.fits(full, c) for c in hb.W4_CONFIGS_PREFILL if c[5] in ("wgmma_s", "wgmma_sp", "wgmma_spp"))
 
 
 # ---- the sm_90a variant ------------------------------------------------------------------------------------

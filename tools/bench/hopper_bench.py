@@ -281,6 +281,9 @@ W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True),
                       (128, 128, 128, 4, 256, "wgmma_sp", 2), (128, 128, 128, 3, 256, "wgmma_sp", 2),
                       (128, 64, 128, 2, 128, "wgmma_sp", 2), (128, 64, 128, 4, 128, "wgmma_sp"),
                       (64, 128, 128, 4, 256, "wgmma_sp"), (64, 128, 128, 6, 256, "wgmma_sp"),
+                      # "wgmma_spp": wgmma_sp with pingpong=True (block_N 128: the two consumer warpgroups take turns
+                      # issuing their group's wgmmas on named barriers 2/3, one decoding while the other's run)
+                      (128, 128, 128, 4, 256, "wgmma_spp", 2), (64, 128, 128, 4, 256, "wgmma_spp"),
                       (128, 128, 128, 4, 256, "wgmma_s", 2), (128, 64, 128, 2, 128, "wgmma_s", 2))
 W4_MS = (1, 16, 128)
 W4_NK = 8192
@@ -552,13 +555,15 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
             cw = threads // 32 - 1
             return w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw, stage_groups=cfg[7],
                                          stages=stages, blocks=cfg[6], workspace=True, evict_first=cfg[8:9] == ("ef",))
-        if kind in ("wgmma", "wgmma_p", "wgmma_s", "wgmma_sp"):  # the weights decoded into wgmma's register
-            # operand A (block_N = threads / 2); _p: k permuted within each group (16-byte weight loads); _s: the
-            # group scales applied to the weights (one accumulator); _sp: and W repacked by pack_w4a16_wgmma
+        if kind in ("wgmma", "wgmma_p", "wgmma_s", "wgmma_sp", "wgmma_spp"):  # the weights decoded into wgmma's
+            # register operand A (block_N = threads / 2); _p: k permuted within each group (16-byte weight loads);
+            # _s: the group scales applied to the weights (one accumulator); _sp: and W repacked by
+            # pack_w4a16_wgmma; _spp: and the two consumer warpgroups in pingpong
             return quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
                                           num_stages=stages, threads=threads, magic_round=True, split_k=split,
                                           workspace=split > 1, permute_k=kind == "wgmma_p",
-                                          scale_weights=kind in ("wgmma_s", "wgmma_sp"), packed_k=kind == "wgmma_sp")
+                                          scale_weights=kind in ("wgmma_s", "wgmma_sp", "wgmma_spp"),
+                                          packed_k=kind in ("wgmma_sp", "wgmma_spp"), pingpong=kind == "wgmma_spp")
         if kind in ("mma", "mma_h2", "mma_h2g2"):  # mma_h2*: the fp16 tile made by imported CUDA source (CUDA
             # only); g2: two groups per k-step (two independent T.gemm, half the per-step waits and barriers)
             return quant_gemm.w4a16_mma(M, N, K, group_size=bk, dtype=dtype, block_M=bm, block_N=bn,
@@ -597,7 +602,7 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
         return rel_err(be.f64(out)[:, cols], ref)
 
     def weights(x, cfg):
-        if cfg is not None and cfg[5] == "wgmma_sp":  # pack_w4a16_wgmma's byte order, made once on the host
+        if cfg is not None and cfg[5] in ("wgmma_sp", "wgmma_spp"):  # pack_w4a16_wgmma's byte order, made once
             if "_wsp" not in x:
                 from kernels.quant_gemm import pack_w4a16_wgmma
                 w = x["W"]
@@ -784,7 +789,7 @@ def fits(case, cfg):
             gps = 2 if cfg[5] == "mma_h2g2" else 1
             return (p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
                     and (p["K"] // cfg[2]) % (w4_split_of(cfg, p["K"]) * gps) == 0)
-        if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p", "wgmma_s", "wgmma_sp"):
+        if cfg[5] in ("lut", "mma", "wgmma", "wgmma_p", "wgmma_s", "wgmma_sp", "wgmma_spp"):
             return p["N"] % cfg[1] == 0 and cfg[2] == p["group"]
         if cfg[5] == "m1":  # M = 1; wk = cfg[2] warps split K's 128-wide chunks; 16 tn wn rows per block
             wn = cfg[4] // 32 // cfg[2]

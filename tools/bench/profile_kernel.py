@@ -87,12 +87,13 @@ def main():
                                         threads=threads, magic_round=True, h2_dequant=kind != "mma",
                                         groups_per_step=2 if kind == "mma_h2g2" else 1, split_k=split,
                                         workspace=split > 1)
-        elif kind in ("wgmma", "wgmma_p", "wgmma_s", "wgmma_sp"):  # block_N: 64 per warpgroup (threads = 2 *
-            # block_N); _p: permute_k; _s: scale_weights (prefill); _sp: and packed_k (random bytes: any packing)
+        elif kind in ("wgmma", "wgmma_p", "wgmma_s", "wgmma_sp", "wgmma_spp"):  # block_N: 64 per warpgroup
+            # (threads = 2 * block_N); _p: permute_k; _s: scale_weights (prefill); _sp: and packed_k (random
+            # bytes: any packing); _spp: and pingpong
             prog = quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                           threads=threads, magic_round=True, split_k=split, workspace=split > 1,
                                           permute_k=kind == "wgmma_p", scale_weights=kind in ("wgmma_s", "wgmma_sp"),
-                                          packed_k=kind == "wgmma_sp")
+                                          packed_k=kind in ("wgmma_sp", "wgmma_spp"), pingpong=kind == "wgmma_spp")
         elif kind == "ldg":  # BN = rows * warps, BK = 1024 * depth, STAGES = prefetch, THREADS = 32 * warps
             prog = quant_gemm.w4a16_gemv_ldg(M, N, K, rows=bn // (threads // 32), warps=threads // 32,
                                              depth=bk // 1024, prefetch=stages)
