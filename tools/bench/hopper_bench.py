@@ -253,7 +253,7 @@ W4_CONFIGS_DECODE = ((16, 64, 64, 1, 128, False), (16, 64, 256, 3, 128, True), (
                      # the row of its own M (the slot holds M activation rows); 163 KiB of shared memory at
                      # most. Session 9 (every tile's weights, scales and each activation row a bulk copy, 48 per
                      # slot at M=16): 1.5-2.3x slower than m16r / ldg, time ~13 us + ~49 ns x bulk copies per
-                     # block whatever the ring depth; now block_N / 16 bulk copies per slot (the H200, 16:57: the
+                     # block whatever the ring depth; now block_N / 16 bulk copies per slot (the H200, 16:44: the
                      # old 16 x 1 x 7 config 49.5 -> 30.9 us). Still slower than m16r / ldg (M=16 23.3 vs 21.2 us,
                      # M=1 23.8 vs 17.7): the two best of 15 configs per M are kept. A 9th element "ef": the
                      # weight copies with an L2 evict_first policy (the default --flush write leaves the L2 dirty)
