@@ -83,6 +83,33 @@ def test_checks_reject_wrong_argument_order(env):
     assert norm.check(be, x, out) > 0.5
 
 
+@pytest.mark.parametrize("argv, msg", [
+    (["--gemm-shapes", "4096x4096"], "--gemm-shapes: expected MxNxK (three positive integers), got '4096x4096'"),
+    (["--gemm-shapes", "4096x4096x0"], "got '4096x4096x0'"),
+    (["--gemm-configs", "[(128, 256, 64"], "--gemm-configs: not a Python literal"),
+    (["--gemm-configs", "[(128, 256, 64, 256)]"], "--gemm-configs: bad config (128, 256, 64, 256)"),
+    (["--gemm-configs", "[(128, 256, 64, 256, 3, 0, 1, 2)]"], "--gemm-configs: bad config"),
+    (["--gemm-configs", "(128, 256, 64, 256, 3)"], "--gemm-configs: bad config 128"),
+    (["--w4-ms", "1,16.5"], "--w4-ms: expected comma-separated positive integers (M values), got '16.5'"),
+    (["--fa-configs", "((128, 128"], "--fa-configs: expected a tuple of"),
+])
+def test_bad_command_lines_are_usage_errors(argv, msg):
+    """A malformed override is argparse's usage error (exit 2, the argument named), not a traceback."""
+    r = subprocess.run([sys.executable, BENCH, *argv, "--precompile", "--only", "norm"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_gemm_overrides_parse():
+    import hopper_bench as hb
+    assert hb.parse_gemm_shapes("4096x4096x4096,16x8192x8192") == ((4096, 4096, 4096), (16, 8192, 8192))
+    assert hb.parse_gemm_configs("[(128, 256, 64, 256, 3, 0, 1, 'persistent', 'cluster2'), [64, 64, 32, 128, 2]]") == (
+        (128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2"), (64, 64, 32, 128, 2))
+    # every built-in GEMM config passes the check the override gets
+    for cfgs in (hb.GEMM_CONFIGS_LARGE, hb.GEMM_CONFIGS_M128, hb.GEMM_CONFIGS_M16):
+        assert hb.parse_gemm_configs(repr(list(cfgs))) == tuple(cfgs)
+
+
 def test_every_full_size_case_has_a_fitting_config():
     import hopper_bench as hb
     cases = hb.all_cases()
