@@ -407,6 +407,9 @@ def check_args(M, N, K, group_size, tn, cw, stage_groups, stages, blocks):
     """The static checks of w4a16_bulk (ValueError naming the argument); returns the shared bytes."""
     if not isinstance(M, int) or not 1 <= M <= 16:
         raise ValueError(f"w4a16_bulk: M={M} must be an int in 1..16 (one 16-row activation block)")
+    for arg, v in (("N", N), ("K", K), ("group_size", group_size)):  # printed into the C source as they are
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"w4a16_bulk: {arg}={v!r} must be a positive int")
     if group_size % 64 or K % group_size:
         raise ValueError(f"w4a16_bulk: group_size={group_size} must be a multiple of 64 dividing K={K}")
     for arg, v in (("tn", tn), ("cw", cw), ("stage_groups", stage_groups), ("stages", stages), ("blocks", blocks)):

@@ -390,6 +390,13 @@ def test_bad_arguments_are_refused():
         wb.w4a16_bulk(16, 8192, 8192, stages=8, stage_groups=4)
     with pytest.raises(ValueError, match=r"blocks=0 must be a positive int"):
         wb.w4a16_bulk(1, 256, 1024, blocks=0)
+    # N, K and group_size are printed into the C source: a float (8192.0) would reach it
+    with pytest.raises(ValueError, match=r"N=8192.0 must be a positive int"):
+        wb.w4a16_bulk(16, 8192.0, 8192)
+    with pytest.raises(ValueError, match=r"K=0 must be a positive int"):
+        wb.w4a16_bulk(16, 256, 0)
+    with pytest.raises(ValueError, match=r"group_size=128.0 must be a positive int"):
+        wb.check_args(16, 256, 1024, 128.0, 2, 8, 1, 7, 132)
     with pytest.raises(ValueError, match=r"out_dtype must be float16"):
         wb.w4a16_bulk(16, 256, 1024, out_dtype="float32")
 
