@@ -187,7 +187,12 @@ def _source(name, N, K, group_size, tn, cw, stage_groups, stages, blocks, rows=1
     arow_h = sg * group_size + 8  # activation row stride (halves)
     two = "true" if rows > 8 else "false"
     nch = 1 if rows > 8 else 2  # mma chains per (tile, n8 half)
-    # read-once weights and scales as L2 evict_first (their lines replace each other, not the L2's other lines)
+
+    def psum(e):  # the k-group's partial sum of element e: the two chains' where there are two
+        return f"part[0][i][j][{e}] + part[1][i][j][{e}]" if nch == 2 else f"part[0][i][j][{e}]"
+
+    # read-once weights as L2 evict_first (their lines replace each other, not the L2's other lines); the scales
+    # and activation rows go by the producer warp's cp.async, without a policy
     wcopy = "tl_w4b_bulk_hint" if evict_first else "tl_w4b_bulk"
     pol_decl = "const unsigned long long pol = tl_w4b_evict_first();" if evict_first else ""
     pol_arg = ", pol" if evict_first else ""
@@ -327,10 +332,10 @@ __device__ __forceinline__ void {name}_body(const unsigned short* __restrict__ a
             const float shi = tl_w4m_h2f((unsigned short)(sv >> 16));  // row g + 8
 #pragma unroll
             for (int j = 0; j < 2; ++j) {{
-              tot[i][j][0] += (part[0][i][j][0] + part[{nch} - 1][i][j][0] * {nch - 1}) * slo;
-              tot[i][j][1] += (part[0][i][j][1] + part[{nch} - 1][i][j][1] * {nch - 1}) * slo;
-              tot[i][j][2] += (part[0][i][j][2] + part[{nch} - 1][i][j][2] * {nch - 1}) * shi;
-              tot[i][j][3] += (part[0][i][j][3] + part[{nch} - 1][i][j][3] * {nch - 1}) * shi;
+              tot[i][j][0] += ({psum(0)}) * slo;
+              tot[i][j][1] += ({psum(1)}) * slo;
+              tot[i][j][2] += ({psum(2)}) * shi;
+              tot[i][j][3] += ({psum(3)}) * shi;
             }}
           }}
         }}
@@ -402,6 +407,9 @@ def check_args(M, N, K, group_size, tn, cw, stage_groups, stages, blocks):
     """The static checks of w4a16_bulk (ValueError naming the argument); returns the shared bytes."""
     if not isinstance(M, int) or not 1 <= M <= 16:
         raise ValueError(f"w4a16_bulk: M={M} must be an int in 1..16 (one 16-row activation block)")
+    for arg, v in (("N", N), ("K", K), ("group_size", group_size)):  # printed into the C source as they are
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"w4a16_bulk: {arg}={v!r} must be a positive int")
     if group_size % 64 or K % group_size:
         raise ValueError(f"w4a16_bulk: group_size={group_size} must be a multiple of 64 dividing K={K}")
     for arg, v in (("tn", tn), ("cw", cw), ("stage_groups", stage_groups), ("stages", stages), ("blocks", blocks)):

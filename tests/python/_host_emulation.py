@@ -1,8 +1,9 @@
 """Host (CPU) emulation of the CUDA pieces that the W4A16 kernels' imported CUDA sources use, so that their exact
 C++ text can run on the host against float64 without a GPU, plus the numpy model of their fp16 decode arithmetic.
-Shared by test_w4a16_cuda_source.py, test_w4a16_gemv_ldg.py, test_w4a16_m1.py and test_w4a16_m16.py (imported,
-never collected). Each test file keeps its own adapters: the kernel's asm helper names (tl_w4k_*, tl_w4m_*, ...)
-mapped onto the tl_host_* functions below, and its own main() that drives the kernel function.
+Shared by test_w4a16_cuda_source.py, test_w4a16_gemv_ldg.py, test_w4a16_m1.py, test_w4a16_m16.py and
+test_w4a16_bulk.py (imported, never collected). Each test file keeps its own adapters: the kernel's asm helper
+names (tl_w4k_*, ...) mapped onto the tl_host_* functions below, and its own main() that drives the kernel
+function; the tl_w4m_* adapters that w4a16_m16 and w4a16_bulk share are W4M_HELPERS here.
 
 What is modelled (PTX ISA semantics):
 - fp16 <-> float conversions with round-to-nearest-even (cvt.rn.f16.f32; _Float16 on the host);
@@ -192,6 +193,38 @@ static inline float tl_w4h2_sum(unsigned v) { return tl_host_h2f(v & 0xffff) + t
 static inline float tl_w4h2_h2f(unsigned short v) { return tl_host_h2f(v); }
 """
 
+
+# After CUDA_HOST_PRELUDE + BLOCK_THREADS: host stand-ins for kernels.w4a16_m16's tl_w4m_* helpers (fp16x2 fma,
+# mma.sync, 16-byte loads and cp.async copies that land at once, the split-K atomics and 4-wide workspace
+# accesses), which w4a16_m16 and w4a16_bulk import
+W4M_HELPERS = r"""
+#include <atomic>
+#include <cstddef>
+static unsigned tl_w4m_fma(unsigned a, unsigned b, unsigned c) { return tl_host_fma_f16x2(a, b, c); }
+static unsigned short tl_w4m_f2h(float f) { return tl_host_f2h(f); }
+static float tl_w4m_h2f(unsigned short h) { return tl_host_h2f(h); }
+static void tl_w4m_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) { tl_host_mma_m16n8k16(d, a, b0, b1); }
+static uint4 tl_w4m_ldg(const void* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
+static unsigned tl_w4m_ldg32(const void* p) { unsigned v; std::memcpy(&v, p, 4); return v; }
+static void tl_w4m_cp16(void* dst, const void* src, int bytes) {
+  if (bytes) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16);
+}
+typedef unsigned char* tl_w4m_sptr;  // the ring variant's shared addresses: plain pointers here
+static tl_w4m_sptr tl_w4m_saddr(const void* p) { return (tl_w4m_sptr)p; }
+static void tl_w4m_cp16s(tl_w4m_sptr dst, const void* src, int bytes) { tl_w4m_cp16(dst, src, bytes); }
+static void tl_w4m_cp4s(tl_w4m_sptr dst, const void* src) { std::memcpy(dst, src, 4); }
+template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return tl_host_and_xor(x, M, C); }
+static void tl_w4m_commit() {}
+template <int N> static void tl_w4m_wait() {}
+static void atomicAdd(float* p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
+static int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
+static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+static float tl_w4m_ldcg(const float* p) { return std::atomic_ref<const float>(*p).load(); }
+static void tl_w4m_red4(float* p, const float* v) { for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]); }
+static void tl_w4m_ldcg4(const float* p, float* v) { for (int e = 0; e < 4; ++e) v[e] = tl_w4m_ldcg(p + e); }
+static void tl_w4m_st4z(float* p) { for (int e = 0; e < 4; ++e) p[e] = 0.f; }
+static void tl_w4m_st4h(unsigned short* p, const float* v) { for (int e = 0; e < 4; ++e) p[e] = tl_host_f2h(v[e]); }
+"""
 
 # ---- building and running the host programs --------------------------------------------------------------------
 

@@ -8,51 +8,30 @@ Run: PYTHONPATH=compiler/python:build/python TL_BUILD_DIR=build /usr/bin/python3
 """
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-try:
-    import tilelang  # noqa: F401
-except ImportError:
-    sys.path.insert(0, os.path.join(ROOT, "compiler", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _helpers import NVCC, ROOT, cuda_kernel_source, ptxas_v  # noqa: E402 - also puts the repo root and tilelang on sys.path
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
-from tilelang import toolchain  # noqa: E402
 from tilelang.errors import TileLangError  # noqa: E402
 
 from kernels import gemm  # noqa: E402
 from kernels._util import from_bf16_bits, to_bf16_bits  # noqa: E402
 
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env():
-    try:
-        os.environ.setdefault("TL_PACK", toolchain.tl_pack_path())
-    except Exception as e:  # noqa: BLE001 - no build: skip like the neighbours
-        pytest.skip(f"no tl-pack ({e})")
-    build = os.environ.get("TL_BUILD_DIR", os.path.join(ROOT, "build"))
-    os.environ.setdefault("TL_CACHE_DIR", os.path.join(build, "tilelang-cache"))
+# the tests that compile (tilelang.compile through tl-pack) take conftest.py's tl_pack_env: skipped without a build;
+# the Tile IR text, the frontend's and matmul's argument checks and hopper_bench's configs need none
+compiles = pytest.mark.usefixtures("tl_pack_env")
 
 
 def sm90a_source(monkeypatch, program, pass_configs=None):
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
     monkeypatch.delenv("TL_CUDA_CLUSTER", raising=False)
-    try:
-        src = tilelang.compile(program, target="cuda", pass_configs=pass_configs).get_kernel_source()
-    except Exception as e:  # noqa: BLE001
-        if "no CUDA compiler" in str(e):  # NVRTC and nvcc both absent; a failed compile is a failure
-            pytest.skip(f"no CUDA toolchain: {e}")
-        raise
-    return src.split(".sm_90a.cu", 1)[1]
+    return cuda_kernel_source(program, pass_configs=pass_configs).split(".sm_90a.cu", 1)[1]
 
 
 def mm(M=512, N=1024, K=512, cluster=2, **kw):
@@ -70,7 +49,8 @@ def test_tile_ir_hint():
     assert "hint cluster" not in mm(cluster=1).script()
 
 
-def test_raster0_multicasts_a(monkeypatch):
+@compiles
+def test_raster0_multicasts_a(monkeypatch, tmp_path):
     """Raster 0: blocks 2j, 2j + 1 are adjacent column blocks of one row block: A's box (128 x 64) is multicast in
     two halves always (a tensor map of 64-row boxes), B's behind the run-time coordinate test."""
     src = sm90a_source(monkeypatch, mm())
@@ -85,15 +65,14 @@ def test_raster0_multicasts_a(monkeypatch):
         assert mark not in plain, mark
     if os.access(NVCC, os.X_OK):
         regs = []
-        for s in (src, plain):
-            r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", os.devnull, "-x", "cu", "-"],
-                               input=s, capture_output=True, text=True)
-            assert r.returncode == 0, r.stderr[-3000:]
-            assert "0 bytes spill stores" in r.stderr and "0 bytes spill loads" in r.stderr, r.stderr
-            regs.append(re.findall(r"Used (\d+) registers", r.stderr))
+        for name, s in (("cluster", src), ("plain", plain)):
+            v = ptxas_v(s, tmp_path, name)
+            assert "0 bytes spill stores" in v and "0 bytes spill loads" in v, v
+            regs.append(re.findall(r"Used (\d+) registers", v))
         assert regs[0] == regs[1], regs
 
 
+@compiles
 def test_raster_panel_multicasts_b(monkeypatch):
     """A rasterized order with an even panel: tiles 2j, 2j + 1 are two row blocks of one column block, so the B tile
     is the shared one, found at run time by evaluating the boxes' coordinates (the raster order's index math) for the
@@ -104,6 +83,7 @@ def test_raster_panel_multicasts_b(monkeypatch):
     assert "(ids ^ 1)" in src
 
 
+@compiles
 def test_persistent_cluster(monkeypatch):
     src = sm90a_source(monkeypatch, mm(M=1024, N=1024), {"tl.persistent": 4})
     for mark in CLUSTER_MARKS:
@@ -112,6 +92,7 @@ def test_persistent_cluster(monkeypatch):
     assert "(tl_tile ^ 1)" in src
 
 
+@compiles
 def test_fallbacks(monkeypatch):
     # N / block_N = 3 column blocks: no cluster along x covers the grid; the kernel is the plain one
     odd = sm90a_source(monkeypatch, mm(N=768))
@@ -138,6 +119,7 @@ def test_matmul_bad_cluster():
         mm(cluster=3)
 
 
+@compiles
 def test_cpu_target_unchanged():
     k = tilelang.compile(gemm.matmul(96, 64, 128, dtype="bfloat16", out_dtype="bfloat16", block_M=32, block_N=32,
                                      block_K=32, num_stages=2, threads=128, cluster=2), target="cpu")

@@ -94,7 +94,10 @@ def test_overlap_matches_float64_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, 
 
 # flash_attention(pingpong=True): the hint T.warpgroup_pingpong() changes only the sm_90a schedule (the two
 # consumer warpgroups take turns issuing their gemms); everywhere else it is ignored, so on the CPU the
-# numbers are those of the kernel without it, bit for bit, and right against float64.
+# numbers are those of the kernel without it, bit for bit, and right against float64. This only shows that
+# the hint is ignored on the CPU; the pingpong protocol itself (the named-barrier turns, its refusals, the
+# sm_90a source) is tested by WarpSpecialize.FlashAttentionPingpong* in the C++ lowering tests
+# (tests/compiler/gpu_lowering), which run the warp-specialized kernel in the SIMT interpreter.
 PINGPONG_CASES = [
     (2, 2, 100, 100, 64, True, 64, 32, "bfloat16", False, False),
     (2, 1, 64, 192, 128, True, 64, 64, "bfloat16", True, False),

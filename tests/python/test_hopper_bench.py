@@ -83,6 +83,70 @@ def test_checks_reject_wrong_argument_order(env):
     assert norm.check(be, x, out) > 0.5
 
 
+@pytest.mark.parametrize("argv, msg", [
+    (["--gemm-shapes", "4096x4096"], "--gemm-shapes: expected MxNxK (three positive integers), got '4096x4096'"),
+    (["--gemm-shapes", "4096x4096x0"], "got '4096x4096x0'"),
+    (["--gemm-configs", "[(128, 256, 64"], "--gemm-configs: not a Python literal"),
+    (["--gemm-configs", "[(128, 256, 64, 256)]"], "--gemm-configs: bad config (128, 256, 64, 256)"),
+    (["--gemm-configs", "[(128, 256, 64, 256, 3, 0, 1, 2)]"], "--gemm-configs: bad config"),
+    (["--gemm-configs", "(128, 256, 64, 256, 3)"], "--gemm-configs: bad config 128"),
+    (["--w4-ms", "1,16.5"], "--w4-ms: expected comma-separated positive integers (M values), got '16.5'"),
+    (["--fa-configs", "((128, 128"], "--fa-configs: expected a tuple of"),
+])
+def test_bad_command_lines_are_usage_errors(argv, msg):
+    """A malformed override is argparse's usage error (exit 2, the argument named), not a traceback."""
+    r = subprocess.run([sys.executable, BENCH, *argv, "--precompile", "--only", "norm"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_gemm_overrides_parse():
+    import hopper_bench as hb
+    assert hb.parse_gemm_shapes("4096x4096x4096,16x8192x8192") == ((4096, 4096, 4096), (16, 8192, 8192))
+    assert hb.parse_gemm_configs("[(128, 256, 64, 256, 3, 0, 1, 'persistent', 'cluster2'), [64, 64, 32, 128, 2]]") == (
+        (128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2"), (64, 64, 32, 128, 2))
+    # every built-in GEMM config passes the check the override gets
+    for cfgs in (hb.GEMM_CONFIGS_LARGE, hb.GEMM_CONFIGS_M128, hb.GEMM_CONFIGS_M16):
+        assert hb.parse_gemm_configs(repr(list(cfgs))) == tuple(cfgs)
+
+
+PROFILE = os.path.join(ROOT, "tools", "bench", "profile_kernel.py")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    # m16b without STAGE_GROUPS (was an IndexError), BN not whole tiles per consumer warp (was silently truncated)
+    (["w4a16", "16", "8192", "8192", "16", "128", "128", "4", "288", "m16b", "132"], "w4a16 m16b: expected"),
+    (["w4a16", "16", "8192", "8192", "16", "136", "128", "4", "288", "m16b", "132", "1"],
+     "w4a16 m16b: BN=136 must be a multiple of 16 x (THREADS / 32 - 1) = 128"),
+    (["w4a16", "16", "8192", "8192.0", "16", "128", "128", "4", "288", "m16b", "132", "1"], "expected integers"),
+    (["gemm", "4096", "4096", "4096", "bfloat16", "128", "256", "64", "256", "3", "0", "1", "cluster2", "swap"],
+     "gemm: one VARIANT first"),
+    (["gemm", "4096", "4096", "4096", "bfloat16", "128", "256", "64", "256", "3", "0", "2", "cluster2"],
+     "cluster2 is matmul's"),
+])
+def test_profile_kernel_bad_command_lines_are_usage_errors(argv, msg):
+    """Checked before torch is imported (so here, without torch or a GPU)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p] +
+                                      [os.path.join(ROOT, "compiler", "python")])  # kernels.* import tilelang
+    r = subprocess.run([sys.executable, PROFILE, *argv], env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_profile_kernel_gemm_cluster2():
+    """hopper_bench's 'cluster2' element (after or before 'persistent') is matmul(cluster=2) there too."""
+    import argparse
+    import profile_kernel as pk
+    ap = argparse.ArgumentParser()
+    head = ["4096", "4096", "4096", "bfloat16", "128", "256", "64", "256", "3", "0", "1"]
+    for tail, pc in ((["cluster2"], None), (["persistent", "cluster2"], {"tl.persistent": True}),
+                     (["cluster2", "persistent"], {"tl.persistent": True})):
+        prog, pass_configs, split, _, _, _ = pk.gemm_program(ap, head + tail)
+        assert "hint cluster 2" in prog.script() and pass_configs == pc and split == 1, tail
+    prog, pass_configs, _, _, _, _ = pk.gemm_program(ap, head + ["persistent"])
+    assert "hint cluster" not in prog.script() and pass_configs == {"tl.persistent": True}
+
+
 def test_every_full_size_case_has_a_fitting_config():
     import hopper_bench as hb
     cases = hb.all_cases()

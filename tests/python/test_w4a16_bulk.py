@@ -28,18 +28,13 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, ROOT)
-sys.path.insert(1, os.path.join(ROOT, "compiler", "python"))
-sys.path.insert(2, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _helpers import NVCC, ROOT, cuda_kernel_source, ptx_of, ptxas_v, use_tl_pack  # noqa: E402 - sys.path: repo, tilelang
+from _host_emulation import BLOCK_THREADS, CUDA_HOST_PRELUDE, W4M_HELPERS, run_block_threads  # noqa: E402
 
 from kernels import w4a16_bulk as wb  # noqa: E402
 from kernels import w4a16_m16 as wm  # noqa: E402
 from kernels.quant_gemm import quantize_ref  # noqa: E402
-import _host_emulation as he  # noqa: E402  (the host emulation of mma.sync, fp16 and a block of threads)
-import test_w4a16_m16 as t16  # noqa: E402  (its host tl_w4m_* helpers and compile helper)
-
-NVCC = os.environ.get("TL_NVCC") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 
 
 def _case(rng, M, N, K, gs):
@@ -68,10 +63,11 @@ def test_schedule_covers_every_unit_once(N, K, gs, tn, cw, sg, blocks):
     assert max(per_block) - min(per_block) <= 1
 
 
-# ---- the exact imported C++ on the host (on top of test_w4a16_m16's emulation of mma.sync and the atomics)
+# ---- the exact imported C++ on the host (on top of _host_emulation's block threads, mma.sync and W4M_HELPERS)
 
 _HOST_BULK = r"""
 #include <cstdint>
+#include <string>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -183,33 +179,24 @@ int main(int argc, char** argv) {{
   float* smem = (float*)alloc({smem});
   std::vector<int> ahead;  // per block: slots armed when the producer first waited for a release (-1: never)
   for (int bx = 0; bx < {blocks}; ++bx) {{
-    std::barrier<> block({threads}), consumers({32 * cw});
-    tl_host_block_bar = &block;
+    std::barrier<> consumers({32 * cw});
     g_consumer_bar = &consumers;
-    std::vector<std::barrier<>*> wb;
-    for (int w = 0; w < {cw + 1}; ++w) wb.push_back(new std::barrier<>(32));
-    tl_host_warp_bar = wb;
     for (int i = 0; i < {smem // 4}; ++i) smem[i] = 12345.f;  // stale values must not leak into a result
     g_bars.clear();
     g_consumer_threads = {32 * cw};
     g_armed = 0;
     g_blocked_at = -1;
     g_prod_done = false;
-    std::vector<std::thread> ts;
-    for (int tid = 0; tid < {threads}; ++tid)
-      ts.emplace_back([&, tid] {{
-        tl_host_tid = tid;
-        {name}(a, wp, sp, out.data(), smem, {M}, bx, tid, wk.data(), sem.data());
-        if (tid == {32 * cw}) g_prod_done = true;
-      }});
-    for (auto& t : ts) t.join();
+    tl_host_run_block({threads}, [&](int tid) {{
+      {name}(a, wp, sp, out.data(), smem, {M}, bx, tid, wk.data(), sem.data());
+      if (tid == {32 * cw}) g_prod_done = true;
+    }});
     ahead.push_back(g_blocked_at.load());
-    for (auto* b : wb) delete b;
   }}
   f = std::fopen(argv[2], "wb");
   std::fwrite(out.data(), sizeof(out[0]), out.size(), f);
   std::fclose(f);
-  f = std::fopen(argv[3], "w");
+  f = std::fopen((std::string(argv[2]) + ".ahead").c_str(), "w");
   for (int v : ahead) std::fprintf(f, "%d\\n", v);
   std::fclose(f);
   if (g_bulk_bytes_bad || g_cp_bad) return 5;
@@ -228,32 +215,22 @@ int main(int argc, char** argv) {{
     (16, 32, 256, 128, 1, 1, 4, 2, 6, True),  # one consumer warp, 4 units over 6 blocks: two stream nothing
 ])
 def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, cw, sg, stages, blocks, ef):
-    gxx = shutil.which("g++")
-    if not gxx:
-        pytest.skip("no g++")
     a, w, s, ref = _case(np.random.default_rng(M + N + K + blocks), M, N, K, gs)
     wp, sp = wm.pack_w4a16_m16(w, s)
     name = "tl_w4b_host"
     smem = wb.smem_bytes(gs, tn, cw, sg, stages, M)  # the ring sized for M rows
-    src = (he.CUDA_HOST_PRELUDE + he.BLOCK_THREADS + t16._HOST_HELPERS + _HOST_BULK + wm._DECODE + wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M, ef) +
-           _host_main(name, M, N, K, gs, tn, cw, blocks, smem))
-    (tmp_path / "h.cc").write_text(src)
-    r = subprocess.run([gxx, "-std=c++20", "-O1", "-pthread", "-Wno-unknown-pragmas", "-o", str(tmp_path / "h"),
-                        str(tmp_path / "h.cc")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    with open(tmp_path / "in.bin", "wb") as f:
-        f.write(a.tobytes() + wp.tobytes() + sp.tobytes())
-    r = subprocess.run([str(tmp_path / "h"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"),
-                        str(tmp_path / "ahead.txt")], capture_output=True, text=True, timeout=300)
+    src = (CUDA_HOST_PRELUDE + BLOCK_THREADS + W4M_HELPERS + _HOST_BULK + wm._DECODE +
+           wb._source(name, N, K, gs, tn, cw, sg, stages, blocks, M, ef) + _host_main(name, M, N, K, gs, tn, cw, blocks, smem))
+    r, out_bin = run_block_threads(tmp_path, src, [a.tobytes(), wp.tobytes(), sp.tobytes()])
     assert r.returncode == 0, (f"exit {r.returncode} (3: workspace, 4: semaphore not left zero, 5: a bulk copy not "
                                f"16-byte sized / aligned) {r.stderr}")
-    out = np.fromfile(tmp_path / "out.bin", np.float16).reshape(M, N).astype(np.float64)
+    out = np.fromfile(out_bin, np.float16).reshape(M, N).astype(np.float64)
     assert np.isfinite(out).all()
     err = np.abs(out - ref).max() / np.abs(ref).max()
     assert err < 2e-3, err  # float32 sums, fp16 output
     # the ring runs ahead: with the consumers held back, the producer arms every one of the `stages` slots (or
     # all of its block's slots, then never waits) before it first needs a release
-    ahead = [int(x) for x in (tmp_path / "ahead.txt").read_text().split()]
+    ahead = [int(x) for x in open(f"{out_bin}.ahead").read().split()]
     slots = [sum(len(st) for *_, st in pieces) for pieces in wb.schedule(N, K, gs, tn, cw, sg, blocks)]
     assert ahead == [stages if n > stages else -1 for n in slots], (ahead, slots, stages)
 
@@ -283,26 +260,17 @@ def _bench_configs():
 # min-blocks launch bound (96 at 288 threads): the second mma chain per tile is kept for M <= 8 only, where it
 # costs no spill
 @pytest.mark.parametrize("M,cfg,ef", _bench_configs())
-def test_source_compiles_for_sm90a_without_spills(tmp_path, M, cfg, ef):
+def test_source_compiles_for_sm90a_without_spills(tmp_path, monkeypatch, M, cfg, ef):
     tn, cw, sg, stages, blocks = cfg
     assert wb.check_args(M, 8192, 8192, 128, *cfg) <= (wb.SMEM_LIMIT if blocks <= 132 else 232448 // 2 - 1024)
-    src = _compiled_source(wb.w4a16_bulk(M, 8192, 8192, tn=tn, cw=cw, stage_groups=sg, stages=stages, blocks=blocks,
-                                         workspace=True, evict_first=ef))
-    if not os.access(NVCC, os.X_OK):
-        pytest.skip(f"no nvcc at {NVCC}")
-    cu = tmp_path / "k.cu"
-    cu.write_text(src)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
-    regs = int(re.search(r"Used (\d+) registers", r.stderr).group(1))
+    src = _compiled_source(monkeypatch, wb.w4a16_bulk(M, 8192, 8192, tn=tn, cw=cw, stage_groups=sg, stages=stages,
+                                                      blocks=blocks, workspace=True, evict_first=ef))
+    ptx = ptx_of(src, tmp_path)  # skips without nvcc
+    info = ptxas_v(src, tmp_path)  # k.cubin, for cuobjdump below
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
+    regs = int(re.search(r"Used (\d+) registers", info).group(1))
     per_sm = max(1, blocks // 132)
     assert regs <= 255 and regs * 32 * (cw + 1) * per_sm <= 65536, (cfg, regs)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-ptx", "-o", str(tmp_path / "k.ptx"), str(cu)], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    ptx = (tmp_path / "k.ptx").read_text()
     assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in ptx
     assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity.shared::cta.b64" in ptx
     assert "fence.mbarrier_init.release.cluster" in ptx
@@ -344,37 +312,28 @@ def test_source_compiles_for_sm80_as_a_trap(tmp_path):
     assert "trap;" in ptx and "cp.async.bulk" not in ptx and "mbarrier" not in ptx
 
 
-def _compiled_source(prog):
-    """test_w4a16_m16's compile helper for sm_90a alone (the bench's TL_CUDA_TARGET): the ring needs more shared
-    memory than the sm_80 / sm_89 members of a plain "cuda" bundle allow."""
-    old = os.environ.get("TL_CUDA_TARGET")
-    os.environ["TL_CUDA_TARGET"] = "sm_90a"
-    try:
-        return t16._compiled_source(prog)
-    finally:
-        if old is None:
-            os.environ.pop("TL_CUDA_TARGET")
-        else:
-            os.environ["TL_CUDA_TARGET"] = old
+def _compiled_source(monkeypatch, prog):
+    """The kernel's CUDA source for sm_90a alone (the bench's TL_CUDA_TARGET): the ring needs more shared memory
+    than the sm_80 / sm_89 members of a plain "cuda" bundle allow. Skips without a tl-pack build or a CUDA
+    compiler."""
+    use_tl_pack()
+    monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
+    return cuda_kernel_source(prog)
 
 
-def test_tile_program_at_the_bench_shape(tmp_path):
+def test_tile_program_at_the_bench_shape(tmp_path, monkeypatch):
     """hopper_bench's first m16b config at 16 x 8192 x 8192 as the tile compiler emits it: one kernel of 132
     blocks x 288 threads, the call per thread with its own slot and the caller's workspace; ptxas: no spills."""
-    src = _compiled_source(wb.w4a16_bulk(16, 8192, 8192, tn=2, cw=8, stage_groups=1, stages=7, blocks=132,
-                                         workspace=True))
+    src = _compiled_source(monkeypatch, wb.w4a16_bulk(16, 8192, 8192, tn=2, cw=8, stage_groups=1, stages=7,
+                                                      blocks=132, workspace=True))
     assert src.count("__global__") == 1
     assert "__launch_bounds__(288) main_kernel(" in src
     assert re.search(r"tl_w4b_n8192_k8192_g128_t2_c8_s1_d7_b132\(&A\[0\], &Wp\[0\], &Sp\[0\], &C\[0\], &buf\[0\], 16, "
                      r"bx, \(\(2 \* p\) \+ h\), &Wk\[0\], &Sem\[0\]\);", src), src[-1500:]
     if not os.access(NVCC, os.X_OK):
         return
-    cu = tmp_path / "k.cu"
-    cu.write_text(src)
-    r = subprocess.run([NVCC, "-arch=sm_90a", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(cu)],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stderr, r.stderr
+    info = ptxas_v(src, tmp_path)
+    assert "0 bytes spill stores, 0 bytes spill loads" in info, info
 
 
 def test_bad_arguments_are_refused():
@@ -390,6 +349,13 @@ def test_bad_arguments_are_refused():
         wb.w4a16_bulk(16, 8192, 8192, stages=8, stage_groups=4)
     with pytest.raises(ValueError, match=r"blocks=0 must be a positive int"):
         wb.w4a16_bulk(1, 256, 1024, blocks=0)
+    # N, K and group_size are printed into the C source: a float (8192.0) would reach it
+    with pytest.raises(ValueError, match=r"N=8192.0 must be a positive int"):
+        wb.w4a16_bulk(16, 8192.0, 8192)
+    with pytest.raises(ValueError, match=r"K=0 must be a positive int"):
+        wb.w4a16_bulk(16, 256, 0)
+    with pytest.raises(ValueError, match=r"group_size=128.0 must be a positive int"):
+        wb.check_args(16, 256, 1024, 128.0, 2, 8, 1, 7, 132)
     with pytest.raises(ValueError, match=r"out_dtype must be float16"):
         wb.w4a16_bulk(16, 256, 1024, out_dtype="float32")
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from _helpers import NVCC, cuda_kernel_source, ptx_of, ptxas_v, use_tl_pack  # sys.path: the repo root, tilelang
-from _host_emulation import BLOCK_THREADS, CUDA_HOST_PRELUDE, run_block_threads  # host stand-ins of CUDA
+from _host_emulation import BLOCK_THREADS, CUDA_HOST_PRELUDE, W4M_HELPERS, run_block_threads  # host stand-ins of CUDA
 
 from kernels import w4a16_m16 as wm  # noqa: E402
 from kernels.quant_gemm import quantize_ref  # noqa: E402
@@ -184,36 +184,7 @@ def test_bad_arguments_are_refused():
 
 # ---- the exact imported C++ text on the host: every thread of a block a std::thread, mma.sync a warp-collective
 # ---- emulation of the PTX ISA's m16n8k16 fragments, __syncthreads a block barrier (_host_emulation: CUDA_HOST_PRELUDE,
-# ---- BLOCK_THREADS); below, the tl_w4m_* helpers on the host
-
-_HOST_HELPERS = r"""
-#include <atomic>
-#include <cstddef>
-static unsigned tl_w4m_fma(unsigned a, unsigned b, unsigned c) { return tl_host_fma_f16x2(a, b, c); }
-static unsigned short tl_w4m_f2h(float f) { return tl_host_f2h(f); }
-static float tl_w4m_h2f(unsigned short h) { return tl_host_h2f(h); }
-static void tl_w4m_mma(float* d, const unsigned* a, unsigned b0, unsigned b1) { tl_host_mma_m16n8k16(d, a, b0, b1); }
-static uint4 tl_w4m_ldg(const void* p) { uint4 v; std::memcpy(&v, p, 16); return v; }
-static unsigned tl_w4m_ldg32(const void* p) { unsigned v; std::memcpy(&v, p, 4); return v; }
-static void tl_w4m_cp16(void* dst, const void* src, int bytes) {
-  if (bytes) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16);
-}
-typedef unsigned char* tl_w4m_sptr;  // the ring variant's shared addresses: plain pointers here
-static tl_w4m_sptr tl_w4m_saddr(const void* p) { return (tl_w4m_sptr)p; }
-static void tl_w4m_cp16s(tl_w4m_sptr dst, const void* src, int bytes) { tl_w4m_cp16(dst, src, bytes); }
-static void tl_w4m_cp4s(tl_w4m_sptr dst, const void* src) { std::memcpy(dst, src, 4); }
-template <unsigned M, unsigned C> static unsigned tl_w4m_lop3(unsigned x) { return tl_host_and_xor(x, M, C); }
-static void tl_w4m_commit() {}
-template <int N> static void tl_w4m_wait() {}
-static void atomicAdd(float* p, float v) { std::atomic_ref<float>(*p).fetch_add(v); }
-static int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
-static void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-static float tl_w4m_ldcg(const float* p) { return std::atomic_ref<const float>(*p).load(); }
-static void tl_w4m_red4(float* p, const float* v) { for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]); }
-static void tl_w4m_ldcg4(const float* p, float* v) { for (int e = 0; e < 4; ++e) v[e] = tl_w4m_ldcg(p + e); }
-static void tl_w4m_st4z(float* p) { for (int e = 0; e < 4; ++e) p[e] = 0.f; }
-static void tl_w4m_st4h(unsigned short* p, const float* v) { for (int e = 0; e < 4; ++e) p[e] = tl_host_f2h(v[e]); }
-"""
+# ---- BLOCK_THREADS, and W4M_HELPERS: the tl_w4m_* helpers on the host)
 
 
 def _host_main(name, split, M, N, K, gs, tn, wn, wk, depth, S, smem):
@@ -269,7 +240,7 @@ def test_exact_source_runs_on_the_host(tmp_path, M, N, K, gs, tn, wn, wk, depth,
     gw = K // gs // S // wk
     name = "tl_w4m16_host"
     body = (wm._source_ring if ring else wm._source)(name, K, gs, tn, wn, wk, depth, gw, S if S > 1 else 0)
-    src = (CUDA_HOST_PRELUDE + BLOCK_THREADS + _HOST_HELPERS + wm._DECODE + body +
+    src = (CUDA_HOST_PRELUDE + BLOCK_THREADS + W4M_HELPERS + wm._DECODE + body +
            _host_main(name, S > 1, M, N, K, gs, tn, wn, wk, depth, S, wm._smem_bytes(gs, tn, wn, wk, depth, ring)))
     r, out_bin = run_block_threads(tmp_path, src, [a.tobytes(), wp.tobytes(), sp.tobytes()])
     assert r.returncode == 0, f"exit {r.returncode} (3: workspace, 4: semaphore not left zero) {r.stderr}"

@@ -1308,6 +1308,49 @@ def self_test(args):
     return 1 if problems else 0
 
 
+def parse_gemm_shapes(text):
+    """--gemm-shapes: comma-separated MxNxK of positive ints -> ((M, N, K), ...); ValueError naming the bad one."""
+    shapes = []
+    for s in (x for x in text.split(",") if x):
+        dims = s.split("x")
+        if len(dims) != 3 or not all(d.strip().isdigit() and int(d) > 0 for d in dims):
+            raise ValueError(f"--gemm-shapes: expected MxNxK (three positive integers), got {s!r}")
+        shapes.append(tuple(int(d) for d in dims))
+    return tuple(shapes)
+
+
+def parse_gemm_configs(text):
+    """--gemm-configs: a Python literal list (or tuple) of GEMM config tuples, each (block_M, block_N, block_K,
+    threads, num_stages[, raster[, split_k[, variant...]]]) as gemm_case's program reads them: five positive ints,
+    then optional ints (raster >= 0, split_k >= 1), then variant strings; ValueError saying what is wrong."""
+    import ast
+    want = ("expected a list of (block_M, block_N, block_K, threads, num_stages[, raster[, split_k[, variant...]]]) "
+            f"tuples, got {text!r}")
+    try:
+        cfgs = ast.literal_eval(text)
+    except (SyntaxError, ValueError) as e:
+        raise ValueError(f"--gemm-configs: not a Python literal ({e}); {want}") from None
+    if not isinstance(cfgs, (list, tuple)) or not cfgs:
+        raise ValueError(f"--gemm-configs: {want}")
+    cfgs = tuple(tuple(c) if isinstance(c, list) else c for c in cfgs)
+    for c in cfgs:
+        ints = c[:7] if isinstance(c, tuple) else ()
+        ok = (isinstance(c, tuple) and len(c) >= 5 and all(type(x) is int and x > 0 for x in c[:5])
+              and all(type(x) is int for x in ints[5:]) and (len(c) < 6 or c[5] >= 0) and (len(c) < 7 or c[6] >= 1)
+              and all(isinstance(x, str) for x in c[7:]))
+        if not ok:
+            raise ValueError(f"--gemm-configs: bad config {c!r}; {want}")
+    return cfgs
+
+
+def parse_w4_ms(text):
+    """--w4-ms: comma-separated positive ints (validated here: select_w4 takes the string)."""
+    for m in (x for x in text.split(",") if x):
+        if not m.strip().isdigit() or int(m) <= 0:
+            raise ValueError(f"--w4-ms: expected comma-separated positive integers (M values), got {m!r}")
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--precompile", action="store_true", help="compile every kernel for CUDA into the cache")
@@ -1335,18 +1378,24 @@ def main():
     args = ap.parse_args()
     args.only = tuple(g for g in args.only.split(",") if g)
     gemm_kw = {"gemm_dtypes": tuple(d for d in args.gemm_dtypes.split(",") if d)}
-    if args.gemm_shapes:
-        gemm_kw["gemm_shapes"] = tuple(tuple(int(x) for x in s.split("x")) for s in args.gemm_shapes.split(",") if s)
-    if args.gemm_configs:
-        import ast
-        gemm_kw["gemm_cfgs"] = tuple(tuple(c) for c in ast.literal_eval(args.gemm_configs))
+    try:
+        if args.gemm_shapes:
+            gemm_kw["gemm_shapes"] = parse_gemm_shapes(args.gemm_shapes)
+        if args.gemm_configs:
+            gemm_kw["gemm_cfgs"] = parse_gemm_configs(args.gemm_configs)
+        parse_w4_ms(args.w4_ms)
+    except ValueError as e:
+        ap.error(str(e))
     bad = [g for g in args.only if g not in GROUPS]
     if bad:
         ap.error(f"--only: unknown group(s) {bad}; expected some of {GROUPS}")
     if args.fa_configs:
         import ast
         global FA_CONFIGS
-        cfgs = ast.literal_eval(args.fa_configs)
+        try:
+            cfgs = ast.literal_eval(args.fa_configs)
+        except (SyntaxError, ValueError):
+            cfgs = None
         if not isinstance(cfgs, tuple) or not all(isinstance(c, tuple) and len(c) >= 4 for c in cfgs):
             ap.error(f"--fa-configs: expected a tuple of (block_M, block_N, threads, num_stages[, variant...]) "
                      f"tuples, got {args.fa_configs!r}")

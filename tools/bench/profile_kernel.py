@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """One of our benchmark kernels, launched a few times on the GPU, for a profiler (ncu) to look at.
 
-  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT [persistent]]]]
+  python3 tools/bench/profile_kernel.py gemm M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT...]]]
       (SPLIT > 1: kernels.gemm.matmul_splitk with the caller's workspace, as hopper_bench's split-K configs;
       each call launches main_k0, the split kernel, then main_k1, the cast: `ncu -k regex:main_k0`;
       VARIANT partials | swap | swap-partials as hopper_bench's 8th config element: reduce="partials"
       (W [SPLIT, M, N], no zeroing), swap_ab=True (SPLIT 1 with swap: matmul(swap_ab=True), one kernel);
-      VARIANT persistent, or persistent after another VARIANT, as hopper_bench's: pass_configs
-      {"tl.persistent": True}, the sm_90a kernel over min(tiles, 132 x blocks per SM) blocks)
+      then, in any order, as hopper_bench's later elements: persistent (pass_configs {"tl.persistent": True},
+      the sm_90a kernel over min(tiles, 132 x blocks per SM) blocks) and cluster2 (matmul(cluster=2): clusters
+      of 2 blocks multicasting the shared TMA tile; SPLIT 1 only), e.g. `... 0 1 persistent cluster2`)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
       (VARIANT overlap | nows | pingpong | overlap+pingpong as hopper_bench's FA config elements after the 4th:
       flash_attention(overlap=True) / (pingpong=True), or
@@ -35,41 +36,82 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, REPO)
 
 
+def _ints(ap, what, vals):
+    try:
+        return [int(v) for v in vals]
+    except ValueError:
+        ap.error(f"{what}: expected integers, got {' '.join(vals)!r}")
+
+
+def gemm_program(ap, args):
+    """The gemm command line (after `gemm`) -> (program, pass_configs, split, partials, dtype, (M, N, K));
+    a malformed one is ap.error."""
+    from kernels import gemm
+    if len(args) < 9:
+        ap.error(f"gemm: expected M N K DTYPE BM BN BK THREADS STAGES [RASTER [SPLIT [VARIANT...]]], got {' '.join(args)!r}")
+    M, N, K = _ints(ap, "gemm M N K", args[:3])
+    dtype = args[3]
+    bm, bn, bk, threads, stages = _ints(ap, "gemm BM BN BK THREADS STAGES", args[4:9])
+    raster, split = _ints(ap, "gemm RASTER SPLIT", args[9:11]) + [0, 1][len(args[9:11]):]
+    rest = args[11:]
+    flags = [v for v in rest if v in ("persistent", "cluster2")]  # hopper_bench's later elements, any order
+    variants = [v for v in rest if v not in flags]
+    if len(variants) > 1 or (variants and rest[0] != variants[0]):
+        ap.error(f"gemm: one VARIANT first, then only 'persistent' / 'cluster2', got {' '.join(rest)!r}")
+    variant = variants[0] if variants else ""
+    if variant not in ("", "partials", "swap", "swap-partials"):
+        ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials | persistent | cluster2")
+    cluster = 2 if "cluster2" in flags else 1
+    if cluster > 1 and split > 1:
+        ap.error("gemm: cluster2 is matmul's (SPLIT 1), not matmul_splitk's")
+    pass_configs = {"tl.persistent": True} if "persistent" in flags else None
+    partials = variant in ("partials", "swap-partials")
+    if split > 1:
+        prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
+                                  block_K=bk, num_stages=stages, threads=threads, workspace=True,
+                                  reduce="partials" if partials else "atomic",
+                                  swap_ab=variant.startswith("swap"))
+    else:
+        prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
+                           num_stages=stages, threads=threads, raster=raster, swap_ab=variant == "swap",
+                           cluster=cluster)
+    return prog, pass_configs, split, partials, dtype, (M, N, K)
+
+
+def m16b_program(ap, M, N, K, bn, bk, stages, threads, split, rest):
+    """The m16b command line's kernel (rest: the arguments after SPLIT = BLOCKS: STAGE_GROUPS [ef])."""
+    from kernels import w4a16_bulk
+    cw = threads // 32 - 1
+    if not rest or rest[1:] not in ([], ["ef"]):
+        ap.error(f"w4a16 m16b: expected ... m16b BLOCKS STAGE_GROUPS [ef] after the tuple's first five, "
+                 f"got {' '.join(rest)!r} after BLOCKS")
+    if threads % 32 or cw < 1 or bn % (16 * cw):
+        ap.error(f"w4a16 m16b: BN={bn} must be a multiple of 16 x (THREADS / 32 - 1) = {16 * max(cw, 1)} "
+                 f"(THREADS={threads}: one producer warp and whole 16-row tiles per consumer warp)")
+    try:
+        return w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw,
+                                     stage_groups=_ints(ap, "w4a16 m16b STAGE_GROUPS", rest[:1])[0], stages=stages,
+                                     blocks=split, workspace=True, evict_first=rest[1:] == ["ef"])
+    except ValueError as e:
+        ap.error(str(e))
+
+
+def _cuda():
+    import torch
+    return torch, torch.device("cuda", 0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=("gemm", "attention", "w4a16"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    import torch
-    import tilelang
-    dev = torch.device("cuda", 0)
+    # the command line is checked (ap.error) before torch is imported or the GPU touched
     pass_configs = None  # attention "nows": the sm_90a kernel without the producer warpgroup; gemm "persistent"
     if a.kind == "gemm":
-        from kernels import gemm
-        M, N, K = (int(v) for v in a.args[:3])
-        dtype = a.args[3]
-        bm, bn, bk, threads, stages = (int(v) for v in a.args[4:9])
-        raster = int(a.args[9]) if len(a.args) > 9 else 0
-        split = int(a.args[10]) if len(a.args) > 10 else 1
-        rest = a.args[11:]
-        if rest[-1:] == ["persistent"]:  # hopper_bench's "persistent" config element, 8th or 9th
-            pass_configs = {"tl.persistent": True}
-            rest = rest[:-1]
-        if len(rest) > 1:
-            ap.error(f"gemm: after VARIANT only 'persistent', got {' '.join(rest[1:])!r}")
-        variant = rest[0] if rest else ""
-        if variant not in ("", "partials", "swap", "swap-partials"):
-            ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials | persistent")
-        partials = variant in ("partials", "swap-partials")
-        if split > 1:
-            prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,
-                                      block_K=bk, num_stages=stages, threads=threads, workspace=True,
-                                      reduce="partials" if partials else "atomic",
-                                      swap_ab=variant.startswith("swap"))
-        else:
-            prog = gemm.matmul(M, N, K, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn, block_K=bk,
-                               num_stages=stages, threads=threads, raster=raster, swap_ab=variant == "swap")
+        prog, pass_configs, split, partials, dtype, (M, N, K) = gemm_program(ap, a.args)
+        torch, dev = _cuda()
         t = getattr(torch, dtype)
         args = [torch.randn((M, K), device=dev, dtype=t), torch.randn((K, N), device=dev, dtype=t),
                 torch.empty((M, N), device=dev, dtype=t)]
@@ -79,9 +121,11 @@ def main():
             args.append(torch.zeros((M, N), device=dev, dtype=torch.float32))  # every call leaves it zero
     elif a.kind == "w4a16":
         from kernels import quant_gemm
-        M, N, K, bm, bn, bk, stages, threads = (int(v) for v in a.args[:8])
+        if len(a.args) < 9:
+            ap.error(f"w4a16: expected M N K BM BN BK STAGES THREADS KIND [...], got {' '.join(a.args)!r}")
+        M, N, K, bm, bn, bk, stages, threads = _ints(ap, "w4a16 M N K BM BN BK STAGES THREADS", a.args[:8])
         kind = a.args[8]
-        split = int(a.args[9]) if len(a.args) > 9 else 1
+        split = _ints(ap, "w4a16 SPLIT", a.args[9:10])[0] if len(a.args) > 9 else 1
         if kind in ("mma", "mma_h2", "mma_h2g2"):
             prog = quant_gemm.w4a16_mma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                         threads=threads, magic_round=True, h2_dequant=kind != "mma",
@@ -113,17 +157,15 @@ def main():
             prog = w4a16_m16.w4a16_m16(M, N, K, group_size=bk, tn=bn // 16 // wn, wn=wn, wk=wk, depth=stages,
                                        split_k=split, workspace=split > 1, ring=kind == "m16r")
         elif kind == "m16b":  # (M, BN, group, stages, 32 (cw + 1), "m16b", blocks, stage_groups) as hopper_bench's
-            from kernels import w4a16_bulk, w4a16_m16
-            cw = threads // 32 - 1
-            prog = w4a16_bulk.w4a16_bulk(M, N, K, group_size=bk, tn=bn // 16 // cw, cw=cw,
-                                         stage_groups=int(a.args[10]), stages=stages, blocks=split, workspace=True,
-                                         evict_first=a.args[11:12] == ["ef"])
+            from kernels import w4a16_m16
+            prog = m16b_program(ap, M, N, K, bn, bk, stages, threads, split, a.args[10:])
         elif kind == "lut":
             prog = quant_gemm.w4_lut_matmul(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                             threads=threads)
         else:
             prog = quant_gemm.quant_matmul(M, N, K, bits=4, group_size=128, block_M=bm, block_N=bn, block_K=bk,
                                            num_stages=stages, threads=threads, stage_scales=(kind == "stage"))
+        torch, dev = _cuda()
         args = [torch.randn((M, K), device=dev, dtype=torch.float16),
                 torch.randint(0, 256, (N, K // 2), device=dev, dtype=torch.uint8),
                 (torch.rand((N, K // 128), device=dev) * 0.05 + 0.01).to(torch.float16),
@@ -154,8 +196,10 @@ def main():
                                          pingpong="pingpong" in variant)
         if variant == "nows":
             pass_configs = {"tl.disable_warp_specialized": True}
+        torch, dev = _cuda()
         args = [torch.randn((B, H, S, D), device=dev, dtype=torch.bfloat16) for _ in range(3)]
         args.append(torch.empty((B, H, S, D), device=dev, dtype=torch.bfloat16))
+    import tilelang
     k = tilelang.compile(prog, target="cuda", pass_configs=pass_configs)
     for _ in range(a.reps):
         k(*args)

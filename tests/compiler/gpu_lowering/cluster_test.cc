@@ -7,9 +7,11 @@
 // spills) and the SASS (UTMALDG multicast) where cuobjdump exists; every
 // refusal leaves the kernel as it was with a note saying why; the hint is a
 // no-op on targets without clusters (the same numbers in the interpreter).
-// The SIMT interpreter does not model two blocks writing into each other's
-// shared memory and says so; the numbers of the clustered kernel are checked
-// on the H200 (hopper_bench's "cluster2" GEMM configs verify in float64).
+// The SIMT interpreter runs both blocks of each cluster together (multicast
+// boxes landing in both blocks' shared memory, arrivals on the peer's
+// barriers), so the clustered kernels' numbers are checked here against
+// float64 and broken protocols are caught; the H200 checks them again
+// (hopper_bench's "cluster2" GEMM configs verify in float64).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -451,6 +453,104 @@ TEST(Cluster, BrokenProtocolsAreCaught) {
     const tl::Status st = RunGemm(c, k, &worst);
     EXPECT_TRUE(!st.ok() || worst > 1e-3) << "a broken protocol passed: " << name;
     std::printf("[ %s ] caught: %s\n", name.c_str(), st.ok() ? "wrong numbers" : st.ToString().substr(0, 160).c_str());
+  }
+}
+
+// Forms the lowering does not make today but ClusterMulticast would get
+// wrong if it did: each is refused (the kernel as it was, the note says why)
+// or takes the safe path. The kernels are lowered without clusters, changed,
+// and handed to ClusterMulticast directly.
+TEST(Cluster, UnsafeFormsAreRefused) {
+  using tl::gpu::SimtKernel;
+  const Gemm c{"cl_guard", 256, 512, 456, 128, 128, 64, 128, 2};
+  auto lower = [&](const std::string& text, int64_t sms) {
+    tl::gpu::GpuLowerOptions o = Sm90a(false);
+    o.persistent_sms = sms;
+    tl::StatusOr<SimtKernel> k = tl::gpu::LowerToSimt(Parse(text), o);
+    EXPECT_TRUE(k.ok()) << k.status().ToString();
+    return *k;
+  };
+  auto b_boxes = [](SimtKernel& k, const std::function<void(tl::gpu::STmaLoad&)>& fn) {
+    WalkMut(k.body, [&](SStmt& s) {
+      if (auto* t = std::get_if<tl::gpu::STmaLoad>(&s.node); t && t->dst == "B_s") fn(*t);
+    });
+  };
+  {  // as lowered: clustered (the changes below are what makes the difference)
+    SimtKernel k = lower(Text(c), 0);
+    EXPECT_NE(tl::gpu::ClusterMulticast(&k, 2).find("cluster 2: "), std::string::npos);
+    SimtKernel p = lower(Text(c), 2);
+    EXPECT_NE(tl::gpu::ClusterMulticast(&p, 2).find("cluster 2: "), std::string::npos);
+    SimtKernel r = lower(Rastered(c, 2), 0);
+    EXPECT_NE(tl::gpu::ClusterMulticast(&r, 2).find("cluster 2: "), std::string::npos);
+  }
+  const std::vector<std::tuple<std::string, SimtKernel, std::string>> refused = {
+      // rastered: bx, a let of pid, evaluated outside the elected producer thread's block -- no peer copy
+      // of it, so B's coordinates would have been taken as the same in both blocks (the wrong B tile)
+      {"let outside the elected block",
+       [&] {
+         SimtKernel k = lower(Rastered(c, 2), 0);
+         WalkMut(k.body, [](SStmt& s) {
+           auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node);
+           if (!r) return;
+           for (size_t i = 0; i < r->producer.size(); ++i) {
+             auto* e = std::get_if<tl::gpu::SIf>(&r->producer[i].node);
+             if (!e || e->then_body.empty() || !std::holds_alternative<tl::gpu::SLet>(e->then_body.front().node)) continue;
+             SStmt let = e->then_body.front();  // let bx = ..., hoisted above the `if`
+             e->then_body.erase(e->then_body.begin());
+             r->producer.insert(r->producer.begin() + static_cast<std::ptrdiff_t>(i), std::move(let));
+             return;
+           }
+         });
+         return k;
+       }(),
+       "not clustered: a box coordinate (bx * 128) reads bx, which depends on the block but has no value for the peer block"},
+      // persistent: a tile loop from 0 would give both blocks the same tiles, not tiles t and t ^ 1
+      {"tile loop start",
+       [&] {
+         SimtKernel k = lower(Text(c), 2);
+         WalkMut(k.body, [](SStmt& s) {
+           if (auto* f = std::get_if<tl::gpu::SFor>(&s.node); f && f->var == "tl_tile") f->start = tl::ir::MakeInt(0);
+         });
+         return k;
+       }(),
+       "not clustered: persistent: the tile loop starts at 0, not at the block index bx"},
+      // the second barrier is the one whose count is doubled and whose arrivals go to the peer
+      {"not the empty barrier",
+       [&] {
+         SimtKernel k = lower(Text(c), 0);
+         int n = 0;
+         for (SStmt& s : k.body) {
+           if (auto* i = std::get_if<tl::gpu::SMbarInit>(&s.node); i && n++ == 1) i->bar = "tl_other";
+         }
+         return k;
+       }(),
+       "not clustered: the kernel's second mbarrier (tl_other) is not the empty barrier of tl_mbar"},
+  };
+  for (const auto& [name, kernel, why] : refused) {
+    SCOPED_TRACE(name);
+    SimtKernel k = kernel;
+    const std::string before = tl::gpu::Dump(k), note = tl::gpu::ClusterMulticast(&k, 2);
+    EXPECT_NE(note.find(why), std::string::npos) << note << "\n" << before;
+    EXPECT_EQ(k.cluster, 1);
+    EXPECT_EQ(tl::gpu::Dump(k), before);
+  }
+  {  // B's two panels of unequal bytes (as two copies into one buffer could be): not split between the
+     // ranks with doubled bytes (block 0 would expect more than it gets), each box's half rows instead
+    SimtKernel k = lower(Text(c), 0);
+    std::vector<int64_t> bytes;
+    b_boxes(k, [&](tl::gpu::STmaLoad& t) {
+      if (!bytes.empty()) t.bytes /= 2;
+      bytes.push_back(t.bytes);
+    });
+    ASSERT_EQ(bytes.size(), 2u);
+    const std::string note = tl::gpu::ClusterMulticast(&k, 2);
+    ASSERT_NE(note.find("cluster 2: "), std::string::npos) << note;
+    EXPECT_NE(note.find("2 half-box tensor map(s)"), std::string::npos) << note;  // A's and B's
+    std::vector<int64_t> mc;
+    b_boxes(k, [&](tl::gpu::STmaLoad& t) {
+      if (t.multicast) mc.push_back(t.bytes);
+    });
+    EXPECT_EQ(mc, bytes) << tl::gpu::Dump(k);  // each box's own bytes: the two halves of it complete them
   }
 }
 

@@ -138,6 +138,11 @@ __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, 
 // instead of hanging the device when a cluster's protocol is broken (a
 // missing multicast or arrival: a launch error, never a hang); the clock is
 // read every 1024 failed polls, so a wait that succeeds soon costs nothing.
+// The price: __trap leaves a sticky error that breaks the whole CUDA context
+// (every later call in the process fails; only a new process recovers), and
+// a correct kernel can still trip the 10 s limit where its blocks are
+// stopped for that long -- under compute-sanitizer, a debugger or GPU
+// time-slicing with other processes.
 constexpr const char* kClusterPrelude = R"(__device__ __forceinline__ unsigned tl_cluster_rank() { unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
 __device__ __forceinline__ void tl_mbar_arrive_peer(void* bar) { asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n mbarrier.arrive.shared::cluster.b64 _, [ra];\n}" :: "r"(tl_smem_addr(bar)), "r"(tl_cluster_rank() ^ 1u) : "memory"); }
 __device__ __forceinline__ void tl_cluster_sync() { asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory"); }

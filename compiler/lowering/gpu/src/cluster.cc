@@ -34,6 +34,10 @@
 //           at row offset rank * half, multicast, expecting the whole box's bytes
 //       } else { its own boxes, as before }
 //       arrive full[s]
+//       (whole boxes only where every box of the run has the same bytes, else
+//        each box's half rows; a coordinate that depends on the block through
+//        a name with no peer copy -- a let outside the elected thread's block
+//        -- refuses the cluster: it cannot be compared with the peer's)
 //   consumers: every release of a stage arrives on empty[s] of this block,
 //     then of the peer (mapa + mbarrier.arrive.shared::cluster: the default
 //     .release.cta, as CUTLASS's ClusterBarrier::arrive; .release.cluster made
@@ -56,6 +60,7 @@
 // for the last k-step's full barrier, so an epilogue tile that reuses a
 // stage's memory is not overwritten by the peer; remote arrivals on the
 // empty barriers may come later, hence the cluster barrier before exit.
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -115,6 +120,12 @@ struct Rewriter {
   SimtKernel* k;
   std::map<std::string, Expr> peer;  // name -> its value in the peer block
   std::string why;                    // set on a refusal
+  // Names that may differ between the two blocks of a cluster (computed from
+  // the x block index or the persistent tile). Only lets inside the elected
+  // producer block get a peer copy; a box coordinate that reads such a name
+  // without one would be taken as the same in both blocks -- a multicast of
+  // the wrong tile -- so it is refused instead.
+  std::set<std::string> differs;
   int groups = 0, shared_static = 0, halved = 0;
 
   bool Same(const Expr& a, const Expr& b) { return ir::Print(a) == ir::Print(b); }
@@ -124,7 +135,13 @@ struct Rewriter {
     const Expr rank = ir::MakeVar("tl_cta_rank", ir::DType::kI32);
     SBlock out;
     const size_t n = g.size();
-    if (n % 2 == 0) {  // whole boxes: rank 0 the first half, rank 1 the second
+    // Whole boxes only where every box carries the same bytes: each rank's
+    // boxes expect twice their own bytes (theirs plus the peer's matching
+    // half), which is what arrives only when both halves of the run are
+    // equal. (A copy's panels always are; boxes of two copies into one buffer
+    // need not be: they take the half-rows path below, exact per box.)
+    const bool equal = std::all_of(g.begin(), g.end(), [&](const STmaLoad& t) { return t.bytes == g[0].bytes; });
+    if (n % 2 == 0 && equal) {  // whole boxes: rank 0 the first half, rank 1 the second
       SBlock first, second;
       for (size_t i = 0; i < n; ++i) {
         STmaLoad t = g[i];
@@ -183,6 +200,15 @@ struct Rewriter {
     bool always = true;
     for (const STmaLoad& t : g) {
       for (const Expr& c : t.coords) {
+        std::set<std::string> unknown;
+        ir::WalkExpr(c, [&](const Expr& x) {
+          if (const auto* v = ir::As<ir::VarRef>(x); v && differs.count(v->name) && !peer.count(v->name)) unknown.insert(v->name);
+        });
+        if (!unknown.empty()) {
+          why = "a box coordinate (" + ir::Print(c) + ") reads " + *unknown.begin() +
+                ", which depends on the block but has no value for the peer block";
+          return {};
+        }
         const Expr pc = ir::FoldConstants(Subst(c, peer));
         if (Same(c, pc)) continue;
         always = false;
@@ -307,6 +333,12 @@ std::string ClusterMulticast(SimtKernel* kernel, int64_t cluster) {
   }
   if (roles < 0 || empty < 0 || empty > roles) return no + "the kernel is not warp-specialized (no producer warpgroup to multicast)";
   SMbarInit& einit = std::get<SMbarInit>(k.body[static_cast<size_t>(empty)].node);
+  // The consumers' releases are found by this barrier's name, and its count is doubled for the
+  // peer's: it has to be the empty barrier warp_specialize.cc made for the full one (<full>_empty).
+  const std::string& fbar = std::get<SMbarInit>(k.body[static_cast<size_t>(full)].node).bar;
+  if (einit.bar != fbar + "_empty") {
+    return no + "the kernel's second mbarrier (" + einit.bar + ") is not the empty barrier of " + fbar;
+  }
   SWarpRoles& wr = std::get<SWarpRoles>(k.body[static_cast<size_t>(roles)].node);
   if (k.block_vars.empty() || k.grid.empty()) return no + "no grid";
   // The elected producer thread's block.
@@ -329,6 +361,12 @@ std::string ClusterMulticast(SimtKernel* kernel, int64_t cluster) {
              " tiles over blocks stepping by " + ir::Print(tile_loop->step) +
              " (both need to be even: the two blocks of a cluster walk tile pairs 2j, 2j + 1)";
     }
+    // Block b's tiles are b + i * step, so its peer's (b ^ 1) are its own ^ 1 -- the tl_tile ^ 1
+    // the peer lets are evaluated for -- only where the loop starts at the launch's x block index.
+    if (ir::Print(tile_loop->start) != k.block_vars[0]) {
+      return no + "persistent: the tile loop starts at " + ir::Print(tile_loop->start) + ", not at the block index " +
+             k.block_vars[0] + " (the peer's tile would not be this one's ^ 1)";
+    }
   }
   std::set<std::string> derived(k.block_vars.begin(), k.block_vars.end());
   derived.insert("tl_tile");
@@ -345,7 +383,8 @@ std::string ClusterMulticast(SimtKernel* kernel, int64_t cluster) {
     }
   }
   // The producer: peer lets, guarded multicast boxes.
-  Rewriter rw{&k, {}, {}};
+  Rewriter rw{&k, {}, {}, {k.block_vars[0], "tl_tile"}};
+  BlockDerived(k.body, &rw.differs);  // the cluster is along x: the other block indices are the same in both
   const Expr bx = ir::MakeVar(k.block_vars[0], ir::DType::kI32);
   if (persistent) {
     const Expr t = ir::MakeVar("tl_tile", ir::DType::kI32);

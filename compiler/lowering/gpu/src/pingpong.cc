@@ -49,7 +49,10 @@
 //    and after the loop, reached by each warpgroup after its last sync or
 //    arrive; the loop itself may hold no other named barrier (checked).
 // The ids are checked to be unused elsewhere in the kernel; hardware has 16
-// (0 is __syncthreads).
+// (0 is __syncthreads). The check sees only the kernel's own statements:
+// named barriers (bar.sync / bar.arrive / named_barrier_*) inside CUDA
+// source imported with T.import_source are invisible to it, so such a
+// helper that uses ids 2 or 3 would clash with the pingpong's.
 #include <functional>
 #include <map>
 #include <set>

@@ -340,7 +340,13 @@ std::string WarpgroupPingpong(SimtKernel* k);
 // says why) unless: the kernel was warp-specialized; its grid is static
 // with an even x extent (persistent: an even number of tiles and blocks);
 // the k-loop's bounds do not depend on the block (both producers issue the
-// same number of k-steps, the consumers release the same stages).
+// same number of k-steps, the consumers release the same stages); the
+// second top-level mbarrier is the full barrier's <full>_empty; a
+// persistent tile loop starts at the x block index; every box coordinate
+// that depends on the x block index (or tile) reads only lets of the
+// elected producer thread (the ones given a peer copy). A run of boxes into
+// one buffer is split between the ranks as whole boxes only where they all
+// carry the same bytes (else each box's half rows).
 // Returns the note ("cluster 2: ..." or "not clustered: ...").
 std::string ClusterMulticast(SimtKernel* k, int64_t cluster);
 
