@@ -136,7 +136,7 @@ def main():
             # bytes: any packing); _spp: and pingpong
             prog = quant_gemm.w4a16_wgmma(M, N, K, group_size=bk, block_M=bm, block_N=bn, num_stages=stages,
                                           threads=threads, magic_round=True, split_k=split, workspace=split > 1,
-                                          permute_k=kind == "wgmma_p", scale_weights=kind in ("wgmma_s", "wgmma_sp"),
+                                          permute_k=kind == "wgmma_p", scale_weights=kind in ("wgmma_s", "wgmma_sp", "wgmma_spp"),
                                           packed_k=kind in ("wgmma_sp", "wgmma_spp"), pingpong=kind == "wgmma_spp")
         elif kind == "ldg":  # BN = rows * warps, BK = 1024 * depth, STAGES = prefetch, THREADS = 32 * warps
             prog = quant_gemm.w4a16_gemv_ldg(M, N, K, rows=bn // (threads // 32), warps=threads // 32,
