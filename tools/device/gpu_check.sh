@@ -129,7 +129,9 @@ build() {
 # The Python side: tl-pack, the runtime binding, and a CUDA compile cache of the conformance cases.
 build_python() {
   local bdir=$1
-  ninja -C "$bdir" -j2 tl-pack tl_python_runtime
+  # tilelang_python too: std_kernels_gpu.sh build runs tl-pack with PYTHONPATH=$bdir/python, and a stale copy of
+  # the frontend there fails on anything newer (session 9: `cluster_dims` unknown, the standard library not packed)
+  ninja -C "$bdir" -j2 tl-pack tilelang_python tl_python_runtime
   mkdir -p "$stage/python"
   cp "$bdir/bin/tl-pack" "$stage/bin/"
   cp -r "$bdir/python/tilelang_runtime" "$stage/python/"

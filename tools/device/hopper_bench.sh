@@ -60,7 +60,7 @@ build() {
     if [ ! -f "$bdir/CMakeCache.txt" ]; then
       cmake -S "$repo" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
     fi
-    ninja -C "$bdir" -j2 tl-pack tl_python_runtime
+    ninja -C "$bdir" -j2 tl-pack tilelang_python tl_python_runtime
     mkdir -p "$stage/bin" "$stage/lib" "$stage/lib-fallback" "$stage/python"
     cp "$bdir/bin/tl-pack" "$stage/bin/"
     rm -rf "$stage/python/tilelang_runtime"
