@@ -137,9 +137,10 @@ def test_hopper_bench_cluster_configs():
     import hopper_bench as hb
     large = [c for c in hb.GEMM_CONFIGS_LARGE if "cluster2" in c[7:]]
     m128 = [c for c in hb.GEMM_CONFIGS_M128 if "cluster2" in c[7:]]
-    assert len(large) >= 4 and len(m128) >= 2
+    assert len(large) >= 3 and len(m128) >= 1
     case = hb.gemm_case(4096, 4096, 4096, "bfloat16", hb.GEMM_CONFIGS_LARGE)
-    for cfg in large:
+    # the bench keeps no persistent cluster config (12-20 % slower on the H200); the program must still carry both
+    for cfg in large + [(128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2")]:
         assert "hint cluster 2" in case.program(cfg).script(), cfg
         assert case.pass_configs(cfg) == ({"tl.persistent": True} if "persistent" in cfg[7:] else None), cfg
     assert "hint cluster" not in case.program((128, 256, 64, 256, 3, 0, 1, "persistent")).script()

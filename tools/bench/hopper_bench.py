@@ -76,15 +76,14 @@ GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256,
                       # TL_CUDA_PERSISTENT=1, rasterized, and 128x128 tiles at 4 stages (128 + 32 KiB)
                       (128, 256, 64, 256, 3, 0, 1, "persistent"), (128, 256, 64, 256, 3, 8, 1, "persistent"),
                       (128, 128, 64, 256, 4, 0, 1, "persistent"), (128, 128, 64, 128, 4, 0, 1, "persistent"),
-                      # 2-block clusters with TMA multicast (session 9): the best persistent and rasterized configs
-                      # with the cluster (raster 0: A multicast; raster 8: B), and raster 0 at 4 stages
-                      (128, 256, 64, 256, 3, 0, 1, "persistent", "cluster2"),
-                      (128, 256, 64, 256, 3, 8, 1, "persistent", "cluster2"),
+                      # 2-block clusters with TMA multicast (session 9): the 4-stage configs with the cluster (raster 0:
+                      # A multicast; raster 8: B). H200 2026-12-04 17:13: 2-6 % slower than without; with "persistent"
+                      # 12-20 % slower (those configs dropped)
                       (128, 256, 64, 256, 4, 8, 1, "cluster2"), (128, 256, 64, 256, 4, 0, 1, "cluster2"),
                       # cuBLAS's nvjet_..._256x128_64x4_1x2 shape: 256x128 tiles (2 consumer warpgroups of 128 rows),
                       # pairs of column blocks sharing the 256-row A tile (32 of a stage's 48 KiB multicast: 2/3 of
                       # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
-                      (256, 128, 64, 256, 3, 0, 1, "persistent", "cluster2"), (256, 128, 64, 256, 4, 0, 1, "cluster2"),
+                      (256, 128, 64, 256, 4, 0, 1, "cluster2"),
                       (256, 128, 64, 256, 3, 0, 1, "persistent"))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
@@ -102,7 +101,7 @@ GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32,
                      (128, 64, 64, 128, 8, 0, 1, "persistent"),
                      # 2-block clusters (session 9): the pair shares A (M = 128: the one row block), multicast as
                      # two half boxes, so A is read from the L2 by 64 clusters instead of 128 blocks
-                     (128, 64, 64, 128, 8, 0, 1, "cluster2"), (128, 64, 64, 128, 8, 0, 1, "persistent", "cluster2"))
+                     (128, 64, 64, 128, 8, 0, 1, "cluster2"))
 GEMM_CONFIGS_M16 = ((16, 64, 128, 128, 4), (16, 128, 64, 128, 4), (16, 32, 256, 128, 3), (64, 64, 64, 128, 4),
                     (16, 64, 128, 128, 4, 0, 2), (16, 128, 64, 128, 4, 0, 4), (16, 64, 128, 128, 3, 0, 3),
                     (16, 128, 128, 128, 4, 0, 2), (16, 256, 64, 128, 3, 0, 8),
@@ -139,10 +138,10 @@ FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64,
               # warpgroups (256 threads, block_M 128, warp-specialized) take turns issuing each k-step's first
               # gemm(s) on named barriers 2/3, so one's softmax overlaps the other's wgmmas (compiler/lowering/
               # gpu/src/pingpong.cc); no extra registers (ptxas: the plain tiles stay spill-free). With
-              # "overlap" too the turn covers S_k and P_{k-1} V_{k-1} (FA3's full form).
-              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 64, 256, 2, "pingpong"),
-              (128, 64, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"),
-              (128, 64, 256, 2, "overlap", "pingpong"))
+              # "overlap" too the turn covers S_k and P_{k-1} V_{k-1} (FA3's full form). H200 2026-12-04 17:13: the
+              # best on D128 S4096 only (128x128, 3 stages: +1.8 %), 3-20 % slower elsewhere; the 128x64 pingpong
+              # tiles (0.69-0.87 of cuDNN) and 128x64 overlap + pingpong were dropped
+              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
