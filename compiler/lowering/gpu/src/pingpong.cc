@@ -57,6 +57,7 @@
 #include <map>
 #include <set>
 
+#include "simt_walk.h"
 #include "tilelang/lowering/gpu/lower.h"
 
 namespace tl::gpu {
@@ -68,15 +69,6 @@ Expr I(int64_t v) { return ir::MakeInt(v); }
 Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
 Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
 
-bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred) {
-  for (const SStmt& s : b) {
-    if (pred(s)) return true;
-    if (const auto* f = std::get_if<SFor>(&s.node); f && Any(f->body, pred)) return true;
-    if (const auto* i = std::get_if<SIf>(&s.node); i && (Any(i->then_body, pred) || Any(i->else_body, pred))) return true;
-    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (Any(w->producer, pred) || Any(w->consumer, pred))) return true;
-  }
-  return false;
-}
 bool HasWgmma(const SBlock& b) {
   return Any(b, [](const SStmt& s) { return std::holds_alternative<SWgmma>(s.node); });
 }

@@ -8,6 +8,17 @@
 
 namespace tl::gpu {
 
+// Whether any statement of `b` (nested ones included) satisfies `pred`: see simt_walk.h.
+bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred) {
+  for (const SStmt& s : b) {
+    if (pred(s)) return true;
+    if (const auto* f = std::get_if<SFor>(&s.node); f && Any(f->body, pred)) return true;
+    if (const auto* i = std::get_if<SIf>(&s.node); i && (Any(i->then_body, pred) || Any(i->else_body, pred))) return true;
+    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (Any(w->producer, pred) || Any(w->consumer, pred))) return true;
+  }
+  return false;
+}
+
 // Whether expression e reads buffer `name`.
 bool Reads(const ir::Expr& e, const std::string& name) {
   bool hit = false;

@@ -1,8 +1,10 @@
 // Walks over the SIMT IR shared by the small SIMT-level passes (forward_cast.cc,
-// zero_init.cc): which statements read, write or mention a buffer, and the
+// zero_init.cc, warp_specialize.cc, pingpong.cc): which statements read, write or
+// mention a buffer, whether any statement satisfies a predicate, and the
 // lowering's per-slot loop nests over a register fragment.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -10,6 +12,9 @@
 
 namespace tl::gpu {
 
+// Whether any statement of `b` (nested ones included: loop bodies, both branches, both warp roles)
+// satisfies `pred`.
+bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred);
 // Whether expression e reads buffer `name`.
 bool Reads(const ir::Expr& e, const std::string& name);
 // Whether statement s / block b (nested statements included) reads or writes buffer `name` in any way

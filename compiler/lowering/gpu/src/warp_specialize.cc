@@ -93,6 +93,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "simt_walk.h"
 #include "tilelang/lowering/gpu/lower.h"
 
 namespace tl::gpu {
@@ -105,16 +106,6 @@ Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(
 Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
 Expr ToI32(Expr e) { return ir::ExprDType(e) == ir::DType::kI32 ? e : ir::MakeCast(ir::DType::kI32, std::move(e)); }
 
-// Whether any statement of `b` (nested ones included) satisfies `pred`.
-bool Any(const SBlock& b, const std::function<bool(const SStmt&)>& pred) {
-  for (const SStmt& s : b) {
-    if (pred(s)) return true;
-    if (const auto* f = std::get_if<SFor>(&s.node); f && Any(f->body, pred)) return true;
-    if (const auto* i = std::get_if<SIf>(&s.node); i && (Any(i->then_body, pred) || Any(i->else_body, pred))) return true;
-    if (const auto* w = std::get_if<SWarpRoles>(&s.node); w && (Any(w->producer, pred) || Any(w->consumer, pred))) return true;
-  }
-  return false;
-}
 template <class T>
 bool Has(const SBlock& b) {
   return Any(b, [](const SStmt& s) { return std::holds_alternative<T>(s.node); });
