@@ -159,6 +159,16 @@ def test_every_full_size_case_has_a_fitting_config():
     assert "FA fwd bfloat16 B1 H32 S16384 D64 causal" in labels
 
 
+def test_flash_attention_variants_pick_their_pass_configs():
+    """An FA config's "nows" / "persistent" element becomes its tilelang.compile pass_configs; the rest none."""
+    import hopper_bench as hb
+    case = next(c for c in hb.all_cases(only=("attention",)) if c.label == "FA fwd bfloat16 B4 H32 S4096 D128")
+    assert case.pass_configs((128, 64, 256, 2, "nows")) == {"tl.disable_warp_specialized": True}
+    assert case.pass_configs((128, 128, 256, 3, "pingpong", "persistent")) == {"tl.persistent": True}
+    assert case.pass_configs((128, 128, 256, 2, "pingpong")) is None
+    assert any("persistent" in cfg for cfg in case.configs)
+
+
 def test_floor_is_the_larger_of_bytes_and_flops():
     import hopper_bench as hb
     rows = [{"group": "gemm", "dtype": "bfloat16", "unit": "TFLOP/s", "flops": 2e12, "min_bytes": 1e9,

@@ -141,7 +141,13 @@ FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64,
               # "overlap" too the turn covers S_k and P_{k-1} V_{k-1} (FA3's full form). H200 2026-12-04 17:13: the
               # best on D128 S4096 only (128x128, 3 stages: +1.8 %), 3-20 % slower elsewhere; the 128x64 pingpong
               # tiles (0.69-0.87 of cuDNN) and 128x64 overlap + pingpong were dropped
-              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"))
+              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"),
+              # "persistent": pass_configs {"tl.persistent": True} -- the warp-specialized kernel over one block per SM
+              # looping over the (query block, head, batch) tiles, the producer streaming the next tile's K/V while
+              # the consumers store O and load the next Q (ncu 2026-12-04 18:45: SDPA-cuDNN's kernel is persistent,
+              # grid 132; ours ran 4096 blocks, 31.03 waves)
+              (128, 128, 256, 2, "persistent"), (128, 128, 256, 3, "persistent"), (128, 128, 256, 3, "pingpong", "persistent"),
+              (128, 64, 256, 2, "persistent"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
@@ -521,7 +527,9 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
     case.timed_peers = {"SDPA-cuDNN": p_sdpa_timed("CUDNN_ATTENTION"), "SDPA-flash": p_sdpa_timed("FLASH_ATTENTION")}
     # A 5th element "nows": the sm_90a kernel without the producer warpgroup (on the H200 the 128x64 and
     # 64x64 tiles ran faster that way at D=64 and causal: two blocks per SM instead of one of 384 threads).
-    case.pass_configs = lambda cfg: {"tl.disable_warp_specialized": True} if "nows" in cfg[4:] else None
+    # A "persistent" element: {"tl.persistent": True} (see FA_CONFIGS).
+    case.pass_configs = lambda cfg: ({"tl.disable_warp_specialized": True} if "nows" in cfg[4:] else
+                                     {"tl.persistent": True} if "persistent" in cfg[4:] else None)
     return case
 
 

@@ -1040,4 +1040,98 @@ TEST(WarpSpecialize, FlashAttentionPingpongSource) {
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
 
+// Persistent FlashAttention (tl.persistent; cuDNN's FlashAttention runs one
+// block per SM): kernels/attention.py's flash_attention over G blocks that
+// loop over the (query block, head, batch) tiles -- fewer blocks than tiles,
+// so blocks run several tiles and the barriers' phases carry across them;
+// causal tiles have different k-step counts (and with fewer keys, none);
+// plain, pingpong and the overlap loop. The numbers against float64 and,
+// bit for bit, against the non-persistent kernel; the interpreter catches a
+// protocol that loses a phase across tiles.
+TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  struct PCase {
+    int64_t S, Skv, D;
+    bool causal;
+    int64_t bn, stages;
+    bool overlap, pingpong;
+    int64_t sms;
+  };
+  const std::vector<PCase> cases = {
+      {300, 300, 128, false, 128, 2, false, false, 1},  // 3 tiles on 1 block: 3 k-steps each
+      {330, 330, 64, true, 64, 3, false, false, 2},     // causal: 1..6 k-steps per tile, 3 tiles on 2 blocks
+      {300, 100, 64, true, 64, 2, false, true, 1},      // pingpong; fewer keys: a tile with no k-step
+      {260, 260, 64, true, 64, 2, true, true, 1},       // the overlap loop with pingpong
+      {200, 200, 128, false, 128, 2, true, false, 1},
+  };
+  for (const PCase& c : cases) {
+    // Two heads: the tiles run over the head index too.
+    std::string args = PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, c.pingpong);
+    args.replace(0, 7, "1, 2, 2");
+    SCOPED_TRACE(args + ", over " + std::to_string(c.sms) + " SMs");
+    std::string err;
+    const std::string ir = AttentionIr(args, &err);
+    ASSERT_FALSE(ir.empty()) << "kernels/attention.py did not emit Tile IR: " << err;
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = c.sms;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const std::string dump = tl::gpu::Dump(*k), notes = Notes(*k);
+    const int64_t tiles = (c.S + 127) / 128 * 2;
+    const int64_t G = std::min(tiles, c.sms * k->min_blocks);
+    ASSERT_LT(G, tiles);
+    ASSERT_NE(notes.find("synchronous k-loop compute (a stage released after it), no barrier in the k-loop"), std::string::npos)
+        << notes;
+    ASSERT_NE(notes.find("; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles"),
+              std::string::npos)
+        << notes;
+    EXPECT_EQ(notes.find("pingpong") != std::string::npos, c.pingpong) << notes;
+    ASSERT_EQ(k->grid.size(), 1u);
+    EXPECT_EQ(tl::ir::FoldInt(k->grid[0]), std::optional<int64_t>(G));
+    // Both roles loop over the tiles; the consumers' k-loop is in the tile loop, which
+    // ends with a named barrier (the next tile's Q copy after this tile's O reads of Q_s).
+    const tl::gpu::SWarpRoles* r = Roles(*k);
+    ASSERT_TRUE(r);
+    const tl::gpu::SFor* tile_loop = ConsumerLoop(*r);
+    ASSERT_TRUE(tile_loop) << dump;
+    EXPECT_EQ(tile_loop->var, "tl_tile");
+    EXPECT_TRUE(std::holds_alternative<tl::gpu::SNamedBarrier>(tile_loop->body.back().node)) << dump;
+    int producer_tile_loops = 0;
+    Walk(const_cast<SBlock&>(r->producer), [&](SStmt& s) {
+      const auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+      producer_tile_loops += f && f->var == "tl_tile";
+    });
+    EXPECT_EQ(producer_tile_loops, 1) << dump;
+    double worst = 0, worst_once = 0;
+    std::vector<double> got, once;
+    const tl::Status st = RunAttention(*k, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst, c.Skv, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+    EXPECT_LE(worst, 1e-2);
+    tl::StatusOr<tl::gpu::SimtKernel> plain = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(Notes(*plain).find("persistent"), std::string::npos) << Notes(*plain);
+    ASSERT_TRUE(RunAttention(*plain, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_once, c.Skv, &once).ok());
+    EXPECT_EQ(got, once);
+    std::printf("[ flash_attention %s ] persistent over %lld blocks (%lld tiles), worst relative error %.3g\n", args.c_str(),
+                static_cast<long long>(G), static_cast<long long>(tiles), worst);
+    if (&c != &cases[1]) continue;
+    // Broken: the consumers' phase bits restart at every tile (a phase lost across tiles).
+    tl::gpu::SimtKernel b = *k;
+    tl::gpu::SWarpRoles& br = std::get<tl::gpu::SWarpRoles>(b.body.back().node);
+    std::string phase;
+    for (const SStmt& s : br.consumer) {
+      if (const auto* v = std::get_if<tl::gpu::SVar>(&s.node)) phase = v->name;
+    }
+    ASSERT_FALSE(phase.empty()) << dump;
+    for (SStmt& s : br.consumer) {
+      auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+      if (f && f->var == "tl_tile") f->body.insert(f->body.begin(), SStmt{tl::gpu::SAssign{phase, tl::ir::MakeInt(0)}});
+    }
+    double bad_worst = 0;
+    const tl::Status bad = RunAttention(b, 1, 2, c.S, c.D, c.causal, "bf16", "O", &bad_worst, c.Skv);
+    EXPECT_FALSE(bad.ok() && bad_worst <= 1e-2) << "a phase reset across tiles went unnoticed";
+    std::printf("[ broken: phase reset per tile ] %s\n", bad.ok() ? "wrong numbers" : bad.ToString().substr(0, 160).c_str());
+  }
+}
+
 }  // namespace

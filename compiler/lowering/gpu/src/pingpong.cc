@@ -127,16 +127,28 @@ std::string WarpgroupPingpong(SimtKernel* k) {
       })) {
     return no + "named barrier " + std::to_string(A) + " or " + std::to_string(B) + " is already used";
   }
-  // The consumers' k-loop: the top-level loop waiting on the full barriers.
-  SBlock& c = roles.consumer;
+  // The consumers' k-loop: the top-level loop waiting on the full barriers
+  // (persistent: the top-level loop of the tile loop's body; the protocol
+  // leaves both barriers idle at each k-loop's exit, so it restarts per tile).
+  SBlock* cb = &roles.consumer;
   int loop = -1;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const auto* f = std::get_if<SFor>(&c[i].node);
-    if (f && Any(f->body, [](const SStmt& s) { return std::holds_alternative<SMbarWait>(s.node); })) {
-      if (loop >= 0) return no + "more than one consumer k-loop";
-      loop = static_cast<int>(i);
+  std::vector<const SBlock*> outer;  // blocks enclosing the k-loop's block (lets bound there)
+  for (int depth = 0; depth < 2; ++depth) {
+    loop = -1;
+    for (size_t i = 0; i < cb->size(); ++i) {
+      const auto* f = std::get_if<SFor>(&(*cb)[i].node);
+      if (f && Any(f->body, [](const SStmt& s) { return std::holds_alternative<SMbarWait>(s.node); })) {
+        if (loop >= 0) return no + "more than one consumer k-loop";
+        loop = static_cast<int>(i);
+      }
     }
+    if (loop < 0) break;
+    auto& f = std::get<SFor>((*cb)[static_cast<size_t>(loop)].node);
+    if (f.var != "tl_tile") break;
+    outer.push_back(cb);
+    cb = &f.body;
   }
+  SBlock& c = *cb;
   if (loop < 0) return no + "no consumer k-loop (only the synchronous-compute form, FlashAttention's, takes turns)";
   SFor& lp = std::get<SFor>(c[static_cast<size_t>(loop)].node);
   if (ir::FoldInt(lp.step) != std::optional<int64_t>(1)) return no + "the k-loop's step is not 1";
@@ -156,6 +168,7 @@ std::string WarpgroupPingpong(SimtKernel* k) {
     }
   };
   bind(k->body, k->body.size() - 1);
+  for (const SBlock* o : outer) bind(*o, o->size());
   bind(c, static_cast<size_t>(loop));
   // A name bound inside a nested block before the loop (not seen above) is a
   // kernel parameter, a block index or a symbol otherwise: uniform.

@@ -90,6 +90,18 @@
 // block barrier's place and the compute's barriers become named ones: the
 // consumers keep exactly the barrier sequence they had, which ordered those
 // writes before (the producer never touches those buffers).
+// Persistent (persistent_blocks > 0; cuDNN's FlashAttention runs one block
+// per SM): as the GEMM form, both roles loop over the tiles b, b + G, ...
+// with the block indices as lets of the tile; the full and empty barriers'
+// phases carry on through per-stage phase bits (a tile's k-steps restart at
+// stage 0, both roles alike; a tile with no k-step touches no barrier), so
+// the producer streams the next tile's first stages while the consumers run
+// this tile's post... (O's epilogue) and the next one's pre... (its Q tile).
+// A shared buffer of post... overlapping a stage's memory moves to its own
+// (the producer writes the stages meanwhile); pre... already stays out of
+// the stages. A named barrier ends each tile where pre... or post... touch
+// shared memory: the next tile's pre... (the Q copy) must not overwrite a
+// tile another consumer still reads in post... (O staged through Q's tile).
 #include <functional>
 #include <type_traits>
 
@@ -293,6 +305,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   const SMbarWait* wait = nullptr;
   const SIf* refill = nullptr;
   std::string phase;
+  const SAssign* flip = nullptr;
   int barriers = 0;
   SBlock compute;
   for (const SStmt& s : lp.body) {
@@ -304,6 +317,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       wait = w;
     } else if (const auto* a = std::get_if<SAssign>(&s.node); a && wait && phase.empty()) {
       phase = a->name;
+      flip = a;
     } else if (std::holds_alternative<SAsyncWait>(s.node) && wait) {
       // cp.async bookkeeping with no cp.async in the kernel: nothing.
     } else if (std::holds_alternative<SBarrier>(s.node) && wait) {
@@ -457,9 +471,41 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   for (const std::string& n : names) {
     if (bound.count(n)) return no + "the TMA coordinates use " + n + ", computed before the loop by the consumers";
   }
+  // Persistent: the static tile schedule (see the file comment); a shared
+  // buffer of post... in a stage's memory moves to its own.
+  std::vector<int64_t> grid;
+  int64_t tiles = 1;
+  int64_t shared_end = k->shared_bytes;
+  std::map<std::string, int64_t> moved;
+  if (persistent_blocks > 0) {
+    for (const Expr& g : k->grid) {
+      const std::optional<int64_t> v = ir::FoldInt(g);
+      if (!v) return no + "persistent: the grid is not static";
+      grid.push_back(*v);
+      tiles *= *v;
+    }
+    if (grid.empty() || k->block_vars.size() > grid.size()) return no + "persistent: no grid";
+    std::set<std::string> post_shared;
+    if (!Accesses(post, [&](const std::string& name, char) {
+          auto it = bufs.find(name);
+          if (it != bufs.end() && it->second->space == Space::kShared) post_shared.insert(name);
+        })) {
+      return no + "persistent: statements after the k-loop this form cannot judge";
+    }
+    for (const std::string& name : post_shared) {
+      if (stages_of.count(name)) return no + "persistent: " + name + " (a stage) is accessed after the k-loop";
+      if (!in_stages(name)) continue;
+      const SimtBuffer& b = *bufs.at(name);
+      const int64_t bytes = b.elements * std::max(1, ir::BitWidth(b.dtype) / 8);
+      const int64_t at = (shared_end + 127) / 128 * 128;
+      if (at + bytes > shared_budget_bytes) return no + "persistent: no shared memory for " + name + " outside the stages";
+      moved[name] = at;
+      shared_end = at + bytes;
+    }
+  }
   // Shared memory for the empty barriers; registers as the GEMM form.
   const std::string empty = full.bar + "_empty";
-  const int64_t off = (k->shared_bytes + 7) / 8 * 8;
+  const int64_t off = (shared_end + 7) / 8 * 8;
   if (off + 8 * S > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
   const int64_t threads = T + 128;
   int64_t reg_elements = 0;
@@ -473,25 +519,53 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   const int64_t entry = std::min(cap, inc);
   if (inc < dec) return no + "too many threads to give the consumers more registers";
 
+  const bool persistent = persistent_blocks > 0;
+  if (persistent && !flip) return no + "persistent: the k-loop's phase bits were not found";
+  const int64_t G = std::min(tiles, persistent_blocks * min_blocks);  // persistent: the grid
+  for (SimtBuffer& b : k->buffers) {
+    if (moved.count(b.name)) b.shared_offset = moved[b.name];
+  }
   k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
   k->shared_bytes = off + 8 * S;
   const ir::DType kt = ir::ExprDType(lp.start);
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
-  // Producer: as the GEMM form's (non-persistent).
+  // Producer: as the GEMM form's.
   SBlock producer;
   producer.push_back(SStmt{SSetMaxNReg{false, dec}});
   {
     SBlock step;
     const Expr iv = ir::MakeVar("tl_ws_i", ir::DType::kI32);
-    step.push_back(SStmt{SLet{"tl_ws_i", ir::DType::kI32, iter}});
-    const Expr parity = Bin(ir::BinaryOp::kBitAnd,
-                            Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
-    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
-                             {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
-                             {}}});
+    if (persistent) {
+      // The j-th use of stage s (j >= 1) waits for the (j - 1)-th release:
+      // bit s of `used` says whether it was used, bit s of `ephase` the parity.
+      const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
+      const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
+      auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
+      step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
+      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
+                               {SStmt{SMbarWait{empty, st, bit(eph)}},
+                                SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
+                               {}}});
+      step.push_back(SStmt{SAssign{"tl_ws_used", Bin(ir::BinaryOp::kBitOr, used, Bin(ir::BinaryOp::kShl, I(1), st))}});
+    } else {
+      step.push_back(SStmt{SLet{"tl_ws_i", ir::DType::kI32, iter}});
+      const Expr parity = Bin(ir::BinaryOp::kBitAnd,
+                              Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
+      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
+                               {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
+                               {}}});
+    }
     for (SStmt& s : fill_block) step.push_back(std::move(s));
     SBlock elected = std::move(lets);
     elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, ir::MakeInt(1, kt), false, std::move(step)}});
+    if (persistent) {
+      SBlock tile = TileLets(*k, grid);
+      for (SStmt& x : elected) tile.push_back(std::move(x));
+      elected.clear();
+      elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
+      elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
+      elected.push_back(TileLoop(*k, tiles, G, std::move(tile)));
+    }
     producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
   }
   // Consumers: the statements before the loop, published to every consumer
@@ -500,14 +574,34 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   // named barrier first where it writes shared memory), the release.
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
+  if (persistent) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
+  const size_t first = consumer.size();  // (persistent: from here on the tile loop's body)
+  bool pre_post_shared = false;
+  if (persistent && !Accesses(pre, [&](const std::string& name, char) {
+        auto it = bufs.find(name);
+        pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
+      })) {
+    pre_post_shared = true;  // not judged: keep the barrier
+  }
+  if (persistent) {
+    Accesses(post, [&](const std::string& name, char) {
+      auto it = bufs.find(name);
+      pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
+    });
+  }
   NameBarriers(pre, T);
   for (SStmt& s : pre) consumer.push_back(std::move(s));
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   {
     SBlock step;
     step.push_back(SStmt{*stage});
-    step.push_back(SStmt{SMbarWait{full.bar, wait->index,
-                                   Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1))}});
+    if (persistent) {  // the phase bits as lowered
+      step.push_back(SStmt{*wait});
+      step.push_back(SStmt{*flip});
+    } else {
+      step.push_back(SStmt{SMbarWait{full.bar, wait->index,
+                                     Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1))}});
+    }
     if (writes_shared) step.push_back(SStmt{SNamedBarrier{1, T}});
     NameBarriers(compute, T);
     for (SStmt& s : compute) step.push_back(std::move(s));
@@ -523,6 +617,13 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
+  if (persistent) {
+    if (pre_post_shared) consumer.push_back(SStmt{SNamedBarrier{1, T}});
+    SBlock tile = TileLets(*k, grid);
+    for (size_t i = first; i < consumer.size(); ++i) tile.push_back(std::move(consumer[i]));
+    consumer.resize(first);
+    consumer.push_back(TileLoop(*k, tiles, G, std::move(tile)));
+  }
 
   SBlock out = std::move(head);
   out.push_back(SStmt{full});
@@ -532,6 +633,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   k->threads = threads;
   k->block[0] = threads;
   k->min_blocks = min_blocks;
+  if (persistent) k->grid = {ir::MakeInt(G)};
   return "warp-specialized: " + std::to_string(T) + " consumer threads + a 128-thread TMA producer warpgroup, " +
          std::to_string(S) + " stages on full/empty mbarriers, synchronous k-loop compute (a stage released after it), " +
          (writes_shared ? "a named barrier among the consumers in the k-loop (its compute writes shared memory)"
@@ -539,7 +641,8 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
          (reads_stage ? "; the compute loads from the stages: every consumer thread releases them" : "") +
          "; registers " + std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
          std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
-         std::to_string(inc) + (persistent_blocks > 0 ? "; not persistent (only the deferred-wgmma GEMM form is)" : "");
+         std::to_string(inc) +
+         (persistent ? "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" : "");
 }
 
 // The deferred-wgmma GEMM form (the first half of the file comment); the
