@@ -42,6 +42,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # read_floor (the W4A16 read floor)
 
 GROUPS = ("gemm", "attention", "w4a16", "norm")
 
@@ -291,6 +292,20 @@ W4_CONFIGS_PREFILL = ((64, 64, 64, 2, 128, False), (64, 128, 128, 3, 128, True),
                       (128, 128, 128, 4, 256, "wgmma_spp", 2), (64, 128, 128, 4, 256, "wgmma_spp"),
                       (128, 128, 128, 4, 256, "wgmma_s", 2), (128, 64, 128, 2, 128, "wgmma_s", 2))
 W4_MS = (1, 16, 128)
+# The W4A16 decode rows' read floor (M <= 16): how fast ANY kernel reads the row's own packed weights and scales
+# (the same tensors, 33.6 + 1.0 MB at N = K = 8192) under this bench's timing and flush -- read_floor.read_sum, a
+# tile program that only reads both buffers and sums them (checked exactly against numpy before it is timed), the
+# best of these configs, and torch's int32 sum of the same two buffers. Tuple: (blocks, threads, rows, cols,
+# stages): each block one contiguous chunk of W (n_w / blocks words) in tiles of rows x cols int32 words, and a
+# slice of S per tile; stages 1: T.serial, ld.global.v4 (LDG.128) into shared memory, rows x cols / threads / 4 loads
+# per thread per tile; stages > 1: T.Pipelined, on sm_90a a TMA box per tile where cols <= 256 (a box row is at most
+# 256 elements; S's slice too), else 16-byte cp.async. Power-of-two blocks (n_w = 2^23 words), all resident at once
+# (one wave): ptxas sm_90a, no spills: serial 4 x 1024 / 256 threads 64 registers (4 blocks per SM: 528 >= 512),
+# 8 x 1024 / 256 74 (3 per SM), 8 x 1024 / 512 62 (2 per SM); pipelined 39-56 registers, shared memory per block
+# stages x rows x cols x 4 bytes (48 KiB: 4 per SM, 64 KiB: 3, 24 KiB: 9, 128 KiB: 1).
+W4_READ_CONFIGS = ((512, 256, 4, 1024, 1), (256, 256, 8, 1024, 1), (256, 512, 8, 1024, 1),
+                   (512, 256, 4, 1024, 3), (256, 256, 4, 1024, 4),
+                   (512, 256, 16, 256, 3), (256, 256, 16, 256, 4), (1024, 128, 8, 256, 3), (128, 512, 32, 256, 4))
 W4_NK = 8192
 W4_GROUP = 128
 # RMSNorm / softmax (block_M, threads, stage, rows_per_block) on NORM_SHAPE; stage "shared": rows staged
@@ -315,7 +330,9 @@ NORM_SHAPE = (16384, 8192)
 
 # --self-test: the same cases at tiny sizes (every block size of the first configs still fits).
 TINY = dict(gemm_shapes=((256, 256, 256), (16, 256, 128)), fa_shapes=((1, 2, 256),), w4_ms=(1, 16, 128), w4_nk=512,
-            norm_shape=(6, 512))
+            norm_shape=(6, 512),
+            # read_sum at n_w = 32768, n_s = 1024 words: serial and pipelined, 1 and 2 rows per tile
+            w4_read_cfgs=((8, 128, 1, 512, 2), (8, 128, 2, 256, 1), (16, 64, 1, 256, 3)))
 
 
 def _dt_bytes(dtype):
@@ -542,7 +559,7 @@ def w4_split_of(cfg, K):
     return max(1, min(cfg[6], K // cfg[2] // (2 if cfg[5] == "mma_h2g2" else 1)))
 
 
-def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
+def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16", read_configs=W4_READ_CONFIGS):
     from kernels import quant_gemm
 
     def program(cfg):
@@ -682,7 +699,140 @@ def w4_case(M, N, K, configs, group=W4_GROUP, dtype="float16"):
                 dict(M=M, N=N, K=K, group=group, dtype=dtype))
     case.timed_peers = {"cuBLAS fp16 (dequantized W)": p_cublas_timed}
     case.args_by_cfg = True
+    if M <= 16 and read_configs:
+        case.read_floor = ReadFloor(case.label, N * K // 8, N * (K // group) * 2 // 4, read_configs)
     return case
+
+
+class ReadFloor:
+    """A W4A16 decode row's read floor: read_floor.read_sum (a tile program that only reads the row's packed
+    weights W and scales S, viewed as n_w and n_s int32 words, and sums them) over `configs`, and torch's own
+    read of the same two buffers (int32 sums). program / pass_configs / label as a Case's, so compile_case and
+    precompile take it; run_read_floor measures it with the row's own tensors."""
+    group = "w4a16"
+
+    def __init__(self, row_label, n_w, n_s, configs):
+        self.label = f"{row_label} read floor"
+        self.n_w, self.n_s, self.configs = n_w, n_s, list(configs)
+        self.nbytes = 4 * (n_w + n_s)
+        self.pass_configs = lambda cfg: None
+
+    def fits(self, cfg):
+        from read_floor import read_sum_fits
+        return read_sum_fits(self.n_w, self.n_s, *cfg) is None
+
+    def program(self, cfg):
+        from read_floor import read_sum
+        return read_sum(self.n_w, self.n_s, *cfg)
+
+    def args(self, x, out, cfg):
+        """(W2, S2, Out): views of the case's own W and S (no copy), and out."""
+        from read_floor import read_sum_views
+        return list(read_sum_views(x["W"], x["S"], cfg)) + [out]
+
+    def out(self, be, cfg):
+        """Out [blocks, rows + 1] int32, filled with a pattern no correct call leaves in place by chance."""
+        return be.full_int32((cfg[0], cfg[2] + 1), 0x5A5A5A5A)
+
+    def _host(self, be, x):
+        """The case's W and S as numpy arrays (copied once per set of inputs)."""
+        if "_read_host" not in x:
+            w, s = x["W"], x["S"]
+            if hasattr(w, "cpu"):  # torch
+                w, s = w.cpu().numpy(), s.cpu().numpy()
+            x["_read_host"] = (w, s)
+        return x["_read_host"]
+
+    def check(self, be, x, out, cfg):
+        """The fraction of Out's entries that differ from read_sum_ref (0.0: exact; the sums are integers)."""
+        import numpy as np
+        from read_floor import read_sum_ref, read_sum_views
+        ref = read_sum_ref(*read_sum_views(*self._host(be, x), cfg), cfg)
+        got = np.asarray(out.cpu().numpy() if hasattr(out, "cpu") else out)
+        if got.shape != ref.shape:
+            return 1.0
+        return float(np.count_nonzero(got != ref)) / ref.size
+
+    def total(self, be, x):
+        """Every word of W and S summed exactly (Python int): the torch read's reference."""
+        import numpy as np
+        w, s = self._host(be, x)
+        return int(w.view(np.int32).sum(dtype=np.int64)) + int(s.view(np.int32).sum(dtype=np.int64))
+
+    def peer(self, be, x):
+        """torch's own read of both buffers (their int32 views summed: two reduction kernels, int64 results);
+        on the CPU device numpy's. Returns a callable giving (sum of W, sum of S)."""
+        if be.name == "cpu":
+            import numpy as np
+            w32, s32 = x["W"].view(np.int32), x["S"].view(np.int32)
+            return lambda: (w32.sum(dtype=np.int64), s32.sum(dtype=np.int64))
+        torch = be.torch
+        w32, s32 = x["W"].view(torch.int32), x["S"].view(torch.int32)
+        return lambda: (w32.sum(), s32.sum())
+
+
+def run_read_floor(rf, be, target, x, log):
+    """rf's read_sum configs (each checked exactly, then timed with be.time_ms: the same flush and events as the
+    row) and the peer read (its two sums checked), on the row's own inputs x. Returns the JSON entry: bytes,
+    configs (cfg, load_s, err / error, ms, reps), best ms and cfg, peer {err, ms, reps}."""
+    entry = {"bytes": rf.nbytes, "configs": [], "peer_name": "torch int32 sum" if be.name != "cpu" else "numpy sum"}
+    for cfg in rf.configs:
+        e = {"cfg": list(cfg)}
+        entry["configs"].append(e)
+        if not rf.fits(cfg):
+            e["skipped"] = "does not divide the buffers"
+            continue
+        try:
+            k, secs = compile_case(rf, cfg, target)
+            e["load_s"] = round(secs, 3)
+            out = rf.out(be, cfg)
+            args = rf.args(x, out, cfg)
+            k(*args)
+            be.sync()
+            e["err"] = rf.check(be, x, out, cfg)
+            if e["err"] == 0.0:
+                e["ms"], e["reps"] = be.time_ms(lambda: k(*args))
+            log(f"read floor {rf.label} cfg={cfg}: " + (f"exact, {e['ms']:.4f} ms" if "ms" in e else
+                                                         f"{e['err']:.1%} of the sums WRONG, NOT TIMED"))
+            del out, args, k
+        except Exception as ex:  # noqa: BLE001 - one failing config must not hide the others
+            e["error"] = str(ex)[-600:]
+            log(f"read floor {rf.label} cfg={cfg}: FAILED "
+                f"{str(ex).strip().splitlines()[-1][:300] if str(ex).strip() else ex!r}")
+    timed = [e for e in entry["configs"] if "ms" in e]
+    if timed:
+        best = min(timed, key=lambda e: e["ms"])
+        entry.update(ms=best["ms"], cfg=best["cfg"])
+    p = entry["peer"] = {}
+    try:
+        fn = rf.peer(be, x)
+        got = fn()
+        be.sync()
+        p["err"] = 0.0 if sum(int(v) for v in got) == rf.total(be, x) else 1.0
+        if p["err"] == 0.0:
+            p["ms"], p["reps"] = be.time_ms(fn)
+        log(f"read floor {rf.label} {entry['peer_name']}: "
+            + (f"exact, {p['ms']:.4f} ms" if "ms" in p else "WRONG SUM, NOT TIMED"))
+    except Exception as ex:  # noqa: BLE001
+        p["error"] = str(ex)[-400:]
+        log(f"read floor {rf.label} {entry['peer_name']}: n/a ({ex!r})"[:400])
+    return entry
+
+
+def read_floor_problems(row):
+    """What is wrong with a W4A16 decode row's read floor (self-test; [] when it was built, checked exactly and
+    timed, read_sum and the peer read alike)."""
+    rf = row.get("read_floor")
+    if rf is None:
+        return [f"{row['label']}: no read floor"]
+    problems = []
+    if "ms" not in rf:
+        why = [e.get("error", "")[-200:] or (f"err {e['err']}" if "err" in e else e.get("skipped"))
+               for e in rf["configs"]]
+        problems.append(f"{row['label']}: read floor: no read_sum config both exact and timed: {why}")
+    if "ms" not in rf.get("peer", {}):
+        problems.append(f"{row['label']}: read floor: peer read {rf.get('peer')}")
+    return problems
 
 
 # --- RMSNorm, softmax
@@ -760,7 +910,8 @@ def all_cases(tiny=False, only=GROUPS, gemm_shapes=None, gemm_dtypes=("bfloat16"
     if "w4a16" in only:
         nk = TINY["w4_nk"] if tiny else W4_NK
         for M in (TINY["w4_ms"] if tiny else W4_MS):
-            cases.append(w4_case(M, nk, nk, W4_CONFIGS_DECODE if M <= 16 else W4_CONFIGS_PREFILL))
+            cases.append(w4_case(M, nk, nk, W4_CONFIGS_DECODE if M <= 16 else W4_CONFIGS_PREFILL,
+                                 read_configs=TINY["w4_read_cfgs"] if tiny else W4_READ_CONFIGS))
     if "norm" in only:
         M, N = TINY["norm_shape"] if tiny else NORM_SHAPE
         for kind in ("rmsnorm", "softmax"):
@@ -849,6 +1000,10 @@ class NumpyBackend:
         import numpy as np
         return np.full(shape, 0x7FC0, np.uint16) if dtype == "bfloat16" else np.full(shape, np.nan, dtype)
 
+    def full_int32(self, shape, value):
+        import numpy as np
+        return np.full(shape, value, np.int32)
+
     def store(self, out, values):
         import numpy as np
         from kernels._util import to_bf16_bits
@@ -926,6 +1081,9 @@ class TorchBackend:
 
     def nan(self, shape, dtype):
         return self.torch.full(shape, float("nan"), device=self.dev, dtype=self._dt(dtype))
+
+    def full_int32(self, shape, value):
+        return self.torch.full(shape, value, device=self.dev, dtype=self.torch.int32)
 
     def store(self, out, values):
         out.copy_(self.torch.as_tensor(values))
@@ -1049,6 +1207,8 @@ def precompile(cases, jobs):
     """Compiles every (case, config) for CUDA; failures are reported, not fatal (the run skips them)."""
     from concurrent.futures import ThreadPoolExecutor
     work = [(c, cfg) for c in cases for cfg in c.configs if fits(c, cfg)]
+    work += [(c.read_floor, cfg) for c in cases if getattr(c, "read_floor", None) is not None
+             for cfg in c.read_floor.configs if c.read_floor.fits(cfg)]
     failed = []
 
     def one(item):
@@ -1121,6 +1281,11 @@ def run_case(case, be, target, rng, log):
         except Exception as e:  # noqa: BLE001 - e.g. Triton missing: "n/a"
             p["error"] = str(e)[-400:]
             log(f"peer {name} {case.label}: n/a ({str(e).strip().splitlines()[-1][:200] if str(e).strip() else e!r})")
+    rf = getattr(case, "read_floor", None)
+    if rf is not None:  # W4A16 decode: the same W and S read by a kernel that does nothing else
+        r = row["read_floor"] = run_read_floor(rf, be, target, x, log)
+        for key, ms in (("ours_over_read", r.get("ms")), ("ours_over_peer_read", r.get("peer", {}).get("ms"))):
+            r[key] = row["ours_ms"] / ms if (ms and row.get("ours_ms")) else None
     del x
     return row
 
@@ -1193,6 +1358,30 @@ def table(rows, machine):
                 f"{fmt(r.get('of_floor', {}).get('ours'), '.2f') if i == 0 else ''} | "
                 f"{fmt(r.get('of_floor', {}).get(name), '.2f')} | "
                 + (f"{r.get('ours_cfg')}, {fmt(r.get('ours_err'), '.1e')}" if i == 0 else "") + " |")
+    return "\n".join(lines)
+
+
+def read_floor_table(rows):
+    """The W4A16 decode rows' read floors (run_read_floor) as a markdown table; "" when no row has one. "ours /
+    read floor" is a time ratio: ours' µs over the pure read's (1.00: ours runs as fast as reading W and S)."""
+    rows = [r for r in rows if r.get("group") == "w4a16" and r.get("read_floor")]
+    if not rows:
+        return ""
+    lines = ["W4A16 decode read floor: the same W + S buffers read and summed by read_floor.read_sum (best config) "
+             "and by the peer read, timed and flushed as every row",
+             "",
+             "| case | MB read | ours µs | read floor µs (TB/s) | read_sum best config | peer read | peer read µs "
+             "(TB/s) | ours / read floor | ours / peer read |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        f = r["read_floor"]
+        ms, pms = f.get("ms"), f.get("peer", {}).get("ms")
+
+        def us_rate(t):
+            return "n/a" if not t else f"{t * 1e3:.1f} ({num(f['bytes'] / t / 1e9)})"
+        lines.append(f"| {r['label']} | {f['bytes'] / 1e6:.1f} | {fmt(r['ours_ms'] * 1e3 if r.get('ours_ms') else None)} "
+                     f"| {us_rate(ms)} | {f.get('cfg', 'n/a')} | {f.get('peer_name')} | {us_rate(pms)} "
+                     f"| {fmt(f.get('ours_over_read'), '.2f')} | {fmt(f.get('ours_over_peer_read'), '.2f')} |")
     return "\n".join(lines)
 
 
@@ -1298,6 +1487,8 @@ def self_test(args):
             c.configs = self_test_configs(c)
     machine, rows = run_all(cases, be, "cpu", args.json, log=(print if args.verbose else (lambda *_: None)))
     print(table(rows, machine))
+    if read_floor_table(rows):
+        print("\n" + read_floor_table(rows))
     for r in rows:
         if r.get("group") == "error":
             problems.append(f"{r['label']}: {r['error']}")
@@ -1309,6 +1500,8 @@ def self_test(args):
                 problems.append(f"{r['label']}: peer {name}: {p}")
         if r.get("floor_ms") is None or not r.get("of_floor", {}).get("ours"):
             problems.append(f"{r['label']}: no roofline floor")
+        if r.get("group") == "w4a16" and r["params"]["M"] <= 16:
+            problems += read_floor_problems(r)
     for p in problems:
         print("SELF-TEST PROBLEM:", p)
     print(f"self-test: {len(rows)} rows, {len(problems)} problems")
@@ -1416,6 +1609,8 @@ def main():
     machine, rows = run_all(cases, be, "cuda", args.json, budget_s=args.budget_s)
     print("\n=== hopper benchmark table ===")
     print(table(rows, machine))
+    if read_floor_table(rows):
+        print("\n" + read_floor_table(rows))
     failed = [r["label"] for r in rows if "ours_ms" not in r and r.get("group") in GROUPS]
     misses = sum(1 for r in rows for e in r.get("ours_configs", []) if e.get("load_s", 0) > 1.0)
     if misses:
