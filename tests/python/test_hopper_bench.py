@@ -54,6 +54,19 @@ def test_self_test_runs_every_group_on_the_cpu(env, tmp_path):
     assert {g: len(v) for g, v in groups.items()} == {"gemm": 4, "attention": 4, "w4a16": 3, "norm": 2}
     # the table has one line per row and the floors in it
     assert r.stdout.count("| GEMM ") == 4 and "(compute)" in r.stdout and "(memory)" in r.stdout
+    # the W4A16 decode rows (M = 1, 16) carry their read floor: every read_sum config exact and timed, the peer
+    # read exact and timed, the ratios the times' (the prefill row has none)
+    for row in groups["w4a16"]:
+        rf = row.get("read_floor")
+        if row["params"]["M"] > 16:
+            assert rf is None, row["label"]
+            continue
+        assert rf["bytes"] == 512 * 512 // 2 + 512 * 4 * 2
+        assert len(rf["configs"]) == 3 and all(e["err"] == 0.0 and e["ms"] > 0 for e in rf["configs"]), rf
+        assert rf["ms"] == min(e["ms"] for e in rf["configs"]) and rf["peer"]["err"] == 0.0
+        assert rf["ours_over_read"] == pytest.approx(row["ours_ms"] / rf["ms"])
+        assert rf["ours_over_peer_read"] == pytest.approx(row["ours_ms"] / rf["peer"]["ms"])
+    assert "W4A16 decode read floor" in r.stdout and r.stdout.count("| W4A16 g128 ") == 3 + 2
 
 
 def test_checks_reject_wrong_argument_order(env):
@@ -167,6 +180,98 @@ def test_flash_attention_variants_pick_their_pass_configs():
     assert case.pass_configs((128, 128, 256, 3, "pingpong", "persistent")) == {"tl.persistent": True}
     assert case.pass_configs((128, 128, 256, 2, "pingpong")) is None
     assert any("persistent" in cfg for cfg in case.configs)
+
+
+def test_read_floor_configs_fit_the_full_size_decode_rows():
+    """Every W4_READ_CONFIGS entry divides the N = K = 8192 buffers (n_w = 2^23, n_s = 2^18 int32 words), at most
+    10 of them (device time), on both decode rows and no other; a config that does not divide is refused with
+    the reason."""
+    import hopper_bench as hb
+    from read_floor import read_sum, read_sum_fits
+    rows = {c.params["M"]: getattr(c, "read_floor", None) for c in hb.all_cases(only=("w4a16",))}
+    assert rows[128] is None
+    for M in (1, 16):
+        rf = rows[M]
+        assert (rf.n_w, rf.n_s, rf.nbytes) == (1 << 23, 1 << 18, 8192 * 4096 + 8192 * 64 * 2)
+        assert 0 < len(rf.configs) <= 10 and all(rf.fits(cfg) for cfg in rf.configs), rf.configs
+    assert "not 1000 blocks" in read_sum_fits(1 << 23, 1 << 18, 1000, 256, 4, 1024, 1)
+    assert "16-byte vector per thread" in read_sum_fits(1 << 23, 1 << 18, 512, 256, 1, 512, 1)
+    with pytest.raises(ValueError, match="read_sum: cols=6"):
+        read_sum(1 << 23, 1 << 18, 512, 256, 4, 6, 1)
+
+
+def test_read_floor_check_rejects_a_wrong_reduction(env):
+    """The read floor is only timed when its sums are exact: read_sum on the CPU matches read_sum_ref; one wrong
+    sum, or a block that read another block's scales, fails the check; through run_read_floor such a config (and
+    a peer read giving a wrong total) is not timed, and read_floor_problems reports it."""
+    import numpy as np
+    import hopper_bench as hb
+    be = hb.NumpyBackend()
+    case = hb.w4_case(1, 512, 512, [], read_configs=hb.TINY["w4_read_cfgs"])
+    rf = case.read_floor
+    x = case.make(be, np.random.default_rng(7))
+    cfg = rf.configs[0]
+    k, _ = hb.compile_case(rf, cfg, "cpu")
+    out = rf.out(be, cfg)
+    args = rf.args(x, out, cfg)
+    assert args[0].base is not None and np.shares_memory(args[0], x["W"]) and np.shares_memory(args[1], x["S"])
+    k(*args)
+    assert rf.check(be, x, out, cfg) == 0.0
+    out[3, 0] += 1
+    assert rf.check(be, x, out, cfg) == pytest.approx(1 / out.size)
+    k(args[0], np.roll(args[1], 1, axis=0), out)  # each block sums one step's slice of S from the wrong place
+    assert rf.check(be, x, out, cfg) > 0
+
+    good_args = rf.args
+    rf.args = lambda x_, o, c: [good_args(x_, o, c)[0], np.roll(good_args(x_, o, c)[1], 1, axis=0), o]
+    rf.peer = lambda be_, x_: (lambda: (np.int64(1), np.int64(2)))
+    rf.configs = [cfg]
+    entry = hb.run_read_floor(rf, be, "cpu", x, lambda *_: None)
+    assert entry["configs"][0]["err"] > 0 and "ms" not in entry["configs"][0] and "ms" not in entry
+    assert entry["peer"]["err"] == 1.0 and "ms" not in entry["peer"]
+    problems = hb.read_floor_problems({"label": case.label, "read_floor": entry})
+    assert len(problems) == 2 and "no read_sum config both exact and timed" in problems[0], problems
+    assert hb.read_floor_problems({"label": case.label}) == [f"{case.label}: no read floor"]
+
+
+def test_precompile_includes_the_read_floor_kernels(monkeypatch):
+    """The device compiles nothing: --precompile builds every read_sum config of the decode rows too."""
+    import hopper_bench as hb
+    seen = []
+    monkeypatch.setattr(hb, "compile_case", lambda c, cfg, target: seen.append((c.label, tuple(cfg))) or (None, 0.0))
+    cases = [c for c in hb.all_cases(only=("w4a16",))]
+    for c in cases:
+        c.configs = []
+    assert hb.precompile(cases, 1) == 0
+    assert seen == [(f"W4A16 g128 {M}x8192x8192 read floor", tuple(cfg)) for M in (1, 16) for cfg in hb.W4_READ_CONFIGS]
+
+
+def test_read_sum_sm90a_loads_16_bytes(env, tmp_path):
+    """read_sum for sm_90a moves the buffers in 16-byte pieces, no spills: serial (stages 1): ld.global.nc.v4
+    into shared memory; pipelined with 1 KiB tile rows: TMA boxes (cp.async.bulk.tensor) for W and S, no
+    per-thread loads; with 4 KiB rows (over TMA's 256-element box): 16-byte cp.async for W."""
+    import re
+    import tilelang
+    from _helpers import NVCC, ptx_of, ptxas_v, source_parts
+    from read_floor import read_sum
+    for cfg in ((512, 256, 4, 1024, 1), (512, 256, 16, 256, 3), (512, 256, 4, 1024, 3)):
+        src = tilelang.compile(read_sum(1 << 23, 1 << 18, *cfg), target="sm_90a").get_kernel_source()
+        parts = source_parts(src)
+        src = parts.get("main_kernel.sm_90a.cu", src)
+        ptx = ptx_of(src, tmp_path)  # skips without nvcc
+        info = ptxas_v(src, tmp_path)
+        assert "0 bytes spill stores" in info, (cfg, info)
+        ldg = len(re.findall(r"ld\.global\.nc\.v4\.u32", ptx))
+        tma = len(re.findall(r"cp\.async\.bulk\.tensor\.2d", ptx))
+        cpa = len(re.findall(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16", ptx))
+        narrow = re.findall(r"ld\.global(?:\.nc)?\.(?:u32|b32|s32|v2)", ptx)
+        assert not narrow, (cfg, narrow)
+        if cfg[4] == 1:
+            assert ldg > 0 and tma == 0 and cpa == 0, (cfg, ldg, tma, cpa)
+        elif cfg[3] <= 256:
+            assert tma > 0 and ldg == 0 and cpa == 0, (cfg, ldg, tma, cpa)
+        else:
+            assert cpa > 0 and ldg == 0, (cfg, ldg, tma, cpa)
 
 
 def test_floor_is_the_larger_of_bytes_and_flops():

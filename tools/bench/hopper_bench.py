@@ -13,6 +13,9 @@ every run).
       flash backends.
   W4A16 (int4 weights two per byte, fp16 scales per group of 128 along K), M = 1, 16, 128 and
       N = K = 8192: ours (kernels/quant_gemm.py) vs fp16 cuBLAS (F.linear) on the dequantized weights.
+      Beside each decode row (M = 1, 16) its read floor: the same packed weights and scales only read (and
+      summed, checked exactly) by a tile program (tools/bench/read_floor.py read_sum, W4_READ_CONFIGS) and by
+      torch's int32 sum, timed like the row ("ours / read floor": the row's time over the pure read's).
   RMSNorm and softmax over rows of 16384 x 8192 bf16: ours (kernels/norm.py) vs
       torch.nn.functional.rms_norm / torch.softmax; and the device copy bandwidth (copy_, clone).
 

@@ -22,7 +22,9 @@
 #   (its line then shows a load time of seconds, not milliseconds: "load_s" in the JSON).
 #   Exit status: that of the script (0 unless it crashed; rows whose configs all failed are listed).
 #   Arguments after `run` go to hopper_bench.py, e.g. `bash tools/device/hopper_bench.sh run --only w4a16`
-#   (one group: copy bandwidth + the W4A16 rows, a fraction of the full run's device time).
+#   (one group: copy bandwidth + the W4A16 rows, a fraction of the full run's device time). The W4A16 decode
+#   rows also get their read floor (W and S only read, by read_floor.read_sum and torch; a second table after
+#   the main one); `--w4-ms 1,16 --w4-kinds ldg,m16r` keeps just the decode rows' best kernels beside it.
 #   TL_DEVICE_PRECOMPILE=16 bash tools/device/hopper_bench.sh run: compile the kernels on the device first
 #   (hopper_bench.py --precompile --jobs 16 with the same arguments), so `build` here may skip its
 #   precompile (the session-7 runs did exactly these two steps).
