@@ -1,16 +1,13 @@
 // Layouts by enumeration and barrier placement on textual Tile IR.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <map>
-#include <random>
 #include <set>
 
 #include "tilelang/lowering/gpu/layout.h"
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/swizzle.h"
 #include "tilelang/passes/passes.h"
-#include "simt_interp.h"
 
 namespace {
 
@@ -315,90 +312,6 @@ func @f(X: tensor[100, 7] f32, Y: tensor[100, 7] f32) {
   EXPECT_NE(notes.find("fragment x: 100x7 over 64x2 (v=4, 8 slots)"), std::string::npos) << notes;
   EXPECT_EQ(notes.find("shared memory"), std::string::npos) << notes;
   EXPECT_EQ(k->shared_bytes, 0);
-}
-
-// A row reduction of a register fragment combines each thread's slots in
-// kReducePartials = 4 independent partials and then a tree (the serial chain
-// was one dependent FMNMX / FADD per slot: latency-bound in FlashAttention's
-// softmax); a fragment with guarded (ragged) slots keeps the serial loop.
-// The interpreter runs the kernel against float64 (max exact; the sum in
-// another association, within float32 rounding).
-TEST(Inference, RowReductionUsesIndependentPartials) {
-  const std::string text = R"(tileir 1
-
-func @rows(A: tensor[64, 64] f16, B: tensor[64, 64] f16, M: tensor[64] f32, S: tensor[64] f32) {
-  kernel grid(1) threads(128) -> (bx) {
-    alloc A_s: shared[64, 64] f16
-    alloc B_s: shared[64, 64] f16
-    alloc x: fragment[64, 64] f32
-    alloc m: fragment[64] f32
-    alloc s: fragment[64] f32
-    copy A[0:64, 0:64] -> A_s
-    copy B[0:64, 0:64] -> B_s
-    gemm A_s, B_s -> x clear_accum
-    reduce max x -> m dim=1 clear
-    reduce sum x -> s dim=1 clear
-    copy m -> M[0:64]
-    copy s -> S[0:64]
-  }
-}
-)";
-  // The mma accumulator: warps stacked along M, 16 slots of a row per thread (a quad of lanes per row).
-  tl::gpu::GpuLowerOptions o;
-  o.gemm = tl::gpu::GemmStrategy::kMmaSync;
-  o.shared_budget_bytes = 99 * 1024;
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(ParseOne(text), o);
-  ASSERT_TRUE(k.ok()) << k.status().ToString();
-  const std::string dump = tl::gpu::Dump(*k);
-  auto count = [&](const std::string& what) {
-    size_t n = 0;
-    for (size_t at = dump.find(what); at != std::string::npos; at = dump.find(what, at + 1)) ++n;
-    return n;
-  };
-  // Per reduction: 4 partials at the identity, then one var holding the tree of them.
-  EXPECT_EQ(count("var tl_acc"), 2u * 5u) << dump;
-  EXPECT_EQ(count("= max(max(tl_acc"), 1u) << dump;
-  EXPECT_EQ(count(" + (tl_acc"), 1u) << dump;  // the sum tree: (p0 + p1) + (p2 + p3)
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int> d(-64, 64);
-  std::map<std::string, std::vector<double>> t;
-  for (const char* n : {"A", "B"}) {
-    t[n].resize(64 * 64);
-    for (double& v : t[n]) v = d(rng) / 16.0;  // exact in f16; every product and sum exact in f32 too
-  }
-  t["M"].assign(64, -7);
-  t["S"].assign(64, -7);
-  const tl::Status st = tl::gpu::test::Interpret(*k, &t);
-  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
-  for (int i = 0; i < 64; ++i) {
-    double mx = -INFINITY, sum = 0;
-    for (int j = 0; j < 64; ++j) {
-      double x = 0;
-      for (int q = 0; q < 64; ++q) x += t["A"][static_cast<size_t>(i * 64 + q)] * t["B"][static_cast<size_t>(q * 64 + j)];
-      mx = std::max(mx, x);
-      sum += x;
-    }
-    EXPECT_EQ(t["M"][static_cast<size_t>(i)], mx) << i;
-    EXPECT_EQ(t["S"][static_cast<size_t>(i)], sum) << i;
-  }
-  // Ragged: 100 x 7 over 128 threads (guarded slots): the serial loop, one accumulator.
-  tl::StatusOr<tl::gpu::SimtKernel> ragged = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
-
-func @f(X: tensor[100, 7] f32, Y: tensor[100] f32) {
-  kernel grid(1) threads(128) -> (bx) {
-    alloc x: fragment[100, 7] f32
-    alloc m: fragment[100] f32
-    copy X -> x
-    reduce max x -> m dim=1 clear
-    copy m -> Y[0:100]
-  }
-}
-)"));
-  ASSERT_TRUE(ragged.ok()) << ragged.status().ToString();
-  const std::string rd = tl::gpu::Dump(*ragged);
-  size_t vars = 0;
-  for (size_t at = rd.find("var tl_acc"); at != std::string::npos; at = rd.find("var tl_acc", at + 1)) ++vars;
-  EXPECT_EQ(vars, 1u) << rd;
 }
 
 TEST(Inference, TransposedReadDemotesToSharedWithBarriers) {

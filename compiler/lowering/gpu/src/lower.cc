@@ -1141,9 +1141,6 @@ class Lowerer {
     return op;
   }
 
-  // Independent partial accumulators of a thread's slots in a register-fragment reduction (LowerReduce).
-  static constexpr int64_t kReducePartials = 4;
-
   Status LowerReduce(const ir::Stmt& st, const ir::Reduce& r) {
     const Buf& sb = bufs_[r.src.buffer];
     const Buf& db = bufs_[r.dst.buffer];
@@ -1162,37 +1159,8 @@ class Lowerer {
       std::optional<Expr> guard;
       if (L.rows % (L.R * L.H) != 0) guard = Lt(V(row), I(L.rows));
       if (L.cols % (L.v * L.g) != 0) guard = AndOpt(guard, Lt(V(col), I(L.cols)));
-      const int64_t P = kReducePartials;
-      if (!guard && L.col_slots() >= 2 * P && L.col_slots() % P == 0) {
-        // A thread's own slots of a row into P independent partials, then a
-        // tree: the serial chain (one dependent FMNMX / FADD per slot, 32 in
-        // FlashAttention's 128-column rows, nvcc may not reassociate float
-        // adds) was latency-bound where one warpgroup runs its softmax alone
-        // (pingpong). Slot c goes to partial c % P. Max / min: the same
-        // value; sums: another association of the same terms.
-        per_row.pop_back();  // the serial accumulator
-        const std::string cq = Fresh("cq");
-        std::vector<std::string> part;
-        SBlock step;
-        for (int64_t p = 0; p < P; ++p) {
-          part.push_back(Fresh("acc"));
-          per_row.push_back(S(SVar{part.back(), t, Identity(r.op, t)}));
-          Expr pslot = ir::FoldConstants(Add(Mul(V(rs), I(L.col_slots())), Add(Mul(V(cq), I(P)), I(p))));
-          step.push_back(S(SAssign{part.back(), Combine(r.op, V(part.back(), t), CastTo(t, ir::MakeLoad(r.src.buffer, {pslot}, sb.dtype)))}));
-        }
-        per_row.push_back(For(cq, 0, I(L.col_slots() / P), 1, true, std::move(step)));
-        std::vector<Expr> level;
-        for (const std::string& n : part) level.push_back(V(n, t));
-        while (level.size() > 1) {
-          std::vector<Expr> next;
-          for (size_t i = 0; i + 1 < level.size(); i += 2) next.push_back(Combine(LaneOp(r.op), level[i], level[i + 1]));
-          level = std::move(next);
-        }
-        per_row.push_back(S(SVar{acc, t, level[0]}));
-      } else {
-        per_col.push_back(IfS(guard, {S(SAssign{acc, Combine(r.op, V(acc, t), CastTo(t, ir::MakeLoad(r.src.buffer, {slot}, sb.dtype)))})}));
-        per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
-      }
+      per_col.push_back(IfS(guard, {S(SAssign{acc, Combine(r.op, V(acc, t), CastTo(t, ir::MakeLoad(r.src.buffer, {slot}, sb.dtype)))})}));
+      per_row.push_back(For(cs, 0, I(L.col_slots()), 1, true, std::move(per_col)));
       // Every thread reaches the shuffles and barriers below (no guards around them).
       const ir::ReduceOp lop = LaneOp(r.op);
       // Lanes of a group shuffle within a warp (wavefront on AMD: 32 or 64);
