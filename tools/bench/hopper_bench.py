@@ -149,9 +149,10 @@ FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64,
               # "persistent": pass_configs {"tl.persistent": True} -- the warp-specialized kernel over one block per SM
               # looping over the (query block, head, batch) tiles, the producer streaming the next tile's K/V while
               # the consumers store O and load the next Q (ncu 2026-12-04 18:45: SDPA-cuDNN's kernel is persistent,
-              # grid 132; ours ran 4096 blocks, 31.03 waves)
-              (128, 128, 256, 2, "persistent"), (128, 128, 256, 3, "persistent"), (128, 128, 256, 3, "pingpong", "persistent"),
-              (128, 64, 256, 2, "persistent"))
+              # grid 132; ours ran 4096 blocks, 31.03 waves). H200 18:55: with pingpong the best at D128 non-causal
+              # (S4096 2.0254 -> 1.9857 ms, S16384 7.8248 -> 7.6761); causal 7-28 % slower (a static round robin of
+              # unequal tiles); plain persistent and 128x64 persistent dominated (dropped)
+              (128, 128, 256, 2, "pingpong", "persistent"), (128, 128, 256, 3, "pingpong", "persistent"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
