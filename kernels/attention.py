@@ -38,8 +38,9 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
     The k-loop is one T.Pipelined loop that copies only the K and V tiles and otherwise computes on
     register fragments (the shape the sm_90a warp specialization takes apart into a TMA producer and
     wgmma consumers). Scores stay unscaled until the exponent: m is the raw row maximum and
-    p = exp2(s * scale - m * scale) is one FMA and one exp2 per score. The per-score mask (and the
-    select that keeps fully masked rows at p = 0) runs only in KV blocks that need it: a block-uniform
+    p = exp2(s * scale - m * scale) is one FMA and one exp2 per score, masked or not (a masked score is
+    -inf and m starts finite, so fully masked rows get p = 0 without a select). The per-score mask
+    runs only in KV blocks that need it: a block-uniform
     test on k picks blocks crossing the causal diagonal or the end of seq_kv; no block needs it
     without causality when seq_kv is a static multiple of block_N. Causal grids run the query blocks
     with the most KV blocks first (bx = 0 is the last query block) so the long blocks do not trail
@@ -147,7 +148,12 @@ def _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, 
     """flash_attention's per-KV-block softmax statistics, shared by its plain and overlapped k-loops: the
     causal / seq_kv mask where the block needs it, the new row maximum m (m_prev keeps the old one),
     the rescale factor r = exp2((m_prev - m) * scale), p = exp2(s * scale - m * scale) in acc_s and
-    l = l * r + rowsum(p)."""
+    l = l * r + rowsum(p).
+
+    Masked scores are -inf while m starts at the finite NEG: a row with every key masked so far keeps
+    m = NEG, so its p = exp2(-inf - NEG * scale) = 0 and r = exp2(0) = 1 come out of the plain formulas.
+    (With NEG as the masked score such a row got exp2(0) = 1 and every p needed a select on s > NEG,
+    which nvcc turned into a branch around each of the block's exp2 -- 64 per thread at 128 x 128.)"""
     T.copy(m, m_prev)
     if is_causal or static_kv_tail:
         # Block-uniform: some key of this block is past the first query row's diagonal or
@@ -159,26 +165,19 @@ def _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, 
             masked = (k + 1) * block_N > seq_kv
         if masked:
             for i, j in T.Parallel(block_M, block_N):
+                # Causal: the diagonal test alone, as in the block test above: query row i < seq_q sees
+                # keys j <= i + past_len < seq_kv (keys past seq_kv reach only rows that are not stored).
                 if is_causal:
-                    valid = bq * block_M + i + past_len >= k * block_N + j and k * block_N + j < seq_kv
+                    valid = bq * block_M + i + past_len >= k * block_N + j
                 else:
                     valid = k * block_N + j < seq_kv
-                acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], NEG)
+                acc_s[i, j] = T.if_then_else(valid, acc_s[i, j], -T.infinity("float32"))
     T.reduce_max(acc_s, m, dim=1, clear=False)
     for i in T.Parallel(block_M):
         r[i] = T.exp2((m_prev[i] - m[i]) * scale)
         m_s[i] = m[i] * scale
-    if is_causal or static_kv_tail:
-        if masked:
-            # A row with every key masked so far has m = NEG: its p must be 0, not exp2(0).
-            for i, j in T.Parallel(block_M, block_N):
-                acc_s[i, j] = T.if_then_else(acc_s[i, j] > NEG, T.exp2(acc_s[i, j] * scale - m_s[i]), 0.0)
-        else:
-            for i, j in T.Parallel(block_M, block_N):
-                acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
-    else:
-        for i, j in T.Parallel(block_M, block_N):
-            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
+    for i, j in T.Parallel(block_M, block_N):
+        acc_s[i, j] = T.exp2(acc_s[i, j] * scale - m_s[i])
     T.reduce_sum(acc_s, row_sum, dim=1)
     for i in T.Parallel(block_M):
         l[i] = l[i] * r[i] + row_sum[i]
