@@ -16,11 +16,13 @@ Run: PYTHONPATH=build/python TL_BUILD_DIR=build /usr/bin/python3 -m pytest tests
 """
 import os
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 
-from _helpers import NVCC, cuda_kernel_source, ptxas_v, source_parts  # sys.path: the repo root, tilelang
+from _helpers import NVCC, count, cuda_kernel_source, ptx_of, ptxas_v, source_parts  # sys.path: the repo root, tilelang
 import tilelang  # noqa: E402
 
 from kernels import attention  # noqa: E402
@@ -258,6 +260,54 @@ def test_sm90a_pingpong_source(causal, bn, D, overlap, tmp_path, monkeypatch):
         if not overlap:
             assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
         assert "serialized" not in info, info
+
+
+# The printer's wgmma B descriptors (compiler/codegen/cuda/src/printer.cc, kWgmmaPrelude): built once per
+# gemm from k-step 0's address (tl_db0) and moved by (a - a0) / 16 for every k-step and n-tile.
+DESC_CHECK = r"""
+#include <cstdio>
+#define __device__
+#define __forceinline__ inline
+%s
+%s
+int main() {
+  const unsigned long long bits[] = {0x4000004000010000ULL, 0x4000004004000000ULL, 0x0000000800010000ULL};
+  long bad = 0;
+  for (unsigned long long b : bits)
+    for (unsigned a0 = 0; a0 < (1u << 18); a0 += 16) {
+      const unsigned long long d0 = tl_wgmma_desc(a0, b);
+      for (unsigned a = a0 %% 4096; a < (1u << 18); a += 4096 + 16 * (a0 %% 7))  // below and above a0
+        if (tl_wgmma_desc_at(d0, a0, a) != tl_wgmma_desc(a, b) && bad++ < 5) std::printf("a0 %%u a %%u\n", a0, a);
+    }
+  std::printf("bad %%ld\n", bad);
+  return bad != 0;
+}
+"""
+
+
+def test_sm90a_wgmma_b_descriptor_per_gemm(tmp_path, monkeypatch):
+    """The 128x128 D128 bf16 kernel's wgmmas take their B descriptor from tl_wgmma_desc_at(tl_db0, tl_sb0, ...),
+    one 64-bit add of a constant, not the mask, shift, widening and or of each operand address: the PTX
+    holds one or.b64 per gemm in the k-loop (2) plus Q's eight A descriptors outside it (24 before: 16 in
+    the loop). The helper equals tl_wgmma_desc at every 16-byte aligned address pair of the 18-bit shared
+    window, a below a0 as well (host-compiled)."""
+    src = sm90a_source(attention.flash_attention(4, 32, 32, 4096, 4096, 128, block_M=128, block_N=128,
+                                                 num_stages=2, threads=256, dtype="bfloat16"), monkeypatch)
+    assert "tl_wgmma_desc(tl_sb +" not in src
+    assert src.count("tl_wgmma_desc_at(tl_db0, tl_sb0, tl_sb + ") == 16 and src.count("tl_wgmma_desc(tl_sb0, ") == 2
+    desc = re.search(r"^.*unsigned long long tl_wgmma_desc\(unsigned addr.*$", src, re.M).group(0)
+    at = re.search(r"^.*unsigned long long tl_wgmma_desc_at\(.*$", src, re.M).group(0)
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if cxx:
+        (tmp_path / "desc.cc").write_text(DESC_CHECK % (desc, at))
+        r = subprocess.run([cxx, "-O1", "-o", str(tmp_path / "desc"), str(tmp_path / "desc.cc")], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        r = subprocess.run([str(tmp_path / "desc")], capture_output=True, text=True)
+        assert r.returncode == 0 and "bad 0" in r.stdout, r.stdout
+    if os.access(NVCC, os.X_OK):
+        ptx = ptx_of(src, tmp_path, "fa_desc")
+        assert count(ptx, "or.b64") <= 10, count(ptx, "or.b64")
 
 
 def test_disable_warp_specialized_pass_config(monkeypatch):

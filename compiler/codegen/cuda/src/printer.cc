@@ -161,7 +161,15 @@ __device__ __forceinline__ void tl_tma_load_5d_mc(void* d, const tl_tensor_map* 
 // rest constant per operand).
 // A register operand A packs two 16-bit elements (held as floats) into one
 // .b32, `lo` in the low half: one cvt for the pair.
+// tl_wgmma_desc_at: the descriptor of shared address `a` from `d0`, the one of `a0` with the same
+// constant bits: the start field moves by (a - a0) / 16. Exact while both addresses lie in the
+// 18-bit shared window (sm_90's shared memory is below 2^18) and are 16-byte aligned, as every wgmma
+// operand start is: the sum stays inside bits 0-13. Per k-step and n-tile the B descriptor is then one
+// 64-bit add of a constant (nvcc folds a - a0, both tl_smem_base + the stage's offset + a constant),
+// not the masking, shift, widening and or of each operand's address (~4.5 SASS instructions per
+// wgmma: 72 per k-iteration of the 128x128 D128 FlashAttention consumer).
 constexpr const char* kWgmmaPrelude = R"(__device__ __forceinline__ unsigned long long tl_wgmma_desc(unsigned addr, unsigned long long bits) { return bits | (unsigned long long)((addr & 0x3FFFFu) >> 4); }
+__device__ __forceinline__ unsigned long long tl_wgmma_desc_at(unsigned long long d0, unsigned a0, unsigned a) { return d0 + (unsigned long long)(long long)((int)(a - a0) >> 4); }
 __device__ __forceinline__ unsigned tl_pack_f16x2(float lo, float hi) { unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
 __device__ __forceinline__ unsigned tl_pack_bf16x2(float lo, float hi) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
 )";
@@ -842,6 +850,10 @@ class Printer {
       err_ = "wgmma with " + std::to_string(n.a.starts.size()) + " operand starts for " + std::to_string(n.k_steps) + " k-steps";
       return;
     }
+    if (n.k_steps < 1) {
+      err_ = "wgmma with " + std::to_string(n.k_steps) + " k-steps";
+      return;
+    }
     if (ra) {
       auto b = bufs_.find(n.a_frag);
       bool ok = !i8 && b != bufs_.end() && b->second->space == gpu::Space::kRegister && !k_.addressed.count(n.a_frag) &&
@@ -883,6 +895,10 @@ class Printer {
     const uint64_t da = gpu::WgmmaDescriptor(0, n.a.lbo, n.a.sbo, n.a.swizzle);
     const uint64_t db = gpu::WgmmaDescriptor(0, n.b.lbo, n.b.sbo, n.b.swizzle);
     const int regs = static_cast<int>(n.n / 2);
+    // The B descriptor of k-step 0's first n-tile, once; every k-step's and n-tile's from it (tl_wgmma_desc_at).
+    std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(db));
+    o << p1 << "const unsigned tl_sb0 = tl_smem_base + (unsigned)(" << E(n.b.starts[0]) << ");\n";
+    o << p1 << "const unsigned long long tl_db0 = tl_wgmma_desc(tl_sb0, " << hex << ");\n";
     for (int64_t ks = 0; ks < n.k_steps; ++ks) {
     o << p1 << "{  // k-step " << ks << "\n";
     const int scale_d = n.zero_init && ks == 0 ? 0 : 1;  // 0: D = A * B, the accumulator not read (simt_ir.h)
@@ -901,9 +917,8 @@ class Printer {
         << n.a.tile_bytes << "u, " << hex << ");\n";
       }
       for (int64_t q = 0; q < n.n_tiles; ++q) {
-        std::snprintf(hex, sizeof hex, "0x%016llxULL", static_cast<unsigned long long>(db));
-        o << p1 << "  {\n" << p1 << "    const unsigned long long tl_db = tl_wgmma_desc(tl_sb + " << q * n.b.tile_bytes << "u, " << hex
-          << ");\n";
+        o << p1 << "  {\n" << p1 << "    const unsigned long long tl_db = tl_wgmma_desc_at(tl_db0, tl_sb0, tl_sb + " << q * n.b.tile_bytes
+          << "u);\n";
         const int in0 = ra ? regs + 3 : regs;  // inputs: A (or a0..a3), B, the scale-d flag
         o << p1 << "    asm volatile(\"{\\n .reg .pred p;\\n setp.ne.b32 p, %" << in0 + 2 << ", 0;\\n wgmma.mma_async.sync.aligned."
           << shape << " {";
