@@ -205,7 +205,8 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
-@pytest.mark.parametrize("causal,bm,bn,D", [(False, 128, 64, 128), (True, 128, 64, 128), (False, 128, 128, 64)])
+@pytest.mark.parametrize("causal,bm,bn,D", [(False, 128, 64, 128), (True, 128, 64, 128), (False, 128, 128, 64),
+                                           (False, 128, 128, 128)])
 def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
     """flash_attention(overlap=True) at hopper_bench's shapes: the S and P V wgmma groups are committed without
     a wait (two commits, no wait_group between them), wait_group 1 retires S alone, the kernel stays
@@ -220,10 +221,15 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
     assert "wgmma.wait_group" not in loop[s_at:pv_at], "S's group is waited for before P V is issued"
     assert "wgmma.wait_group.sync.aligned 1;" in loop[pv_at:]
     # P is cast at the end of step k and read by P V at step k + 1, after S_{k+1} overwrote acc_s: the copy
-    # stays, in f32 and unrounded (a register move; the wgmma's pack rounds), not a cvt + shift per score.
-    assert "float acc_s_cast[" in src
-    assert re.search(r"acc_s_cast\[[^;]*\] = acc_s\[[^;]*\];", loop), loop[pv_at:pv_at + 3000]
-    assert not re.search(r"acc_s_cast\[[^;]*\] = tl_rbf", src)
+    # stays, packed -- bf16x2 registers, half of acc_s's f32 ones (at 128x128 64 f32 scores per thread would
+    # cost 64 more registers and spill) -- one cvt.rn.bf16x2.f32 per slot pair, which P V reads unpacked.
+    pairs = bm * bn // 256 // 2
+    assert f"unsigned acc_s_cast[{pairs}];" in src
+    assert re.search(r"acc_s_cast\[tl_pj\] = tl_pack_bf16x2\(\(float\)\(acc_s\[[^;]*\]\), \(float\)\(acc_s\[[^;]*\]\)\);",
+                     loop), loop[pv_at:pv_at + 3000]
+    assert not re.search(r"acc_s_cast\[[^;]*\] = (tl_rbf|acc_s)", src)
+    assert "tl_pack_bf16x2(acc_s_cast[" not in src
+    assert re.search(r"unsigned tl_ra_0_0\[4\] = \{acc_s_cast\[\d+\], acc_s_cast\[\d+\]", src)
     if os.access(NVCC, os.X_OK):
         info = ptxas_v(src, tmp_path, "fa3")
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info

@@ -136,7 +136,8 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # 2 stages, one more K/V tile in flight); d64 128x128/256 112 KB -> 2.
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
               (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
-              # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (128x128 spills at D=128)
+              # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (P kept as packed bf16x2
+              # registers since session 10: 128x128 D128 no longer spills, 64 + 68 bytes before)
               (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"),
               # "pingpong": flash_attention(pingpong=True), FA3's warp scheduler barriers: the two consumer
               # warpgroups (256 threads, block_M 128, warp-specialized) take turns issuing each k-step's first

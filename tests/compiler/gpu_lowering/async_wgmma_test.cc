@@ -207,12 +207,12 @@ TEST(AsyncWgmma, WgWaitMustBeAWaitGroupCount) {
 // sm_90a variant (TMA, warp specialization), in the interpreter against float64 softmax(Q K^T / sqrt(D)) V:
 // causal and not, D 64 and 128, ragged lengths, 2 and 3 stages. The interpreter retires each group only at
 // its wait, so a schedule that touched S, P or O too early fails here; removing the kernel's waits shows it.
-std::string OverlapIr(int64_t S, int64_t D, bool causal, int64_t bn, int64_t stages) {
+std::string OverlapIr(int64_t S, int64_t D, bool causal, int64_t bn, int64_t stages, bool f16 = false) {
   const std::string root = std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../..";
   char args[256];
   std::snprintf(args, sizeof args, "1, 1, 1, %lld, %lld, %lld, is_causal=%s, block_M=128, block_N=%lld, num_stages=%lld, "
-                "threads=256, dtype='bfloat16', overlap=True", (long long)S, (long long)S, (long long)D, causal ? "True" : "False",
-                (long long)bn, (long long)stages);
+                "threads=256, dtype='%s', overlap=True", (long long)S, (long long)S, (long long)D, causal ? "True" : "False",
+                (long long)bn, (long long)stages, f16 ? "float16" : "bfloat16");
   tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
       {"/usr/bin/python3", "-c",
        std::string("import tilelang\nfrom kernels.attention import flash_attention\nprint(tilelang.emit(flash_attention(") + args +
@@ -222,13 +222,13 @@ std::string OverlapIr(int64_t S, int64_t D, bool causal, int64_t bn, int64_t sta
   return r.exit_code == 0 ? r.out : "";
 }
 
-tl::Status RunOverlap(const tl::gpu::SimtKernel& k, int64_t S, int64_t D, bool causal, double* worst) {
+tl::Status RunOverlap(const tl::gpu::SimtKernel& k, int64_t S, int64_t D, bool causal, double* worst, bool f16 = false) {
   std::mt19937 rng(static_cast<uint32_t>(S * 7 + D + causal));
   std::uniform_real_distribution<double> u(-2, 2);
   std::map<std::string, std::vector<double>> t;
   for (const char* x : {"Q", "K", "V"}) {
     t[x].resize(static_cast<size_t>(S * D));
-    for (double& v : t[x]) v = tl::gpu::test::RoundToBf16(u(rng));
+    for (double& v : t[x]) v = f16 ? tl::gpu::test::RoundToF16(u(rng)) : tl::gpu::test::RoundToBf16(u(rng));
   }
   t["O"].assign(static_cast<size_t>(S * D), -7);
   const std::vector<double> q = t["Q"], kk = t["K"], v = t["V"];
@@ -277,16 +277,17 @@ TEST(AsyncWgmma, LibraryFlashAttentionOverlapMatchesFloat64) {
     int64_t S, D;
     bool causal;
     int64_t bn, stages;
+    bool f16 = false;
   };
   tl::gpu::GpuLowerOptions o = Options(GemmStrategy::kWgmma);
   o.tma_copies = true;
   o.stage_wgmma_epilogue = true;
   o.warp_specialize = true;
   for (const Case& c : {Case{300, 64, true, 64, 2}, Case{330, 128, true, 64, 3}, Case{200, 128, false, 64, 2},
-                        Case{260, 64, false, 128, 2}}) {
+                        Case{260, 64, false, 128, 2}, Case{200, 128, false, 128, 2, true}, Case{150, 64, true, 64, 2, true}}) {
     SCOPED_TRACE("S " + std::to_string(c.S) + " D " + std::to_string(c.D) + (c.causal ? " causal" : "") + " block_N " +
-                 std::to_string(c.bn) + " stages " + std::to_string(c.stages));
-    const std::string ir = OverlapIr(c.S, c.D, c.causal, c.bn, c.stages);
+                 std::to_string(c.bn) + " stages " + std::to_string(c.stages) + (c.f16 ? " f16" : " bf16"));
+    const std::string ir = OverlapIr(c.S, c.D, c.causal, c.bn, c.stages, c.f16);
     ASSERT_FALSE(ir.empty());
     tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(ir);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -297,8 +298,16 @@ TEST(AsyncWgmma, LibraryFlashAttentionOverlapMatchesFloat64) {
     EXPECT_NE(notes.find("warp-specialized: 256 consumer threads"), std::string::npos) << notes;
     const std::string dump = tl::gpu::Dump(*k);
     EXPECT_EQ(CountOf(dump, "wait_group=-1"), 2) << dump;  // S and P V, both left in flight
+    // P (acc_s_cast) is kept packed: half of acc_s's registers, written by one loop of pair stores.
+    const std::string pk = std::string(c.f16 ? "f16" : "bf16") + "x2 (" + std::to_string(128 * c.bn / 256 / 2) + " registers)";
+    EXPECT_NE(dump.find("buffer acc_s_cast: registers[" + std::to_string(128 * c.bn / 256) + "] " + (c.f16 ? "f16" : "bf16") +
+                        " packed " + pk),
+              std::string::npos)
+        << dump;
+    EXPECT_NE(dump.find("acc_s_cast[tl_pj] = pack2(acc_s["), std::string::npos) << dump;
+    EXPECT_NE(notes.find("wgmma register operand A kept packed"), std::string::npos) << notes;
     double worst = 0;
-    const tl::Status st = RunOverlap(*k, c.S, c.D, c.causal, &worst);
+    const tl::Status st = RunOverlap(*k, c.S, c.D, c.causal, &worst, c.f16);
     ASSERT_TRUE(st.ok()) << st.ToString();
     EXPECT_LE(worst, 1e-2);
     std::printf("[ flash_attention overlap S%lld D%lld%s %lldx%lld s%lld ] worst relative error %.3g\n", (long long)c.S,
@@ -318,7 +327,7 @@ TEST(AsyncWgmma, LibraryFlashAttentionOverlapMatchesFloat64) {
         }
       });
       ASSERT_GE(removed, 1) << pending;
-      const tl::Status bad = RunOverlap(b, c.S, c.D, c.causal, &worst);
+      const tl::Status bad = RunOverlap(b, c.S, c.D, c.causal, &worst, c.f16);
       EXPECT_NE(bad.ToString().find(pending == 1 ? "accumulator acc_s accessed while a wgmma group writing it is in flight"
                                                  : "accumulator acc_o accessed while a wgmma group writing it is in flight"),
                 std::string::npos)

@@ -53,6 +53,7 @@ struct Machine {
   std::map<std::string, std::vector<double>>* tensors;
   const std::map<std::string, double>& scalars;
   std::map<std::string, DType> dtypes;  // buffers and params
+  std::set<std::string> packed;         // SimtBuffer::packed_pairs (only pair stores and register-A wgmmas)
   std::map<std::string, Space> spaces;
   std::unordered_map<std::string, std::vector<double>> shared;
   std::vector<std::unordered_map<std::string, std::vector<double>>> regs;  // per thread
@@ -527,6 +528,10 @@ struct Machine {
       case ir::ExprKind::kLoad: {
         const auto* l = ir::As<ir::Load>(e);
         const int64_t i = static_cast<int64_t>(Eval(l->indices.at(0), t));
+        if (packed.count(l->buffer)) {  // only a register-A wgmma reads a packed buffer (simt_ir.h)
+          error = "load of the packed register buffer " + l->buffer;
+          return 0;
+        }
         std::vector<double>& b = Buf(l->buffer, t);
         if (i < 0 || i >= static_cast<int64_t>(b.size())) {
           error = "out-of-bounds load " + l->buffer + "[" + std::to_string(i) + "] (size " + std::to_string(b.size()) + ")";
@@ -625,25 +630,30 @@ struct Machine {
     return 0;
   }
 
-  void Store(const std::string& name, const Expr& idx, const Expr& val, const std::vector<uint8_t>& mask, bool atomic) {
+  // `hi` (a pair store into a packed buffer): also element idx + 1 = hi.
+  void Store(const std::string& name, const Expr& idx, const Expr& val, const std::vector<uint8_t>& mask, bool atomic,
+             const Expr* hi = nullptr) {
     const DType dt = dtypes.count(name) ? dtypes[name] : DType::kF32;
     const bool reg = spaces.count(name) && spaces[name] == Space::kRegister;
     // Evaluate for every thread first (a statement reads before it writes).
     std::vector<std::pair<int64_t, double>> w(mask.size(), {-1, 0});
+    std::vector<double> wh(mask.size(), 0);
     for (size_t t = 0; t < mask.size(); ++t) {
       if (mask[t]) w[t] = {static_cast<int64_t>(Eval(idx, t)), Eval(val, t)};
+      if (mask[t] && hi) wh[t] = Eval(*hi, t);
     }
     for (size_t t = 0; t < mask.size(); ++t) {
       if (!mask[t]) continue;
       std::vector<double>& b = Buf(name, t);
       if (!reg) CheckWgmmaWar(name, w[t].first, 1, "a store");
-      if (w[t].first < 0 || w[t].first >= static_cast<int64_t>(b.size())) {
+      if (w[t].first < 0 || w[t].first + (hi ? 1 : 0) >= static_cast<int64_t>(b.size())) {
         error = "out-of-bounds store " + name + "[" + std::to_string(w[t].first) + "] (size " + std::to_string(b.size()) + ")";
         return;
       }
       double& slot = b[static_cast<size_t>(w[t].first)];
       // Registers of f16/bf16 hold rounded f32 values, like the printed code.
       slot = Round(atomic ? slot + w[t].second : w[t].second, dt);
+      if (hi) b[static_cast<size_t>(w[t].first) + 1] = Round(wh[t], dt);
     }
   }
 
@@ -869,7 +879,11 @@ struct Machine {
       error = "wgmma: operand starts do not match k_steps";
       return;
     }
-    if (ra && (n.kind == MmaKind::kI8 ||
+    bool pairs_ok = true;  // a packed operand: every register is one (2j, 2j + 1) pair
+    for (size_t i = 0; ra && packed.count(n.a_frag) && i + 1 < n.a_slots.size(); i += 2) {
+      pairs_ok = pairs_ok && n.a_slots[i] % 2 == 0 && n.a_slots[i + 1] == n.a_slots[i] + 1;
+    }
+    if (ra && (n.kind == MmaKind::kI8 || !pairs_ok ||
                n.a_slots.size() != static_cast<size_t>(n.k_steps * n.m_tiles * 8))) {
       error = "wgmma: register operand A " + n.a_frag + " with " + std::to_string(n.a_slots.size()) + " slots, wait_group " +
               std::to_string(n.wait_pending);
@@ -1039,7 +1053,20 @@ struct Machine {
                 if (mask[t]) env[t][n.name] = v[t];
               }
             } else if constexpr (std::is_same_v<T, SStore>) {
-              Store(n.buffer, n.index, n.value, mask, false);
+              if (n.hi || packed.count(n.buffer)) {
+                // A pair store (simt_ir.h): register j of a packed buffer is elements 2j and 2j + 1,
+                // each rounded once to the dtype (Store rounds as a 16-bit register does).
+                if (!n.hi || !packed.count(n.buffer)) {
+                  error = (n.hi ? "pair store into the unpacked buffer " : "single-element store into the packed buffer ") +
+                          n.buffer;
+                  return;
+                }
+                const Expr lo = ir::MakeBinary(ir::BinaryOp::kMul, n.index, ir::MakeInt(2));
+                // Both halves are evaluated before either is written (one statement).
+                Store(n.buffer, lo, n.value, mask, false, n.hi ? &*n.hi : nullptr);
+              } else {
+                Store(n.buffer, n.index, n.value, mask, false);
+              }
             } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
               Store(n.buffer, n.index, n.value, mask, true);
               for (size_t i = 0; i < n.more.size(); ++i) {  // a vector atomic: element by element
@@ -1292,14 +1319,15 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
     return tl::Status(tl::StatusCode::kInvalidArgument, "interpreter: a cluster of " + std::to_string(C) +
                                                             " blocks over a grid x extent of " + std::to_string(grid[0]));
   }
-  Machine m0{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
-  Machine m1{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, options};
+  Machine m0{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, {}, options};
+  Machine m1{k, tensors, scalars, {}, {}, {}, {}, {}, {}, {}, {}, options};
   Machine* ms[2] = {&m0, &m1};
   for (Machine* m : ms) {
     for (const SimtParam& p : k.params) m->dtypes[p.name] = p.dtype;
     for (const SimtBuffer& b : k.buffers) {
       m->dtypes[b.name] = b.dtype;
       m->spaces[b.name] = b.space;
+      if (b.packed_pairs) m->packed.insert(b.name);
     }
   }
   auto setup = [&](Machine& m, int64_t x, int64_t y, int64_t z) {

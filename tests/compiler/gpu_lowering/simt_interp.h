@@ -52,4 +52,7 @@ inline double RoundToBf16(double v) {
   return f;
 }
 
+// v rounded to f16 (through f32, round to nearest even), as the interpreter rounds an f16 register.
+inline double RoundToF16(double v) { return static_cast<double>(static_cast<_Float16>(static_cast<float>(v))); }
+
 }  // namespace tl::gpu::test

@@ -979,15 +979,15 @@ TEST(WarpSpecialize, FlashAttentionPingpongSource) {
   struct Src {
     int64_t D, bn;
     bool causal, overlap;
-    bool spill_free;  // the plain loop spills nothing; overlap at 128x128 does (a second f32 P): D128 68 bytes,
-                      // D64 causal 4 (40 without pingpong, ptxas 13.0)
+    bool spill_free;  // every case since P is kept packed (bf16x2, ForwardCastIntoWgmmaA); overlap at 128x128
+                      // spilled while P was a second f32 fragment: D128 68 bytes, D64 causal 4 (ptxas 13.0)
   };
   for (const Src& c : std::vector<Src>{{128, 128, false, false, true},
                                        {128, 128, true, false, true},
                                        {64, 128, false, false, true},
                                        {64, 64, true, false, true},
-                                       {128, 128, false, true, false},
-                                       {64, 128, true, true, false},
+                                       {128, 128, false, true, true},
+                                       {64, 128, true, true, true},
                                        {64, 128, false, true, true},
                                        {128, 64, false, true, true}}) {
     char a[320];

@@ -303,6 +303,13 @@ class Printer {
       if (b.space == gpu::Space::kShared) {
         o << "  " << StorageType(b.dtype) << "* " << b.name << " = reinterpret_cast<" << StorageType(b.dtype)
           << "*>(tl_smem + " << b.shared_offset << ");\n";
+      } else if (b.packed_pairs) {
+        // Two 16-bit elements per 32-bit register (simt_ir.h): register j holds 2j (low half) and 2j + 1.
+        if (!Is16F(b.dtype) || b.elements % 2 != 0 || k_.addressed.count(b.name)) {
+          err_ = "kernel '" + k_.name + "': packed register buffer " + b.name + " of " + std::to_string(b.elements) + " " +
+                 ir::DTypeName(b.dtype) + " elements";
+        }
+        o << "  unsigned " << b.name << "[" << b.elements / 2 << "];  // " << ir::DTypeName(b.dtype) << "x2 pairs\n";
       } else if (k_.addressed.count(b.name)) {
         // Passed to an extern function: the elements as the dtype's bytes.
         o << "  __align__(16) " << StorageType(b.dtype) << " " << b.name << "[" << b.elements << "];\n";
@@ -353,6 +360,10 @@ class Printer {
 
   std::string LoadOf(const std::string& name, const std::string& idx, DType t) {
     auto it = bufs_.find(name);
+    if (it != bufs_.end() && it->second->packed_pairs) {  // only a register-A wgmma reads one (simt_ir.h)
+      err_ = "kernel '" + k_.name + "': a load of the packed register buffer " + name;
+      return "0";
+    }
     const bool reg = it != bufs_.end() && it->second->space == gpu::Space::kRegister && !k_.addressed.count(name);
     const std::string raw = name + "[" + idx + "]";
     if (reg || !Is16F(t)) return raw;
@@ -470,6 +481,18 @@ class Printer {
               o << pad << n.name << " = " << v << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SStore>) {
               const DType t = BufType(n.buffer);
+              auto pb = bufs_.find(n.buffer);
+              const bool packed = pb != bufs_.end() && pb->second->packed_pairs;
+              if (n.hi || packed) {  // a pair store: one cvt.rn.{bf16x2,f16x2}.f32 (simt_ir.h)
+                if (!n.hi || !packed) {
+                  err_ = "kernel '" + k_.name + "': " + (n.hi ? "a pair store into the unpacked buffer " :
+                                                                 "a single-element store into the packed buffer ") + n.buffer;
+                  return;
+                }
+                o << pad << n.buffer << "[" << E(n.index) << "] = " << (t == DType::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(")
+                  << "(float)(" << E(n.value) << "), (float)(" << E(*n.hi) << "));\n";
+                return;
+              }
               // A value cast to the stored 16-bit float type is rounded once, by the store: rounding to
               // f16/bf16 is idempotent, so f2h(rh(x)) == f2h(x) without two more conversions (each a
               // cvt; T.cast(x, dtype) into an f16 buffer printed three of them).
@@ -858,9 +881,13 @@ class Printer {
       auto b = bufs_.find(n.a_frag);
       bool ok = !i8 && b != bufs_.end() && b->second->space == gpu::Space::kRegister && !k_.addressed.count(n.a_frag) &&
                 (b->second->dtype == (n.kind == gpu::MmaKind::kF16 ? DType::kF16 : DType::kBF16) ||
-                 b->second->dtype == DType::kF32) && n.wait_pending <= 0 &&
+                 (b->second->dtype == DType::kF32 && !b->second->packed_pairs)) && n.wait_pending <= 0 &&
                 n.a_slots.size() == static_cast<size_t>(n.k_steps * n.m_tiles * 8);
       for (int64_t x : n.a_slots) ok = ok && b != bufs_.end() && x >= 0 && x < b->second->elements;
+      // A packed fragment is read register by register: every pair must be (2j, 2j + 1).
+      for (size_t i = 0; ok && b->second->packed_pairs && i + 1 < n.a_slots.size(); i += 2) {
+        ok = n.a_slots[i] % 2 == 0 && n.a_slots[i + 1] == n.a_slots[i] + 1;
+      }
       if (!ok) {
         err_ = "wgmma register operand A " + n.a_frag + " (not an f32 or 16-bit register fragment of the instruction's type, or " +
                std::to_string(n.a_slots.size()) + " slots for " + std::to_string(n.k_steps) + " k-steps x " +
@@ -875,13 +902,19 @@ class Printer {
       // nvcc cannot sink a pack below it: a register wgmma reads that is written after the last
       // wgmma.fence makes ptxas inject another one (warning C7519) between the k-steps' wgmmas.
       const std::string pk = n.kind == gpu::MmaKind::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(";
+      const bool packed = bufs_.at(n.a_frag)->packed_pairs;  // already f16x2/bf16x2 registers: no pack here
       std::string ops;
       for (int64_t ks = 0; ks < n.k_steps; ++ks) {
         for (int64_t j = 0; j < n.m_tiles; ++j) {
           o << p1 << "unsigned tl_ra_" << ks << "_" << j << "[4] = {";
           for (int64_t r = 0; r < 4; ++r) {
             const size_t at = static_cast<size_t>(((ks * n.m_tiles + j) * 4 + r) * 2);
-            o << (r ? ", " : "") << pk << n.a_frag << "[" << n.a_slots[at] << "], " << n.a_frag << "[" << n.a_slots[at + 1] << "])";
+            if (packed) {
+              o << (r ? ", " : "") << n.a_frag << "[" << n.a_slots[at] / 2 << "]";
+            } else {
+              o << (r ? ", " : "") << pk << n.a_frag << "[" << n.a_slots[at] << "], " << n.a_frag << "[" << n.a_slots[at + 1]
+                << "])";
+            }
             ops += std::string(ops.empty() ? "" : ", ") + "\"+r\"(tl_ra_" + std::to_string(ks) + "_" + std::to_string(j) + "[" +
                    std::to_string(r) + "])";
           }

@@ -399,6 +399,8 @@ class Printer {
               o << pad << n.name << " = " << v << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SStore>) {
               const DType t = BufType(n.buffer);
+              // Only ForwardCastIntoWgmmaA (sm_90a wgmma) makes pair stores into packed buffers.
+              if (n.hi) Fail("a packed pair store into " + n.buffer + " (a wgmma register operand; sm_90a only)");
               o << pad << n.buffer << "[" << E(n.index) << "] = " << StoreVal(n.buffer, t, E(n.value)) << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SAtomicAdd>) {
               const DType t = BufType(n.buffer);

@@ -992,6 +992,10 @@ class Emitter {
             b_.Op(spv::Op::OpStore, {target.id, v.id});
           } else if constexpr (std::is_same_v<T, gpu::SStore>) {
             if (copy_mode_ == CopyMode::kLoad) return;  // prefetch loads: shared memory is still in use
+            if (n.hi) {  // only ForwardCastIntoWgmmaA (sm_90a wgmma) makes pair stores
+              Error("a packed pair store into " + n.buffer + " (a wgmma register operand; sm_90a only)");
+              return;
+            }
             const BufInfo* bi = Buf(n.buffer);
             if (!bi) return;
             const BufInfo info = *bi;

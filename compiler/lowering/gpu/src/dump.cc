@@ -21,7 +21,12 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
           } else if constexpr (std::is_same_v<T, SAssign>) {
             o << pad << n.name << " = " << ir::Print(n.value) << "\n";
           } else if constexpr (std::is_same_v<T, SStore>) {
-            o << pad << n.buffer << "[" << ir::Print(n.index) << "] = " << ir::Print(n.value) << "\n";
+            if (n.hi) {  // a pair store into a packed buffer (simt_ir.h)
+              o << pad << n.buffer << "[" << ir::Print(n.index) << "] = pack2(" << ir::Print(n.value) << ", "
+                << ir::Print(*n.hi) << ")\n";
+            } else {
+              o << pad << n.buffer << "[" << ir::Print(n.index) << "] = " << ir::Print(n.value) << "\n";
+            }
           } else if constexpr (std::is_same_v<T, SAtomicAdd>) {
             o << pad << "atomic_add " << n.buffer << "[" << ir::Print(n.index) << "], " << ir::Print(n.value);
             for (const ir::Expr& m : n.more) o << ", " << ir::Print(m);
@@ -175,6 +180,7 @@ std::string Dump(const SimtKernel& k) {
       << b.elements << "] " << ir::DTypeName(b.dtype);
     if (b.space == Space::kShared) o << " @" << b.shared_offset;
     if (b.swizzle != SmemSwizzle::kNone) o << " swizzle " << SwizzleName(b.swizzle);
+    if (b.packed_pairs) o << " packed " << ir::DTypeName(b.dtype) << "x2 (" << b.elements / 2 << " registers)";
     o << "\n";
   }
   for (size_t i = 0; i < k.tensor_maps.size(); ++i) {

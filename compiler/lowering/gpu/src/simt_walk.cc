@@ -44,7 +44,7 @@ bool Mentions(const SStmt& s, const std::string& name) {
         } else if constexpr (std::is_same_v<N, SVar>) {
           return n.init && r(*n.init);
         } else if constexpr (std::is_same_v<N, SStore>) {
-          return n.buffer == name || r(n.index) || r(n.value);
+          return n.buffer == name || r(n.index) || r(n.value) || (n.hi && r(*n.hi));
         } else if constexpr (std::is_same_v<N, SAtomicAdd>) {
           bool m = n.buffer == name || r(n.index) || r(n.value);
           for (const ir::Expr& e : n.more) m = m || r(e);

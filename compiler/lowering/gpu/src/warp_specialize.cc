@@ -239,6 +239,7 @@ bool Accesses(const SBlock& b, const std::function<void(const std::string&, char
             if (n.init) reads(*n.init);
           } else if constexpr (std::is_same_v<N, SStore>) {
             reads(n.index), reads(n.value), buf(n.buffer, 'w');
+            if (n.hi) reads(*n.hi);
           } else if constexpr (std::is_same_v<N, SAtomicAdd>) {
             reads(n.index), reads(n.value), buf(n.buffer, 'w');
             for (const Expr& m : n.more) reads(m);

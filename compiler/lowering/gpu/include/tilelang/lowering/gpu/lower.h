@@ -242,8 +242,12 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& f, const GpuLowerOptions& o
 // of one layout) and D's only other use is a later synchronous register-A
 // SWgmma of the same block, with nothing in between writing S, the copy is
 // removed, the wgmma packs S's slots instead (the same rounding), and D's
-// registers are dropped. Out: the note naming each D -> S; empty when
-// nothing matched.
+// registers are dropped. Where the copy cannot be forwarded (S written before
+// the wgmma, or the wgmma left in flight) but D's only other uses are
+// register-A wgmmas, D becomes packed (SimtBuffer::packed_pairs) and the nest
+// one loop of pair stores, or, where a wgmma's registers are not slot pairs
+// (2j, 2j + 1), an f32 fragment the wgmma packs. Out: the note naming each
+// D -> S and each packed / f32 D; empty when nothing matched.
 std::string ForwardCastIntoWgmmaA(SimtKernel* k);
 
 // ---------------------------------------------------------------------------

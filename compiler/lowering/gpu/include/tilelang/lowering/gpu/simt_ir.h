@@ -55,6 +55,14 @@ struct SimtBuffer {
   // epilogues, wgmma descriptors) goes through that function.
   std::vector<int64_t> shape;
   SmemSwizzle swizzle = SmemSwizzle::kNone;
+  // Register buffers of f16/bf16 only: the `elements` 16-bit values are held
+  // two per 32-bit register (elements / 2 registers, elements even), element
+  // 2j in the low half of register j and 2j + 1 in the high half -- the
+  // f16x2/bf16x2 form wgmma's register operand A takes. Written only by pair
+  // stores (SStore with `hi`), read only as a register-A wgmma's a_frag whose
+  // a_slots pair (2j, 2j + 1). Only ForwardCastIntoWgmmaA makes one (sm_90a);
+  // printers without it must reject it.
+  bool packed_pairs = false;
 };
 
 // A kernel parameter, in signature order: a pointer to global memory (tensor)
@@ -76,7 +84,10 @@ using SBlock = std::vector<SStmt>;
 struct SLet { std::string name; ir::DType dtype; ir::Expr value; };            // const scalar
 struct SVar { std::string name; ir::DType dtype; std::optional<ir::Expr> init; };  // mutable scalar
 struct SAssign { std::string name; ir::Expr value; };
-struct SStore { std::string buffer; ir::Expr index; ir::Expr value; };          // value in buffer dtype
+// value in buffer dtype. With `hi` (only into a SimtBuffer::packed_pairs buffer): a pair store, `index` is
+// the register j and value / hi (f32) are elements 2j / 2j + 1, each rounded once to the buffer's dtype
+// (round to nearest even; CUDA: one cvt.rn.{bf16x2,f16x2}.f32).
+struct SStore { std::string buffer; ir::Expr index; ir::Expr value; std::optional<ir::Expr> hi = {}; };
 // buffer[index] += value, atomically (global or shared). `more`: the values of the next elements,
 // buffer[index + 1 + i] += more[i], as one vector atomic of 1 + more.size() elements where the target has
 // one (CUDA: f32x2 on sm_90, f16x2, bf16x2 on sm_90); the lowering emits it only into a global buffer with
