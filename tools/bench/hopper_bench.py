@@ -137,8 +137,10 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
               (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (P kept as packed bf16x2
-              # registers since session 10: 128x128 D128 no longer spills, 64 + 68 bytes before)
+              # registers since session 10: 128x128 D128 no longer spills, 64 + 68 bytes before; H200 19:33: the
+              # best at D128 S16384, 0.98 of cuDNN, and with pingpong at D128 S4096 and S16384 causal)
               (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"),
+              (128, 128, 256, 3, "overlap"), (128, 128, 256, 3, "overlap", "pingpong"),
               # "pingpong": flash_attention(pingpong=True), FA3's warp scheduler barriers: the two consumer
               # warpgroups (256 threads, block_M 128, warp-specialized) take turns issuing each k-step's first
               # gemm(s) on named barriers 2/3, so one's softmax overlaps the other's wgmmas (compiler/lowering/
