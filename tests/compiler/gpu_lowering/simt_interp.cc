@@ -657,6 +657,48 @@ struct Machine {
     }
   }
 
+  // SStmatrix (simt_ir.h): per warp with any active lane (every lane must
+  // be), matrix m's row r -- values[2 m + e] of lanes 4 r + j, j < 4 -- to
+  // the 8 elements at the index lane 8 m + r gave (a multiple of 8).
+  void Stmatrix(const SStmatrix& n, const std::vector<uint8_t>& mask) {
+    const DType dt = dtypes.count(n.buffer) ? dtypes[n.buffer] : DType::kF32;
+    if (n.values.size() != 8 || !(dt == DType::kF16 || dt == DType::kBF16) ||
+        !(spaces.count(n.buffer) && spaces[n.buffer] == Space::kShared)) {
+      error = "stmatrix into " + n.buffer + ": not a shared f16/bf16 buffer, or not 8 values";
+      return;
+    }
+    for (size_t w0 = 0; w0 < mask.size() && error.empty(); w0 += 32) {
+      bool any = false, all = w0 + 32 <= mask.size();
+      for (size_t t = w0; t < w0 + 32 && t < mask.size(); ++t) any = any || mask[t], all = all && mask[t];
+      if (!any) continue;
+      if (!all) {
+        error = "stmatrix under divergence (warp " + std::to_string(w0 / 32) + ")";
+        return;
+      }
+      // Every lane's values and row address first (a statement reads before it writes).
+      std::vector<int64_t> addr(32);
+      std::vector<double> val(32 * 8);
+      for (size_t l = 0; l < 32; ++l) {
+        addr[l] = static_cast<int64_t>(Eval(n.index, w0 + l));
+        for (size_t i = 0; i < 8; ++i) val[l * 8 + i] = Round(Eval(n.values[i], w0 + l), dt);
+      }
+      std::vector<double>& b = Buf(n.buffer, w0);
+      for (size_t m = 0; m < 4; ++m) {
+        for (size_t r = 0; r < 8; ++r) {
+          const int64_t at = addr[8 * m + r];
+          if (at % 8 != 0 || at < 0 || at + 8 > static_cast<int64_t>(b.size())) {
+            error = "stmatrix: row address " + n.buffer + "[" + std::to_string(at) + "] not 16-byte aligned or out of bounds";
+            return;
+          }
+          CheckWgmmaWar(n.buffer, at, 8, "a stmatrix");
+          for (size_t j = 0; j < 4; ++j) {
+            for (size_t e = 0; e < 2; ++e) b[static_cast<size_t>(at) + 2 * j + e] = val[(4 * r + j) * 8 + 2 * m + e];
+          }
+        }
+      }
+    }
+  }
+
   // tf32 as cvt.rna.tf32.f32 makes it: 10 mantissa bits, ties away from zero.
   static double Tf32(double v) {
     float f = static_cast<float>(v);
@@ -1127,6 +1169,7 @@ struct Machine {
                 if (mask[t]) env[t][n.var] = v[t];
               }
             }
+            if constexpr (std::is_same_v<T, SStmatrix>) Stmatrix(n, mask);
             if constexpr (std::is_same_v<T, SMma>) Mma(n, mask);
             if constexpr (std::is_same_v<T, SCopyAsync>) CopyAsync(n, mask);
             if constexpr (std::is_same_v<T, SAsyncWait>) AsyncWait(n.pending, mask);

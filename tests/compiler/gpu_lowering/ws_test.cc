@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 
@@ -1132,6 +1133,136 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     EXPECT_FALSE(bad.ok() && bad_worst <= 1e-2) << "a phase reset across tiles went unnoticed";
     std::printf("[ broken: phase reset per tile ] %s\n", bad.ok() ? "wrong numbers" : bad.ToString().substr(0, 160).c_str());
   }
+}
+
+// ---------------------------------------------------------------------------
+// The staged epilogue's register -> shared stores as stmatrix.x4
+// (GpuLowerOptions::stmatrix, SStmatrix): the interpreter runs the
+// instruction as the PTX ISA defines it (matrix m's row r from the register
+// pairs of lanes 4r..4r+3, stored at the address lane 8m+r gave), so a lane
+// or register mapping that disagrees with the accumulator's layout changes
+// C. The results must be bit for bit those of the per-element stores
+// (stmatrix off), one- and multi-tile (persistent), 16-bit C; f32 C keeps
+// the per-element stores.
+TEST(WarpSpecialize, StmatrixEpilogueMatchesElementStores) {
+  int with = 0;
+  for (const WsCase& c : Cases()) {
+    for (int64_t sms : {0, 2}) {
+      SCOPED_TRACE(c.name + (sms ? " persistent" : ""));
+      tl::gpu::GpuLowerOptions on = Sm90a(), off = Sm90a();
+      on.persistent_sms = off.persistent_sms = sms;
+      off.stmatrix = false;
+      tl::StatusOr<tl::gpu::SimtKernel> a = tl::gpu::LowerToSimt(Parse(Text(c)), on);
+      tl::StatusOr<tl::gpu::SimtKernel> b = tl::gpu::LowerToSimt(Parse(Text(c)), off);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+      const std::string dump = tl::gpu::Dump(*a);
+      EXPECT_EQ(Count<tl::gpu::SStmatrix>(b->body), 0);
+      // f32 C, or no stage buffer dead by the epilogue to hold the tile (128x256 over 128 threads at 2
+      // stages): the per-element path (f32) or no staging at all.
+      if (c.cdt == "f32" || Notes(*a).find("stored through a shared tile") == std::string::npos) {
+        EXPECT_EQ(Count<tl::gpu::SStmatrix>(a->body), 0) << dump;
+        continue;
+      }
+      // One per 16x16 block of each warp: bm * bn / (threads / 32) / 256 per thread, in unrolled loops.
+      const int stsm = Count<tl::gpu::SStmatrix>(a->body);
+      EXPECT_EQ(stsm, 1) << dump;
+      EXPECT_NE(Notes(*a).find("stmatrix: C_f -> tl_epi_C_f as " + std::to_string(c.bm * c.bn / (c.threads / 32) / 256) +
+                               " stmatrix.x4 per thread"),
+                std::string::npos)
+          << Notes(*a);
+      ++with;
+      std::map<std::string, std::vector<double>> ta, tb;
+      auto run = [&](const tl::gpu::SimtKernel& k, std::map<std::string, std::vector<double>>* out) {
+        std::mt19937 rng(7);
+        std::uniform_real_distribution<double> d(-1, 1);
+        std::map<std::string, std::vector<double>>& t = *out;
+        t["A"].resize(static_cast<size_t>(c.M * c.K));
+        t["B"].resize(static_cast<size_t>(c.K * c.N));
+        for (double& v : t["A"]) v = Round(d(rng), c.dt);
+        for (double& v : t["B"]) v = Round(d(rng), c.dt);
+        t["C"].assign(static_cast<size_t>(c.M * c.N), -7);
+        const tl::Status st = tl::gpu::test::Interpret(k, &t);
+        EXPECT_TRUE(st.ok()) << st.ToString();
+      };
+      run(*a, &ta);
+      run(*b, &tb);
+      ASSERT_EQ(ta["C"].size(), tb["C"].size());
+      size_t differ = 0;
+      for (size_t i = 0; i < ta["C"].size(); ++i) {
+        differ += !(std::memcmp(&ta["C"][i], &tb["C"][i], sizeof(double)) == 0);
+      }
+      EXPECT_EQ(differ, 0u) << "elements of C that differ between stmatrix and per-element stores";
+      double worst = 0;
+      const tl::Status st = RunWs(c, *a, &worst);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_LE(worst, 4e-3);
+    }
+  }
+  EXPECT_EQ(with, 2);  // ws_128x256_t256_s3 (f16 C), one- and multi-tile
+}
+
+// The bench GEMM's sm_90a source with stmatrix: the printed instruction,
+// ptxas' resources (no spills) and STSM in the SASS; the per-element build
+// for comparison (registers printed).
+TEST(WarpSpecialize, StmatrixSourceAndSass) {
+  const WsCase c{"ws_stsm_128x256x64_t256", 4096, 4096, 4096, 128, 256, 64, 256, false, "bf16", "bf16", 3, false};
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (int64_t sms : {0, 132}) {
+    std::string sass[2];
+    for (bool stsm : {true, false}) {
+      SCOPED_TRACE(std::string(stsm ? "stmatrix" : "element stores") + (sms ? " persistent" : ""));
+      tl::gpu::GpuLowerOptions o = Sm90a();
+      o.persistent_sms = sms;
+      o.stmatrix = stsm;
+      tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), o);
+      ASSERT_TRUE(k.ok()) << k.status().ToString();
+      tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+      ASSERT_TRUE(src.ok()) << src.status().ToString();
+      const std::string& s = src->source;
+      const size_t calls = [&] {
+        size_t n = 0;
+        for (size_t at = s.find("tl_stsm_x4(&"); at != std::string::npos; at = s.find("tl_stsm_x4(&", at + 1)) ++n;
+        return n;
+      }();
+      EXPECT_EQ(calls, stsm ? 1u : 0u) << s;
+      EXPECT_EQ(s.find("&tl_epi_C_f[") != std::string::npos && s.find("], tl_pack_bf16x2(") != std::string::npos, stsm) << s;
+      if (!tc.ok()) continue;
+      tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, c.name, "sm_90a");
+      ASSERT_TRUE(code.ok()) << code.status().ToString();
+      std::printf("[ %s%s, %s ] %d registers, %d spill bytes, %d stack bytes\n", c.name.c_str(), sms ? " persistent" : "",
+                  stsm ? "stmatrix" : "element stores", code->registers, code->spill_stores, code->stack_bytes);
+      EXPECT_EQ(code->spill_stores, 0) << code->log;
+      EXPECT_EQ(code->spill_loads, 0) << code->log;
+      EXPECT_EQ(code->stack_bytes, 0) << code->log;
+      std::string cuobjdump;
+      for (const char* x : {"/usr/local/cuda/bin/cuobjdump", "/usr/bin/cuobjdump"}) {
+        if (cuobjdump.empty() && std::filesystem::exists(x)) cuobjdump = x;
+      }
+      if (cuobjdump.empty()) continue;
+      const std::filesystem::path p = std::filesystem::temp_directory_path() / ("tl_ws_stsm_" + std::to_string(sms) + ".cubin");
+      std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(code->bytes.data()),
+                                               static_cast<std::streamsize>(code->bytes.size()));
+      tl::toolchain::ProcessResult r = tl::toolchain::RunProcess({cuobjdump, "-sass", p.string()});
+      std::filesystem::remove(p);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      sass[stsm ? 0 : 1] = r.out;
+    }
+    if (!sass[0].empty()) {
+      auto count = [](const std::string& x, const std::string& op) {
+        size_t n = 0;
+        for (size_t at = x.find(op); at != std::string::npos; at = x.find(op, at + 1)) ++n;
+        return n;
+      };
+      // 128 x 256 over 8 warps: 16 STSM.16.M88.4 per thread; the element stores were 128 STS.U16.
+      std::printf("[ %s%s ] SASS: stmatrix build %zu STSM, %zu STS; element stores %zu STSM, %zu STS\n", c.name.c_str(),
+                  sms ? " persistent" : "", count(sass[0], "STSM"), count(sass[0], " STS"), count(sass[1], "STSM"),
+                  count(sass[1], " STS"));
+      EXPECT_EQ(count(sass[0], "STSM"), 16u) << sass[0];
+      EXPECT_EQ(count(sass[1], "STSM"), 0u);
+      EXPECT_LT(count(sass[0], " STS"), count(sass[1], " STS"));
+    }
+  }
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
 
 }  // namespace

@@ -124,6 +124,10 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // global memory straight from registers, not through a shared tile.
   const char* epi_env = std::getenv("TL_CUDA_WGMMA_EPILOGUE");
   l90.stage_wgmma_epilogue = !(epi_env && std::string(epi_env) == "0");
+  // TL_CUDA_STMATRIX=0 at build time: the staged epilogue's shared tile
+  // written element by element, not with stmatrix.
+  const char* stsm_env = std::getenv("TL_CUDA_STMATRIX");
+  l90.stmatrix = !(stsm_env && std::string(stsm_env) == "0");
   // TL_CUDA_WS=0 at build time: no warp specialization (the pipelined wgmma
   // GEMM keeps every thread both waiting for TMA and issuing wgmma).
   const char* ws_env = std::getenv("TL_CUDA_WS");

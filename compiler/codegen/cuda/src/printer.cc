@@ -80,6 +80,9 @@ __device__ __forceinline__ unsigned tl_smem_addr(const void* p) { unsigned long 
 __device__ __forceinline__ void tl_ldsm_x4(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x4_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tl_smem_addr(p)) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x2(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
+// stmatrix (sm_90): four 8x8 b16 matrices, each lane's 16-byte row address; the registers pack two
+// elements each (low half the first column: tl_pack_bf16x2 / tl_pack_f16x2 below, round to nearest even).
+__device__ __forceinline__ void tl_stsm_x4(void* p, unsigned r0, unsigned r1, unsigned r2, unsigned r3) { asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(tl_smem_addr(p)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory"); }
 __device__ __forceinline__ void tl_ldsm_x2_t(unsigned* r, const void* p) { asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(tl_smem_addr(p)) : "memory"); }
 // cp.async (sm_80+): src_bytes 0 reads nothing and zero-fills (partial tiles).
 __device__ __forceinline__ void tl_cp_async16(void* d, const void* s, unsigned src_bytes) { asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(tl_smem_addr(d)), "l"(s), "r"(src_bytes) : "memory"); }
@@ -639,6 +642,20 @@ class Printer {
               if (bytes != 16 && bytes != 8 && bytes != 4) err_ = "vector copy of " + std::to_string(bytes) + " bytes";
               o << pad << "*reinterpret_cast<" << vt << "*>(&" << n.dst << "[" << E(n.dst_index) << "]) = *reinterpret_cast<const "
                 << vt << "*>(&" << n.src << "[" << E(n.src_index) << "]);\n";
+            } else if constexpr (std::is_same_v<T, gpu::SStmatrix>) {
+              const DType t = BufType(n.buffer);
+              if (!Is16F(t) || n.values.size() != 8) err_ = "stmatrix into " + n.buffer + " (" + ir::DTypeName(t) + ")";
+              // A value cast to the buffer's type is rounded once, by the packing (as SStore).
+              auto val = [&](const Expr& x) {
+                const auto* c = ir::As<ir::Cast>(x);
+                return "(float)(" + ((c && c->dtype == t) ? E(*c->value) : E(x)) + ")";
+              };
+              const char* pack = t == DType::kF16 ? "tl_pack_f16x2(" : "tl_pack_bf16x2(";
+              o << pad << "tl_stsm_x4(&" << n.buffer << "[" << E(n.index) << "]";
+              for (size_t m = 0; m + 1 < n.values.size(); m += 2) {
+                o << ", " << pack << val(n.values[m]) << ", " << val(n.values[m + 1]) << ")";
+              }
+              o << ");\n";
             } else if constexpr (std::is_same_v<T, gpu::SCallExtern>) {
               // Pointers in the storage type: f16/bf16 elements as unsigned short.
               o << pad << n.name << "(";

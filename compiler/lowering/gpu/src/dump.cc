@@ -119,6 +119,10 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "wgmma.wait_group " << n.pending;
             for (const std::string& c : n.c) o << " " << c;
             o << "\n";
+          } else if constexpr (std::is_same_v<T, SStmatrix>) {
+            o << pad << "stmatrix.x4 " << n.buffer << "[" << ir::Print(n.index) << " +: 8] <-";
+            for (const ir::Expr& v : n.values) o << " " << ir::Print(v);
+            o << "\n";
           } else if constexpr (std::is_same_v<T, SCallExtern>) {
             o << pad << "call_extern " << n.name << "(";
             for (size_t i = 0; i < n.args.size(); ++i) {

@@ -620,6 +620,70 @@ class Lowerer {
     return true;
   }
 
+  // A whole wgmma accumulator (WgmmaAccumulatorLayout: per warp 16-row
+  // blocks, lane l holding rows l / 4 and l / 4 + 8, column pairs 2 (l % 4))
+  // into an unguarded f16/bf16 shared tile whose 8-element row chunks are
+  // 16-byte aligned, as stmatrix x4 (SStmatrix; sm_90): per warp, row block
+  // and 16 columns, the four 8x8 matrices (rows +0 / +8) x (columns +0 / +8)
+  // are exactly the accumulator's register pairs -- matrix m = 2 cc + h holds
+  // slots (2 rb + h) * col_slots + 2 (2 c16 + cc) + e, e < 2 -- so one
+  // instruction stores what 8 per-element stores did, with the same values
+  // (rounded once, at the store). Lane l gives the row address of matrix
+  // l / 8, row l % 8. False (the per-element path) where any of it does not
+  // hold. A staged epilogue's padded rows (StageWgmmaEpilogues: 16 bytes
+  // longer than the tile's) keep each matrix's 8 rows on distinct banks.
+  bool StmatrixCopy(const Side& a, const Side& b) {
+    const Buf& sb = bufs_[a.info.buffer];
+    const Buf& db = bufs_[b.info.buffer];
+    if (!options_.stmatrix || options_.gemm != GemmStrategy::kWgmma || !plan_.wgmma.count(a.info.buffer) || !sb.layout ||
+        db.where != Where::kShared || db.swizzle != SmemSwizzle::kNone ||
+        !(db.dtype == DType::kF16 || db.dtype == DType::kBF16)) {
+      return false;
+    }
+    const FragmentLayout& L = *sb.layout;
+    if (L.replicated || L.g != 4 || L.v != 2 || L.H != 2 || L.Hp != 8 || L.C != 1 || L.shape.size() != 2 ||
+        L.threads % 128 != 0 || L.R != 8 * (L.threads / 32) || L.rows % (L.R * L.H) != 0 || L.cols % 16 != 0) {
+      return false;
+    }
+    // The whole fragment, unguarded, into a 2-D region with constant starts.
+    const size_t ra = a.info.starts.size(), rb = b.info.starts.size();
+    if (ra != 2 || a.kept.size() != 2 || b.kept.size() != 2 || a.info.extents[0] != L.rows || a.info.extents[1] != L.cols ||
+        ir::FoldInt(ToI32(a.info.starts[0])) != std::optional<int64_t>(0) ||
+        ir::FoldInt(ToI32(a.info.starts[1])) != std::optional<int64_t>(0) || b.kept.back() != static_cast<int>(rb) - 1) {
+      return false;
+    }
+    for (size_t d = 0; d < rb; ++d) {
+      if (b.info.guard[d] || !ir::FoldInt(ToI32(b.info.starts[d]))) return false;
+    }
+    const std::optional<int64_t> row = ir::FoldInt(db.shape.back());
+    if (!row || *row % 8 != 0 || *ir::FoldInt(ToI32(b.info.starts[rb - 1])) % 8 != 0) return false;
+    const int64_t rblocks = L.row_slots() / 2, c16s = L.cols / 16, cs = L.col_slots();
+    const std::string rv = Fresh("rb"), cv = Fresh("c16");
+    // This lane's address row and column (matrix l / 8 = 2 cc + h, its row l % 8).
+    const Expr lane = ir::MakeBinary(ir::BinaryOp::kBitAnd, Tid(), I(31));
+    const Expr mat = TDiv(lane, 8);
+    const Expr r = ir::FoldConstants(Add(Add(Mul(V(rv), I(L.R * 2)), Mul(TDiv(Tid(), 32), I(16))),
+                                         Add(Mul(TMod(mat, 2), I(8)), TMod(lane, 8))));
+    const Expr c = ir::FoldConstants(Add(Mul(V(cv), I(16)), Mul(TDiv(mat, 2), I(8))));
+    const std::vector<Expr> q = CompactOf(a, {r, c});
+    SStmatrix st{b.info.buffer, Addr(db, SideIndex(b, q)), {}};
+    for (int64_t m = 0; m < 4; ++m) {
+      for (int64_t e = 0; e < 2; ++e) {
+        const Expr slot = ir::FoldConstants(
+            Add(Mul(Add(Mul(V(rv), I(2)), I(m % 2)), I(cs)), Add(Mul(Add(Mul(V(cv), I(2)), I(m / 2)), I(2)), I(e))));
+        st.values.push_back(CastTo(db.dtype, ir::MakeLoad(a.info.buffer, {slot}, sb.dtype)));
+      }
+    }
+    SBlock inner{S(std::move(st))};
+    SBlock per_row{For(cv, 0, I(c16s), 1, true, std::move(inner))};
+    cur_->push_back(For(rv, 0, I(rblocks), 1, true, std::move(per_row)));
+    if (stmatrix_notes_.insert(a.info.buffer).second) {
+      out_->notes.push_back("stmatrix: " + a.info.buffer + " -> " + b.info.buffer + " as " +
+                            std::to_string(rblocks * c16s) + " stmatrix.x4 per thread");
+    }
+    return true;
+  }
+
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
@@ -662,6 +726,8 @@ class Lowerer {
       code = LayoutLoop(*db.layout, [&](const std::vector<Expr>& full, Expr slot, Expr) {
         return emit(CompactOf(*b, full), same ? std::optional<Expr>(slot) : std::nullopt, slot, std::nullopt);
       }, &err);
+    } else if (sb.where == Where::kRegisterFrag && !atomic && StmatrixCopy(*a, *b)) {
+      return Status::Ok();
     } else if (sb.where == Where::kRegisterFrag) {
       const FragmentLayout& L = *sb.layout;
       std::optional<Expr> once;  // replicated: one lane stores
@@ -1604,6 +1670,7 @@ class Lowerer {
   int64_t tma_pipe_ = -1, tma_stages_ = 0;  // that hint's pipeline and stages (tma_copies)
   std::map<int64_t, TmaPipe> tma_pipes_;
   std::set<std::string> tma_notes_;
+  std::set<std::string> stmatrix_notes_;
 };
 
 // Every buffer name the statements of `b` (nested ones included) use.

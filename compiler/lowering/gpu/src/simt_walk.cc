@@ -57,6 +57,10 @@ bool Mentions(const SStmt& s, const std::string& name) {
           return n.a == name || n.b == name || n.c == name || r(n.a_base) || r(n.b_base) || r(n.k0);
         } else if constexpr (std::is_same_v<N, SCopyVec> || std::is_same_v<N, SCopyAsync>) {
           return n.dst == name || n.src == name || r(n.dst_index) || r(n.src_index);
+        } else if constexpr (std::is_same_v<N, SStmatrix>) {
+          bool m = n.buffer == name || r(n.index);
+          for (const ir::Expr& e : n.values) m = m || r(e);
+          return m;
         } else if constexpr (std::is_same_v<N, STmaLoad>) {
           return n.dst == name || n.bar == name;
         } else if constexpr (std::is_same_v<N, SMbarInit> || std::is_same_v<N, SMbarArrive> || std::is_same_v<N, SMbarWait>) {

@@ -251,6 +251,9 @@ bool Accesses(const SBlock& b, const std::function<void(const std::string&, char
             ok = Accesses(n.then_body, buf) && Accesses(n.else_body, buf);
           } else if constexpr (std::is_same_v<N, SCopyVec>) {
             reads(n.dst_index), reads(n.src_index), buf(n.src, 'r'), buf(n.dst, 'w');
+          } else if constexpr (std::is_same_v<N, SStmatrix>) {
+            reads(n.index), buf(n.buffer, 'w');
+            for (const Expr& v : n.values) reads(v);
           } else if constexpr (std::is_same_v<N, SMma> || std::is_same_v<N, SAmdMma>) {
             reads(n.a_base), reads(n.b_base), reads(n.k0), buf(n.a, 'r'), buf(n.b, 'r'), buf(n.c, 'w');
           } else if constexpr (std::is_same_v<N, SWgmma>) {

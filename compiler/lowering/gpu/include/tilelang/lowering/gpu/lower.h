@@ -203,6 +203,11 @@ struct GpuLowerOptions {
   // stage buffer dead by then (no shared memory added), else the copy stays
   // direct (a note says why).
   bool stage_wgmma_epilogue = false;
+  // (kWgmma) a whole wgmma accumulator copied into an f16/bf16 shared tile
+  // (the staged epilogue above) is written with stmatrix.x4 (SStmatrix: one
+  // instruction per 16x16 block of a warp instead of 8 two-byte stores);
+  // off: per-element stores (tests compare the two, TL_CUDA_STMATRIX=0).
+  bool stmatrix = true;
   // (kWgmma with tma_copies and wgmma_overlap) a kernel whose pipelined
   // k-loop is one deferred wgmma gemm fed only by TMA copies becomes
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer

@@ -271,6 +271,20 @@ struct SWgmmaWait {
 // printers that do not know it must reject it.
 struct SCopyVec { std::string dst; ir::Expr dst_index; std::string src; ir::Expr src_index; int64_t lanes = 1; };
 
+// A warp's stmatrix.sync.aligned.m8n8.x4.shared.b16 (sm_90; emitted only
+// with GemmStrategy::kWgmma, for a staged wgmma epilogue; printers that do
+// not know it must reject it): four 8x8 matrices of 16-bit elements from
+// registers to shared memory. Warp-collective: every lane of the warp
+// executes it, never under divergence. `buffer` is a shared f16/bf16
+// buffer; lane l gives `index`, the element index of row l % 8 of matrix
+// l / 8 (a multiple of 8: a 16-byte row), and `values` (8; stored rounded
+// to the buffer's dtype, like SStore's value): values[2 m + e] is this
+// lane's element (row l / 4, column 2 (l % 4) + e) of matrix m. So matrix
+// m's row r -- the values[2 m], values[2 m + 1] of lanes 4 r ... 4 r + 3 --
+// is stored at buffer[index of lane 8 m + r + 0 ... 7] (PTX ISA, "Warp-level
+// matrix store instruction: stmatrix"; the same fragment as ldmatrix's).
+struct SStmatrix { std::string buffer; ir::Expr index; std::vector<ir::Expr> values; };
+
 // Asynchronous global -> shared copies (PTX cp.async, sm_80+; emitted only
 // with GpuLowerOptions::async_copies, printers that do not know them must
 // reject them). SCopyAsync starts moving `bytes` (4, 8 or 16) from
@@ -380,7 +394,7 @@ struct SCallExtern {
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
                SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma, SCallExtern,
-               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles>
+               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles, SStmatrix>
       node;
 };
 
