@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 
+#include "lowering_test_util.h"
 #include "amd_matrix_model.h"
 #include "kernels.h"
 #include "simt_interp.h"
@@ -25,12 +26,8 @@ namespace {
 
 using tl::gpu::AmdMatrixInstr;
 using tl::gpu::GemmStrategy;
-
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
-  return m->functions.at(0);
-}
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
@@ -43,12 +40,6 @@ tl::gpu::GpuLowerOptions Amd(GemmStrategy g) {
   o.gemm = g;
   o.warp_size = g == GemmStrategy::kWmma ? 32 : 64;
   return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
 }
 
 double F16(double v) { return static_cast<double>(static_cast<_Float16>(static_cast<float>(v))); }

@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
@@ -30,6 +31,11 @@ namespace {
 
 namespace cu = tl::codegen::cuda;
 using tl::gpu::GemmStrategy;
+using tl::gpu::test::EmitTileIr;
+using tl::gpu::test::Notes;
+using tl::gpu::test::Occurrences;
+using tl::gpu::test::Sm90;
+using tl::gpu::test::Sm90a;
 
 enum class Variant {
   kOverlap,       // the right schedule
@@ -73,20 +79,10 @@ std::string Program(Variant v) {
   return t;
 }
 
-tl::gpu::GpuLowerOptions Options(GemmStrategy g) {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = g;
-  o.vector_copies = true;
-  o.async_copies = true;
-  return o;
-}
-
 tl::StatusOr<tl::gpu::SimtKernel> Lower(Variant v, GemmStrategy g) {
   tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(Program(v));
   if (!m.ok()) return m.status();
-  return tl::gpu::LowerToSimt(m->functions.at(0), Options(g));
+  return tl::gpu::LowerToSimt(m->functions.at(0), Sm90(g));
 }
 
 // Runs the kernel in the interpreter on random inputs; the worst relative error
@@ -126,18 +122,12 @@ double RunFa3(const tl::gpu::SimtKernel& k, std::string* error) {
   return worst;
 }
 
-int CountOf(const std::string& s, const std::string& what) {
-  int n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(AsyncWgmma, OverlappedGroupsMatchFloat64) {
   tl::StatusOr<tl::gpu::SimtKernel> k = Lower(Variant::kOverlap, GemmStrategy::kWgmma);
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   const std::string dump = tl::gpu::Dump(*k);
   // Three groups left in flight (the first S, S2, the first P V) and one... all four gemms are wgmma.
-  EXPECT_EQ(CountOf(dump, "wait_group=-1"), 4) << dump;
+  EXPECT_EQ(Occurrences(dump, "wait_group=-1"), 4u) << dump;
   std::string error;
   const double err = RunFa3(*k, &error);
   EXPECT_LE(err, 1e-3) << error << "\n" << dump;
@@ -145,9 +135,9 @@ TEST(AsyncWgmma, OverlappedGroupsMatchFloat64) {
   // The printed kernel: no wait_group after those commits, wait_group 1 and 0 where the program waits.
   tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
   ASSERT_TRUE(src.ok()) << src.status().ToString();
-  EXPECT_EQ(CountOf(src->source, "wgmma.commit_group.sync.aligned"), 4) << src->source;
-  EXPECT_EQ(CountOf(src->source, "wgmma.wait_group.sync.aligned 1;"), 1) << src->source;
-  EXPECT_EQ(CountOf(src->source, "wgmma.wait_group.sync.aligned 0;"), 3) << src->source;
+  EXPECT_EQ(Occurrences(src->source, "wgmma.commit_group.sync.aligned"), 4u) << src->source;
+  EXPECT_EQ(Occurrences(src->source, "wgmma.wait_group.sync.aligned 1;"), 1u) << src->source;
+  EXPECT_EQ(Occurrences(src->source, "wgmma.wait_group.sync.aligned 0;"), 3u) << src->source;
   tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
   if (!tc.ok()) GTEST_SKIP() << tc.status().ToString();
   tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, "fa3", "sm_90a");
@@ -197,7 +187,7 @@ TEST(AsyncWgmma, WgWaitMustBeAWaitGroupCount) {
   text.replace(text.find("wg_wait=-1"), 10, "wg_wait=9");
   tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), Options(GemmStrategy::kWgmma));
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), Sm90(GemmStrategy::kWgmma));
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.status().message().find("expected wg_wait -1 (leave the wgmma group in flight) or 0..7, found 9"), std::string::npos)
       << k.status().ToString();
@@ -208,18 +198,13 @@ TEST(AsyncWgmma, WgWaitMustBeAWaitGroupCount) {
 // causal and not, D 64 and 128, ragged lengths, 2 and 3 stages. The interpreter retires each group only at
 // its wait, so a schedule that touched S, P or O too early fails here; removing the kernel's waits shows it.
 std::string OverlapIr(int64_t S, int64_t D, bool causal, int64_t bn, int64_t stages, bool f16 = false) {
-  const std::string root = std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../..";
   char args[256];
   std::snprintf(args, sizeof args, "1, 1, 1, %lld, %lld, %lld, is_causal=%s, block_M=128, block_N=%lld, num_stages=%lld, "
                 "threads=256, dtype='%s', overlap=True", (long long)S, (long long)S, (long long)D, causal ? "True" : "False",
                 (long long)bn, (long long)stages, f16 ? "float16" : "bfloat16");
-  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
-      {"/usr/bin/python3", "-c",
-       std::string("import tilelang\nfrom kernels.attention import flash_attention\nprint(tilelang.emit(flash_attention(") + args +
-           "), 'fa'))\n"},
-      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return r.exit_code == 0 ? r.out : "";
+  tl::StatusOr<std::string> ir = EmitTileIr("kernels.attention", "flash_attention", args, "fa");
+  EXPECT_TRUE(ir.ok()) << ir.status().ToString();
+  return ir.ok() ? *ir : "";
 }
 
 tl::Status RunOverlap(const tl::gpu::SimtKernel& k, int64_t S, int64_t D, bool causal, double* worst, bool f16 = false) {
@@ -279,10 +264,7 @@ TEST(AsyncWgmma, LibraryFlashAttentionOverlapMatchesFloat64) {
     int64_t bn, stages;
     bool f16 = false;
   };
-  tl::gpu::GpuLowerOptions o = Options(GemmStrategy::kWgmma);
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  o.warp_specialize = true;
+  const tl::gpu::GpuLowerOptions o = Sm90a();  // TMA, staged epilogue, warp-specialized
   for (const Case& c : {Case{300, 64, true, 64, 2}, Case{330, 128, true, 64, 3}, Case{200, 128, false, 64, 2},
                         Case{260, 64, false, 128, 2}, Case{200, 128, false, 128, 2, true}, Case{150, 64, true, 64, 2, true}}) {
     SCOPED_TRACE("S " + std::to_string(c.S) + " D " + std::to_string(c.D) + (c.causal ? " causal" : "") + " block_N " +
@@ -293,11 +275,10 @@ TEST(AsyncWgmma, LibraryFlashAttentionOverlapMatchesFloat64) {
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
-    std::string notes;
-    for (const std::string& n : k->notes) notes += n + "\n";
+    const std::string notes = Notes(*k);
     EXPECT_NE(notes.find("warp-specialized: 256 consumer threads"), std::string::npos) << notes;
     const std::string dump = tl::gpu::Dump(*k);
-    EXPECT_EQ(CountOf(dump, "wait_group=-1"), 2) << dump;  // S and P V, both left in flight
+    EXPECT_EQ(Occurrences(dump, "wait_group=-1"), 2u) << dump;  // S and P V, both left in flight
     // P (acc_s_cast) is kept packed: half of acc_s's registers, written by one loop of pair stores.
     const std::string pk = std::string(c.f16 ? "f16" : "bf16") + "x2 (" + std::to_string(128 * c.bn / 256 / 2) + " registers)";
     EXPECT_NE(dump.find("buffer acc_s_cast: registers[" + std::to_string(128 * c.bn / 256) + "] " + (c.f16 ? "f16" : "bf16") +

@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
@@ -32,6 +33,11 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::SBlock;
 using tl::gpu::SStmt;
+using tl::gpu::test::Notes;
+using tl::gpu::test::Occurrences;
+using tl::gpu::test::Parse;
+using tl::gpu::test::Sm90a;
+using tl::gpu::test::Walk;
 
 struct Gemm {
   std::string name;
@@ -59,53 +65,8 @@ std::string Text(const Gemm& c) {
   return t;
 }
 
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString() << "\n" << text;
-  return m->functions.at(0);
-}
-
-// The sm_90a variant's lowering as cuda_bundle.cc makes it.
-tl::gpu::GpuLowerOptions Sm90a(bool clusters = true) {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  o.warp_specialize = true;
-  o.clusters = clusters;
-  return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
-}
-
-size_t Occurrences(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-  return n;
-}
-
-void Walk(const SBlock& b, const std::function<void(const SStmt&)>& fn) {
-  for (const SStmt& s : b) {
-    fn(s);
-    if (const auto* f = std::get_if<tl::gpu::SFor>(&s.node)) Walk(f->body, fn);
-    if (const auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
-      Walk(i->then_body, fn);
-      Walk(i->else_body, fn);
-    }
-    if (const auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) {
-      Walk(r->producer, fn);
-      Walk(r->consumer, fn);
-    }
-  }
-}
+// The sm_90a variant's lowering as cuda_bundle.cc makes it (warp-specialized), with clusters on or off.
+constexpr bool kClusters = true, kNoClusters = false;
 
 std::string Cuobjdump() {
   for (const char* c : {"/usr/local/cuda/bin/cuobjdump", "/usr/local/cuda-13.0/bin/cuobjdump", "/usr/bin/cuobjdump"}) {
@@ -120,7 +81,7 @@ std::string Cuobjdump() {
 // of the coordinates (false here: each block loads its own B).
 TEST(Cluster, GemmStructure) {
   const Gemm c{"cl_128x256", 512, 1024, 512, 128, 256, 64, 256, 3};
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a());
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a(true, kClusters));
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
   ASSERT_NE(notes.find("cluster 2: __cluster_dims__(2, 1, 1)"), std::string::npos) << notes;
@@ -171,7 +132,7 @@ TEST(Cluster, CudaSourcePtxasSass) {
   tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
   for (const Big& b : bigs) {
     SCOPED_TRACE(b.c.name);
-    tl::gpu::GpuLowerOptions o = Sm90a();
+    tl::gpu::GpuLowerOptions o = Sm90a(true, kClusters);
     o.persistent_sms = b.persistent_sms;
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(b.c)), o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
@@ -244,17 +205,17 @@ TEST(Cluster, RefusalsLeaveTheKernelAlone) {
     tl::gpu::GpuLowerOptions o;
     std::string why;
   };
-  tl::gpu::GpuLowerOptions persistent2 = Sm90a();
+  tl::gpu::GpuLowerOptions persistent2 = Sm90a(true, kClusters);
   persistent2.persistent_sms = 2;
-  tl::gpu::GpuLowerOptions no_ws = Sm90a();
+  tl::gpu::GpuLowerOptions no_ws = Sm90a(true, kClusters);
   no_ws.warp_specialize = false;
   const std::vector<Bad> bads = {
       // 3 column blocks: a cluster of 2 along x cannot cover the grid
-      {{"odd_x", 256, 384, 256, 128, 128, 64, 256, 3}, Sm90a(), "not clustered: the grid's x extent 3 is not a static multiple of 2"},
+      {{"odd_x", 256, 384, 256, 128, 128, 64, 256, 3}, Sm90a(true, kClusters), "not clustered: the grid's x extent 3 is not a static multiple of 2"},
       // clusters of 3 (the frontend refuses them; Tile IR text may still say so)
-      {{"three", 256, 512, 256, 128, 128, 64, 256, 3, 3}, Sm90a(), "not clustered: cluster 3 (only clusters of 2 blocks"},
+      {{"three", 256, 512, 256, 128, 128, 64, 256, 3, 3}, Sm90a(true, kClusters), "not clustered: cluster 3 (only clusters of 2 blocks"},
       // a target without clusters (every lowering but sm_90a's)
-      {{"off", 256, 512, 256, 128, 128, 64, 256, 3}, Sm90a(false), "cluster hint ignored: this GPU target has no thread-block clusters"},
+      {{"off", 256, 512, 256, 128, 128, 64, 256, 3}, Sm90a(true, kNoClusters), "cluster hint ignored: this GPU target has no thread-block clusters"},
       // no producer warpgroup (TL_CUDA_WS=0)
       {{"no_ws", 256, 512, 256, 128, 128, 64, 256, 3}, no_ws, "not clustered: the kernel is not warp-specialized"},
       // persistent over 2 blocks, 3 tiles: the second block's peer tile does not exist
@@ -379,7 +340,7 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
   };
   for (const Run& r : runs) {
     SCOPED_TRACE(r.c.name);
-    tl::gpu::GpuLowerOptions o = Sm90a();
+    tl::gpu::GpuLowerOptions o = Sm90a(true, kClusters);
     o.persistent_sms = r.sms;
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(r.raster ? Rastered(r.c, r.raster) : Text(r.c)), o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
@@ -397,21 +358,6 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
   }
 }
 
-void WalkMut(SBlock& b, const std::function<void(SStmt&)>& fn) {
-  for (SStmt& s : b) {
-    fn(s);
-    if (auto* f = std::get_if<tl::gpu::SFor>(&s.node)) WalkMut(f->body, fn);
-    if (auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
-      WalkMut(i->then_body, fn);
-      WalkMut(i->else_body, fn);
-    }
-    if (auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) {
-      WalkMut(r->producer, fn);
-      WalkMut(r->consumer, fn);
-    }
-  }
-}
-
 // The interpreter catches a broken cluster protocol (so the test above can
 // fail): a multicast box that expects only its own half (the phase never
 // completes), consumers that release only their own block's stage (the
@@ -420,17 +366,17 @@ void WalkMut(SBlock& b, const std::function<void(SStmt&)>& fn) {
 // (twice the bytes).
 TEST(Cluster, BrokenProtocolsAreCaught) {
   const Gemm c{"cl_broken", 256, 512, 456, 128, 128, 64, 128, 2};
-  tl::StatusOr<tl::gpu::SimtKernel> good = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a());
+  tl::StatusOr<tl::gpu::SimtKernel> good = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a(true, kClusters));
   ASSERT_TRUE(good.ok());
   ASSERT_EQ(good->cluster, 2) << Notes(*good);
   const std::vector<std::pair<std::string, std::function<void(tl::gpu::SimtKernel&)>>> breaks = {
       {"half the bytes", [](tl::gpu::SimtKernel& k) {
-         WalkMut(k.body, [](SStmt& s) {
+         Walk(k.body, [](SStmt& s) {
            if (auto* t = std::get_if<tl::gpu::STmaLoad>(&s.node); t && t->multicast) t->bytes /= 2;
          });
        }},
       {"own release only", [](tl::gpu::SimtKernel& k) {
-         WalkMut(k.body, [](SStmt& s) {
+         Walk(k.body, [](SStmt& s) {
            if (auto* a = std::get_if<tl::gpu::SMbarArrive>(&s.node)) a->peer = false;
          });
        }},
@@ -440,7 +386,7 @@ TEST(Cluster, BrokenProtocolsAreCaught) {
          }
        }},
       {"not multicast", [](tl::gpu::SimtKernel& k) {
-         WalkMut(k.body, [](SStmt& s) {
+         Walk(k.body, [](SStmt& s) {
            if (auto* t = std::get_if<tl::gpu::STmaLoad>(&s.node)) t->multicast = false;
          });
        }},
@@ -464,14 +410,14 @@ TEST(Cluster, UnsafeFormsAreRefused) {
   using tl::gpu::SimtKernel;
   const Gemm c{"cl_guard", 256, 512, 456, 128, 128, 64, 128, 2};
   auto lower = [&](const std::string& text, int64_t sms) {
-    tl::gpu::GpuLowerOptions o = Sm90a(false);
+    tl::gpu::GpuLowerOptions o = Sm90a(true, kNoClusters);
     o.persistent_sms = sms;
     tl::StatusOr<SimtKernel> k = tl::gpu::LowerToSimt(Parse(text), o);
     EXPECT_TRUE(k.ok()) << k.status().ToString();
     return *k;
   };
   auto b_boxes = [](SimtKernel& k, const std::function<void(tl::gpu::STmaLoad&)>& fn) {
-    WalkMut(k.body, [&](SStmt& s) {
+    Walk(k.body, [&](SStmt& s) {
       if (auto* t = std::get_if<tl::gpu::STmaLoad>(&s.node); t && t->dst == "B_s") fn(*t);
     });
   };
@@ -489,7 +435,7 @@ TEST(Cluster, UnsafeFormsAreRefused) {
       {"let outside the elected block",
        [&] {
          SimtKernel k = lower(Rastered(c, 2), 0);
-         WalkMut(k.body, [](SStmt& s) {
+         Walk(k.body, [](SStmt& s) {
            auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node);
            if (!r) return;
            for (size_t i = 0; i < r->producer.size(); ++i) {
@@ -508,7 +454,7 @@ TEST(Cluster, UnsafeFormsAreRefused) {
       {"tile loop start",
        [&] {
          SimtKernel k = lower(Text(c), 2);
-         WalkMut(k.body, [](SStmt& s) {
+         Walk(k.body, [](SStmt& s) {
            if (auto* f = std::get_if<tl::gpu::SFor>(&s.node); f && f->var == "tl_tile") f->start = tl::ir::MakeInt(0);
          });
          return k;

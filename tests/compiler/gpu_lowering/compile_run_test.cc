@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "lowering_test_util.h"
 #include "kernels.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
@@ -27,12 +28,8 @@
 namespace {
 
 namespace cu = tl::codegen::cuda;
-
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
-  return m->functions.at(0);
-}
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
 
 // The lowering options the CUDA bundles use (tensor cores; tf32 only for the
 // kernel that asks for it by name).
@@ -583,8 +580,7 @@ TEST(Inference, RowVectorsOfFlashAttentionStayInRegisters) {
   tl::StatusOr<tl::gpu::SimtKernel> k =
       tl::gpu::LowerToSimt(Parse(Named("flash_attn_rowvec").text), CudaOptions("flash_attn_rowvec"));
   ASSERT_TRUE(k.ok()) << k.status().ToString();
-  std::string notes;
-  for (const std::string& n : k->notes) notes += n + "\n";
+  std::string notes = Notes(*k);
   for (const char* v : {"scores_max", "scores_max_prev", "scores_scale", "scores_sum", "logsum"}) {
     EXPECT_NE(notes.find("fragment " + std::string(v) + ": 64x1 over 32x4 (v=1, 2 slots) replicated"), std::string::npos)
         << v << "\n" << notes;
@@ -607,8 +603,7 @@ TEST(Inference, RowVectorsOfFlashAttentionStayInRegisters) {
   }
   tl::StatusOr<tl::gpu::SimtKernel> k128 = tl::gpu::LowerToSimt(Parse(big), CudaOptions("flash_attn_128", 166912));
   ASSERT_TRUE(k128.ok()) << k128.status().ToString() << "\n" << big;
-  notes.clear();
-  for (const std::string& n : k128->notes) notes += n + "\n";
+  notes = Notes(*k128);
   EXPECT_NE(notes.find("shared O_shared reuses Q_shared"), std::string::npos) << notes;
   EXPECT_NE(notes.find("fragment logsum: 128x1 over 32x4 (v=1, 4 slots) replicated"), std::string::npos) << notes;
   EXPECT_EQ(k128->shared_bytes, 4 * 32768 + 4 * 128 * 8 * 2) << notes;
@@ -1048,8 +1043,7 @@ func @awkward(X: tensor[37, 29] f32, M: tensor[37] f32, CS: tensor[8, 29] f32, R
     }
   }
   EXPECT_LT(worst, 1e-5);
-  std::string notes;
-  for (const std::string& n : k->notes) notes += n + "\n";
+  const std::string notes = Notes(*k);
   std::printf("%s[ interp awkward %d ] worst relative error %.3g\n", notes.c_str(), second ? 2 : 1, worst);
   if (second) {
     EXPECT_EQ(notes.find("fragment x kept"), std::string::npos) << notes;

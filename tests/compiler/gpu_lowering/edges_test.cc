@@ -12,16 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/lowering/gpu/lower.h"
 
 namespace {
 
-tl::ir::Function ParseOne(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
-  return m->functions.at(0);
-}
+using tl::gpu::test::Parse;
 
 tl::gpu::GpuLowerOptions Options() {
   tl::gpu::GpuLowerOptions o;
@@ -39,7 +36,7 @@ std::vector<double> Random(size_t n, uint32_t seed) {
 }
 
 TEST(GpuEdges, ParallelStoresAndLoadsPastADynamicExtent) {
-  const tl::ir::Function f = ParseOne(R"(tileir 1
+  const tl::ir::Function f = Parse(R"(tileir 1
 func @scale(A: tensor[M, N] f32, B: tensor[M, N] f32) dynamic(M: i32, N: i32) {
   kernel grid(ceildiv(N, 16), ceildiv(M, 32)) threads(128) -> (bx, by) {
     parallel (i, j) in (32, 16) {
@@ -68,7 +65,7 @@ func @scale(A: tensor[M, N] f32, B: tensor[M, N] f32) dynamic(M: i32, N: i32) {
 }
 
 TEST(GpuEdges, StaticShapesAtomicsAndGathers) {
-  const tl::ir::Function f = ParseOne(R"(tileir 1
+  const tl::ir::Function f = Parse(R"(tileir 1
 func @edges(X: tensor[77, 45] f32, Idx: tensor[45] i32, Y: tensor[77, 45] f32, H: tensor[10] f32, G: tensor[45] f32) {
   kernel grid(ceildiv(45, 16), ceildiv(77, 32)) threads(64) -> (bx, by) {
     parallel (i, j) in (32, 16) {

@@ -17,12 +17,16 @@
 #include <random>
 #include <string>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
 #include "tilelang/lowering/gpu/lower.h"
 
 namespace {
+
+using tl::gpu::test::Notes;
+using tl::gpu::test::Sm90;
 
 enum class Variant {
   kPlain,           // forwarded
@@ -67,22 +71,6 @@ std::string Program(Variant v, bool f16 = false) {
   t += "    copy O_f -> O[0:64, 0:32]\n  }\n}\n";
   for (size_t at = 0; f16 && (at = t.find("bf16", at)) != std::string::npos;) t.replace(at, 4, "f16");
   return t;
-}
-
-tl::gpu::GpuLowerOptions Sm90() {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
 }
 
 bool HasBuffer(const tl::gpu::SimtKernel& k, const std::string& name) {

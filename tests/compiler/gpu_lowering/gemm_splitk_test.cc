@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
@@ -28,8 +29,7 @@
 namespace {
 
 namespace cu = tl::codegen::cuda;
-
-std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../.."; }
+using tl::gpu::test::Notes;
 
 struct SplitCase {
   int64_t M, N, K, split, bm, bn, bk, threads, stages;
@@ -48,16 +48,7 @@ struct SplitCase {
 
 // Tile IR of kernels.gemm's factory(args), emitted by the Python frontend with Debian's python3.
 tl::StatusOr<tl::ir::Function> Emit(const std::string& args, const std::string& factory = "matmul_splitk") {
-  const std::string root = RepoRoot();
-  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
-      {"/usr/bin/python3", "-c",
-       "import tilelang\nfrom kernels.gemm import " + factory + "\nprint(tilelang.emit(" + factory + "(" + args +
-           "), 'sk'))\n"},
-      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
-  if (r.exit_code != 0) return tl::Status(tl::StatusCode::kInternal, factory + "(" + args + ") did not emit: " + r.err);
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(r.out);
-  if (!m.ok()) return m.status();
-  return m->functions.at(0);
+  return tl::gpu::test::EmitFunction("kernels.gemm", factory, args, "sk");
 }
 
 // Kernel `which` (0: the split kernel, 1: the sum / cast) lowered as cuda_bundle.cc lowers the sm_90a variant
@@ -66,22 +57,7 @@ tl::StatusOr<tl::gpu::SimtKernel> Lower(tl::ir::Function f, size_t which, size_t
   if (f.body.size() != kernels) return tl::Status(tl::StatusCode::kInternal, "expected " + std::to_string(kernels) +
                                                                                  " kernels, got " + std::to_string(f.body.size()));
   f.body = {f.body[which]};
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  o.warp_specialize = true;
-  return tl::gpu::LowerToSimt(f, o);
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
+  return tl::gpu::LowerToSimt(f, tl::gpu::test::Sm90a());
 }
 
 TEST(GemmSplitK, InterpreterMatchesFloat64) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "lowering_test_util.h"
 #include "tilelang/lowering/gpu/layout.h"
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/swizzle.h"
@@ -276,22 +277,13 @@ func @g(A: tensor[64] f32, C: tensor[64] f32) {
 
 namespace {
 
-tl::ir::Function ParseOne(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m->functions.at(0);
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string s;
-  for (const std::string& n : k.notes) s += n + "\n";
-  return s;
-}
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
 
 TEST(Inference, RowVectorGetsProjectedLayoutAndAwkwardShapeLowers) {
   // 100 x 7 over 128 threads: default layout, guarded; the row max is the
   // projection (replicated over the row's lanes).
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(R"(tileir 1
 
 func @f(X: tensor[100, 7] f32, Y: tensor[100, 7] f32) {
   kernel grid(1) threads(128) -> (bx) {
@@ -315,7 +307,7 @@ func @f(X: tensor[100, 7] f32, Y: tensor[100, 7] f32) {
 }
 
 TEST(Inference, TransposedReadDemotesToSharedWithBarriers) {
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(R"(tileir 1
 
 func @f(X: tensor[32, 32] f32, Y: tensor[32, 32] f32) {
   kernel grid(1) threads(64) -> (bx) {
@@ -337,7 +329,7 @@ func @f(X: tensor[32, 32] f32, Y: tensor[32, 32] f32) {
 }
 
 TEST(Inference, ClearErrorsForDynamicShapesAndSharedBudget) {
-  tl::StatusOr<tl::gpu::SimtKernel> dyn = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+  tl::StatusOr<tl::gpu::SimtKernel> dyn = tl::gpu::LowerToSimt(Parse(R"(tileir 1
 
 func @f(X: tensor[M] f32) dynamic(M: i32) loc("k.py", 3) {
   kernel grid(ceildiv(M, 128)) threads(128) -> (bx) {
@@ -350,7 +342,7 @@ func @f(X: tensor[M] f32) dynamic(M: i32) loc("k.py", 3) {
   EXPECT_NE(dyn.status().message().find("dynamic shape symbols"), std::string::npos) << dyn.status().ToString();
   EXPECT_NE(dyn.status().message().find("k.py:3"), std::string::npos) << dyn.status().ToString();
   // With symbol_params (CUDA), the symbol becomes a trailing i32 param.
-  tl::StatusOr<tl::gpu::SimtKernel> dyn2 = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+  tl::StatusOr<tl::gpu::SimtKernel> dyn2 = tl::gpu::LowerToSimt(Parse(R"(tileir 1
 
 func @f(X: tensor[M] f32, s: f32) dynamic(M: i32) {
   kernel grid(ceildiv(M, 128)) threads(128) -> (bx) {
@@ -367,7 +359,7 @@ func @f(X: tensor[M] f32, s: f32) dynamic(M: i32) {
   EXPECT_EQ(dyn2->params[2].symbol, 0);
   EXPECT_FALSE(dyn2->params[2].pointer);
 
-  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(ParseOne(R"(tileir 1
+  tl::StatusOr<tl::gpu::SimtKernel> big = tl::gpu::LowerToSimt(Parse(R"(tileir 1
 
 func @f(X: tensor[256, 256] f32) {
   kernel grid(1) threads(128) -> (bx) {

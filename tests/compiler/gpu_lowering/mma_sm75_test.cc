@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "lowering_test_util.h"
 #include "kernels.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
@@ -32,11 +33,8 @@ constexpr const char* kI8Atom =
 constexpr const char* kF16Sm80Atom =
     "tl::mma_sync<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 16, 8, 16, false, true>";
 
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
-  return m->functions.at(0);
-}
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
 
 const std::string& KernelText(const std::string& name) {
   static const std::vector<TestKernel> all = TestKernels();
@@ -58,12 +56,6 @@ tl::gpu::GpuLowerOptions Sm75Options() {
   o.vector_copies = true;
   o.async_copies = false;  // cp.async is sm_80+
   return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
 }
 
 // C = op(A) op(B) in float64 (ints exact in a double at these sizes).

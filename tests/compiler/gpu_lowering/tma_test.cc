@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 
+#include "lowering_test_util.h"
 #include "kernels.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_bundle.h"
@@ -29,12 +30,9 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::SmemSwizzle;
 using tl::gpu::TmaCopyQuery;
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
 
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString();
-  return m->functions.at(0);
-}
 const TestKernel& Named(const std::string& n) {
   static const std::vector<TestKernel> all = TestKernels();
   for (const TestKernel& k : all) {
@@ -52,11 +50,6 @@ tl::gpu::GpuLowerOptions Options(bool tma, const std::string& name = "") {
   o.vector_copies = o.async_copies = true;
   o.tma_copies = tma;
   return o;
-}
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
 }
 
 TmaCopyQuery Query2D(tl::ir::DType t, int64_t rows, int64_t cols, int64_t tensor_cols, int64_t padded_cols = 0) {

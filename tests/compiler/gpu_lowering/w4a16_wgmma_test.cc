@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
@@ -28,8 +29,8 @@
 namespace {
 
 namespace cu = tl::codegen::cuda;
-
-std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../.."; }
+using tl::gpu::test::Notes;
+using tl::gpu::test::Sm90a;
 
 struct W4Case {
   int64_t M, N, K, block_M, block_N, split;
@@ -45,36 +46,14 @@ struct W4Case {
 
 // Tile IR of w4a16_wgmma(args), emitted by the Python frontend with Debian's python3.
 tl::StatusOr<tl::ir::Function> Emit(const std::string& args) {
-  const std::string root = RepoRoot();
-  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
-      {"/usr/bin/python3", "-c",
-       "import tilelang\nfrom kernels.quant_gemm import w4a16_wgmma\nprint(tilelang.emit(w4a16_wgmma(" + args + "), 'w4'))\n"},
-      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
-  if (r.exit_code != 0) return tl::Status(tl::StatusCode::kInternal, "w4a16_wgmma(" + args + ") did not emit: " + r.err);
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(r.out);
-  if (!m.ok()) return m.status();
-  return m->functions.at(0);
+  return tl::gpu::test::EmitFunction("kernels.quant_gemm", "w4a16_wgmma", args, "w4");
 }
 
 // The sm_90a variant's lowering (as cuda_bundle.cc makes it): wgmma, TMA, staged epilogue. For split-K
 // only the first kernel (the product into the float32 workspace; the cast kernel is w4a16_mma's).
 tl::StatusOr<tl::gpu::SimtKernel> Lower(tl::ir::Function f) {
   if (f.body.size() > 1) f.body.resize(1);
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  return tl::gpu::LowerToSimt(f, o);
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
+  return tl::gpu::LowerToSimt(f, Sm90a(/*warp_specialize=*/false));
 }
 
 double F16(double v) {  // round to the nearest float16 (normal range: the inputs here)
@@ -205,19 +184,6 @@ struct PrefillCase {
   }
 };
 
-tl::gpu::GpuLowerOptions Sm90aWs() {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  o.warp_specialize = true;
-  return o;
-}
-
 // pack_w4a16_wgmma (kernels/quant_gemm.py): within each group row of `group` / 2 bytes, the byte of weights
 // (j, j + 1) (j even) moves to ((j >> 1) & 3) * group / 8 + (j >> 4) * 2 + ((j >> 3) & 1).
 std::vector<double> PackK(const std::vector<double>& w, int64_t N, int64_t K, int64_t group) {
@@ -243,7 +209,7 @@ TEST(W4a16Wgmma, PrefillWarpSpecializedMatchesFloat64) {
     tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     if (f->body.size() > 1) f->body.resize(1);  // split-K: the product kernel (into the float32 workspace)
-    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90aWs());
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90a());
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     const std::string notes = Notes(*k);
     EXPECT_NE(notes.find("warp-specialized: " + std::to_string(2 * c.block_N) + " consumer threads"), std::string::npos)
@@ -297,7 +263,7 @@ TEST(W4a16Wgmma, PrefillWarpSpecializedSm90aSource) {
     tl::StatusOr<tl::ir::Function> f = Emit(c.Args());
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     if (f->body.size() > 1) f->body.resize(1);
-    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90aWs());
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(*f, Sm90a());
     ASSERT_TRUE(k.ok()) << c.Args() << ": " << k.status().ToString();
     EXPECT_NE(Notes(*k).find("every consumer thread releases them"), std::string::npos) << c.Args() << "\n" << Notes(*k);
     tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);

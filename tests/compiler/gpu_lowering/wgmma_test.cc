@@ -17,6 +17,7 @@
 #include <random>
 #include <set>
 
+#include "lowering_test_util.h"
 #include "kernels.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
@@ -31,29 +32,9 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::GemmStrategy;
 using tl::gpu::SmemSwizzle;
-
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString() << "\n" << text;
-  return m->functions.at(0);
-}
-
-// The sm_90a lowering as cuda_bundle.cc makes it (without TMA).
-tl::gpu::GpuLowerOptions Sm90(GemmStrategy g = GemmStrategy::kWgmma) {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = g;
-  o.vector_copies = true;
-  o.async_copies = true;
-  return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
-}
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
+using tl::gpu::test::Sm90;
 
 // Every element of a wgmma operand tile, stored by the lowering's panels
 // (SwizzledElementByte) and read through a descriptor (WgmmaDescriptor, then

@@ -17,6 +17,7 @@
 #include <functional>
 #include <random>
 
+#include "lowering_test_util.h"
 #include "kernels.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
@@ -29,6 +30,10 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::SBlock;
 using tl::gpu::SStmt;
+using tl::gpu::test::Notes;
+using tl::gpu::test::Parse;
+using tl::gpu::test::Sm90a;
+using tl::gpu::test::Walk;
 
 struct WsCase {
   std::string name;
@@ -58,32 +63,6 @@ std::string Text(const WsCase& c) {
   if (c.epilogue) t += "    parallel (i, j) in (" + n(c.bm) + ", " + n(c.bn) + ") {\n      C_f[i, j] = C_f[i, j] * 2.0:f32 + 1.0:f32\n    }\n";
   t += "    copy C_f -> C[by * " + n(c.bm) + ":" + n(c.bm) + ", bx * " + n(c.bn) + ":" + n(c.bn) + "]\n  }\n}\n";
   return t;
-}
-
-tl::ir::Function Parse(const std::string& text) {
-  tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(text);
-  if (!m.ok()) ADD_FAILURE() << m.status().ToString() << "\n" << text;
-  return m->functions.at(0);
-}
-
-// The sm_90a variant's lowering as cuda_bundle.cc makes it.
-tl::gpu::GpuLowerOptions Sm90a(bool ws = true) {
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  o.tma_copies = true;
-  o.stage_wgmma_epilogue = true;
-  o.warp_specialize = ws;
-  return o;
-}
-
-std::string Notes(const tl::gpu::SimtKernel& k) {
-  std::string n;
-  for (const std::string& x : k.notes) n += x + "\n";
-  return n;
 }
 
 double Round(double v, const std::string& dt) {
@@ -161,21 +140,6 @@ const tl::gpu::SWarpRoles* Roles(const tl::gpu::SimtKernel& k) {
   return nullptr;
 }
 
-// Applies `fn` to every statement of `b`, nested ones included.
-void Walk(SBlock& b, const std::function<void(SStmt&)>& fn) {
-  for (SStmt& s : b) {
-    fn(s);
-    if (auto* f = std::get_if<tl::gpu::SFor>(&s.node)) Walk(f->body, fn);
-    if (auto* i = std::get_if<tl::gpu::SIf>(&s.node)) {
-      Walk(i->then_body, fn);
-      Walk(i->else_body, fn);
-    }
-    if (auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) {
-      Walk(r->producer, fn);
-      Walk(r->consumer, fn);
-    }
-  }
-}
 template <class T>
 int Count(const SBlock& b) {
   int n = 0;

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "lowering_test_util.h"
 #include "simt_interp.h"
 #include "tilelang/codegen/cuda/cuda_codegen.h"
 #include "tilelang/ir/tile_ir.h"
@@ -55,16 +56,9 @@ std::string Program(Variant v) {
 void Check(Variant v, bool zeroed) {
   tl::StatusOr<tl::ir::Module> m = tl::ir::ParseModule(Program(v));
   ASSERT_TRUE(m.ok()) << m.status().ToString() << "\n" << Program(v);
-  tl::gpu::GpuLowerOptions o;
-  o.shared_budget_bytes = 227 * 1024;
-  o.symbol_params = true;
-  o.gemm = tl::gpu::GemmStrategy::kWgmma;
-  o.vector_copies = true;
-  o.async_copies = true;
-  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), o);
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(m->functions.at(0), tl::gpu::test::Sm90());
   ASSERT_TRUE(k.ok()) << k.status().ToString();
-  std::string notes;
-  for (const std::string& x : k->notes) notes += x + "\n";
+  const std::string notes = tl::gpu::test::Notes(*k);
   const std::string dump = tl::gpu::Dump(*k);
   EXPECT_EQ(notes.find("cleared by the first k-step's scale-d = 0 (the fill removed): S") != std::string::npos, zeroed) << notes;
   EXPECT_EQ(dump.find("zero_init") != std::string::npos, zeroed) << dump;

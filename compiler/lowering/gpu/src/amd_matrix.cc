@@ -2,16 +2,13 @@
 // row assignment they implement.
 #include "tilelang/lowering/gpu/amd_matrix.h"
 
+#include "simt_build.h"
+
 namespace tl::gpu {
 namespace {
 
 using ir::Expr;
-Expr I(int64_t v) { return ir::MakeInt(v); }
-Expr V(const char* n) { return ir::MakeVar(n); }
-Expr Add(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kAdd, std::move(a), std::move(b)); }
-Expr Mul(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kMul, std::move(a), std::move(b)); }
-Expr Div(Expr a, int64_t b) { return ir::MakeCall(ir::CallOp::kTruncDiv, {std::move(a), I(b)}); }
-Expr Mod(Expr a, int64_t b) { return ir::MakeCall(ir::CallOp::kTruncMod, {std::move(a), I(b)}); }
+using namespace simt_build;  // I, V, Add, Mul, TDiv, TMod (divisors here are 2, 4, 16: never TDiv's a / 1 shortcut)
 
 bool IsMfma(AmdMatrixInstr i) { return i <= AmdMatrixInstr::kMfmaI8K32; }
 
@@ -19,7 +16,7 @@ bool IsMfma(AmdMatrixInstr i) { return i <= AmdMatrixInstr::kMfmaI8K32; }
 Expr KOf(AmdMatrixInstr ins) {
   const AmdMatrixInstrInfo f = Info(ins);
   if (!IsMfma(ins)) return V("tl_e");
-  return Add(Mul(Div(V("tl_l"), 16), I(f.elems)), V("tl_e"));
+  return Add(Mul(TDiv(V("tl_l"), 16), I(f.elems)), V("tl_e"));
 }
 
 }  // namespace
@@ -54,19 +51,19 @@ std::vector<AmdMatrixInstr> AmdMatrixInstrs(MatrixCore core, MmaKind kind, bool 
 Expr AmdOperandA(const SAmdMma& n, AmdMatrixInstr ins) {
   // The hardware row this lane supplies is i = l % 16; its logical row is the
   // one whose accumulator registers the layout gives to the lanes holding D[i].
-  const Expr i = Mod(V("tl_l"), 16);
+  const Expr i = TMod(V("tl_l"), 16);
   Expr row;
   if (IsMfma(ins)) {
-    row = Add(Mul(Add(Mul(V("tl_t"), I(4)), Mod(i, 4)), I(n.R)), Add(Mul(V("tl_w"), I(4)), Div(i, 4)));
+    row = Add(Mul(Add(Mul(V("tl_t"), I(4)), TMod(i, 4)), I(n.R)), Add(Mul(V("tl_w"), I(4)), TDiv(i, 4)));
   } else {
-    row = Add(Mul(Add(Mul(V("tl_t"), I(8)), Div(i, 2)), I(n.R)), Add(Mul(V("tl_w"), I(2)), Mod(i, 2)));
+    row = Add(Mul(Add(Mul(V("tl_t"), I(8)), TDiv(i, 2)), I(n.R)), Add(Mul(V("tl_w"), I(2)), TMod(i, 2)));
   }
   const Expr k = Add(Add(V("tl_k0"), Mul(V("tl_s"), I(Info(ins).k))), KOf(ins));
   return Add(V("tl_ab"), Add(Mul(row, I(n.a_row_stride)), Mul(k, I(n.a_col_stride))));
 }
 
 Expr AmdOperandB(const SAmdMma& n, AmdMatrixInstr ins) {
-  const Expr col = Add(Mul(V("tl_n"), I(16)), Mod(V("tl_l"), 16));
+  const Expr col = Add(Mul(V("tl_n"), I(16)), TMod(V("tl_l"), 16));
   const Expr k = Add(Add(V("tl_k0"), Mul(V("tl_s"), I(Info(ins).k))), KOf(ins));
   return Add(V("tl_bb"), Add(Mul(k, I(n.b_k_stride)), Mul(col, I(n.b_n_stride))));
 }

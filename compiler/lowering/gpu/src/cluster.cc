@@ -64,6 +64,7 @@
 #include <functional>
 #include <set>
 
+#include "simt_build.h"
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/swizzle.h"
 
@@ -72,8 +73,7 @@ namespace {
 
 using ir::Expr;
 
-Expr I(int64_t v) { return ir::MakeInt(v); }
-Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
+using namespace simt_build;  // I, Bin
 
 bool Mentions(const Expr& e, const std::set<std::string>& names) {
   bool hit = false;

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <functional>
 
+#include "simt_build.h"
 #include "tilelang/lowering/gpu/lower.h"
 #include "tilelang/lowering/gpu/reuse_shared.h"
 #include "tilelang/lowering/gpu/tma.h"
@@ -30,19 +31,7 @@ namespace {
 using ir::DType;
 using ir::Expr;
 
-Expr I(int64_t v) { return ir::MakeInt(v); }
-Expr V(const std::string& n, DType t = DType::kI32) { return ir::MakeVar(n, t); }
-Expr Add(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kAdd, std::move(a), std::move(b)); }
-Expr Mul(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kMul, std::move(a), std::move(b)); }
-Expr Lt(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kLt, std::move(a), std::move(b)); }
-Expr Ge(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kGe, std::move(a), std::move(b)); }
-Expr Eq(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kEq, std::move(a), std::move(b)); }
-Expr And(Expr a, Expr b) { return ir::MakeBinary(ir::BinaryOp::kAnd, std::move(a), std::move(b)); }
-Expr TDiv(Expr a, int64_t b) { return b == 1 ? a : ir::MakeCall(ir::CallOp::kTruncDiv, {std::move(a), I(b)}); }
-Expr TMod(Expr a, int64_t b) { return ir::MakeCall(ir::CallOp::kTruncMod, {std::move(a), I(b)}); }
-Expr Tid() { return V("tl_tid"); }
-Expr ToI32(Expr e) { return ir::ExprDType(e) == DType::kI32 ? e : ir::MakeCast(DType::kI32, std::move(e)); }
-Expr CastTo(DType t, Expr e) { return ir::ExprDType(e) == t ? e : ir::MakeCast(t, std::move(e)); }
+using namespace simt_build;  // I, V, Tid, Add, Mul, Lt, Ge, Eq, And, TDiv, TMod, ToI32, CastTo
 
 SStmt S(auto node) { return SStmt{std::move(node)}; }
 SStmt Store(std::string b, Expr i, Expr v) { return S(SStore{std::move(b), std::move(i), std::move(v)}); }

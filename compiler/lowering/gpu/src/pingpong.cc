@@ -57,6 +57,7 @@
 #include <map>
 #include <set>
 
+#include "simt_build.h"
 #include "simt_walk.h"
 #include "tilelang/lowering/gpu/lower.h"
 
@@ -65,9 +66,7 @@ namespace {
 
 using ir::Expr;
 
-Expr I(int64_t v) { return ir::MakeInt(v); }
-Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
-Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
+using namespace simt_build;  // I, Bin, Tid
 
 bool HasWgmma(const SBlock& b) {
   return Any(b, [](const SStmt& s) { return std::holds_alternative<SWgmma>(s.node); });

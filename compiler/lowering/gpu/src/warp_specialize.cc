@@ -105,6 +105,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "simt_build.h"
 #include "simt_walk.h"
 #include "tilelang/lowering/gpu/lower.h"
 
@@ -113,10 +114,7 @@ namespace {
 
 using ir::Expr;
 
-Expr I(int64_t v) { return ir::MakeInt(v); }
-Expr Bin(ir::BinaryOp op, Expr a, Expr b) { return ir::MakeBinary(op, std::move(a), std::move(b)); }
-Expr Tid() { return ir::MakeVar("tl_tid", ir::DType::kI32); }
-Expr ToI32(Expr e) { return ir::ExprDType(e) == ir::DType::kI32 ? e : ir::MakeCast(ir::DType::kI32, std::move(e)); }
+using namespace simt_build;  // I, Bin, Tid, ToI32
 
 template <class T>
 bool Has(const SBlock& b) {
