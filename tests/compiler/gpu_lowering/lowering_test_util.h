@@ -47,7 +47,8 @@ inline tl::gpu::GpuLowerOptions Sm90(tl::gpu::GemmStrategy g = tl::gpu::GemmStra
 
 // The sm_90a variant's lowering as cuda_bundle.cc makes it: Sm90() with TMA copies and the wgmma epilogue
 // staged through shared memory, warp specialization (`warp_specialize`) and thread-block clusters for
-// `hint cluster` (`clusters`; cuda_bundle.cc turns both on unless TL_CUDA_WS=0 / TL_CUDA_CLUSTER=0).
+// `hint cluster` (`clusters`: off unless a test asks; in production cuda_bundle.cc turns both on unless
+// TL_CUDA_WS=0 / TL_CUDA_CLUSTER=0).
 inline tl::gpu::GpuLowerOptions Sm90a(bool warp_specialize = true, bool clusters = false) {
   tl::gpu::GpuLowerOptions o = Sm90();
   o.tma_copies = true;

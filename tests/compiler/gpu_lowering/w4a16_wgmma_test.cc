@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::test::Notes;
 using tl::gpu::test::Sm90a;
+using tl::gpu::test::Walk;
 
 struct W4Case {
   int64_t M, N, K, block_M, block_N, split;
@@ -251,6 +253,35 @@ TEST(W4a16Wgmma, PrefillWarpSpecializedMatchesFloat64) {
     EXPECT_LE(worst, (c.split > 1 ? 1e-5 : 1e-3) * norm) << c.Args();
     EXPECT_GT(norm, 0.5) << c.Args();
     std::printf("[ w4a16_wgmma prefill WS %s ] worst error %.3g of max |C| %.3g\n", c.Args().c_str(), worst, norm);
+    if (c.split > 1) continue;
+    // Persistent over 1 SM (every tile on one or two blocks): the synchronous form's tile loop with the
+    // stages read by plain loads; no shared buffer but the stages overlaps a stage (the producer fills the
+    // next tile's stages during this tile's epilogue); the same C bit for bit.
+    tl::gpu::GpuLowerOptions po = Sm90a();
+    po.persistent_sms = 1;
+    tl::StatusOr<tl::gpu::SimtKernel> pk = tl::gpu::LowerToSimt(*f, po);
+    ASSERT_TRUE(pk.ok()) << c.Args() << ": " << pk.status().ToString();
+    const std::string pnotes = Notes(*pk);
+    ASSERT_NE(pnotes.find("; persistent: "), std::string::npos) << c.Args() << "\n" << pnotes;
+    std::set<std::string> stages;
+    Walk(std::get<tl::gpu::SWarpRoles>(pk->body.back().node).producer, [&](const tl::gpu::SStmt& x) {
+      if (const auto* t2 = std::get_if<tl::gpu::STmaLoad>(&x.node)) stages.insert(t2->dst);
+    });
+    ASSERT_FALSE(stages.empty());
+    auto bytes = [](const tl::gpu::SimtBuffer& b) { return b.elements * std::max(1, tl::ir::BitWidth(b.dtype) / 8); };
+    for (const tl::gpu::SimtBuffer& a : pk->buffers) {
+      if (!stages.count(a.name)) continue;
+      for (const tl::gpu::SimtBuffer& b : pk->buffers) {
+        if (b.space != tl::gpu::Space::kShared || stages.count(b.name)) continue;
+        EXPECT_TRUE(b.shared_offset >= a.shared_offset + bytes(a) || b.shared_offset + bytes(b) <= a.shared_offset)
+            << c.Args() << ": " << b.name << " in stage " << a.name;
+      }
+    }
+    std::map<std::string, std::vector<double>> pt = t;
+    pt["C"].assign(static_cast<size_t>(c.M * c.N), 0);
+    const tl::Status pst = tl::gpu::test::Interpret(*pk, &pt);
+    ASSERT_TRUE(pst.ok()) << c.Args() << ": " << pst.ToString();
+    EXPECT_EQ(pt["C"], t["C"]) << c.Args();
   }
 }
 

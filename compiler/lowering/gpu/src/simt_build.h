@@ -16,7 +16,7 @@ namespace tl::gpu::simt_build {
 using ir::DType;
 using ir::Expr;
 
-// An i64 integer literal (ir::MakeInt).
+// An integer literal (ir::MakeInt: i32 unless a dtype is given).
 inline Expr I(int64_t v) { return ir::MakeInt(v); }
 // A variable of type t (i32 unless said: the lowering's thread / loop / slot indices).
 inline Expr V(const std::string& n, DType t = DType::kI32) { return ir::MakeVar(n, t); }

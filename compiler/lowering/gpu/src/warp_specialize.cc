@@ -523,6 +523,25 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
 
   const bool persistent = persistent_blocks > 0;
   if (persistent && !flip) return no + "persistent: the k-loop's phase bits were not found";
+  // Whether pre... or post... touch shared memory (the barrier that ends a tile). Judged here, while
+  // `bufs` still points into k->buffers: the push_back below may reallocate it.
+  bool pre_post_shared = false;
+  if (persistent) {
+    auto shared = [&](const std::string& name, char) {
+      auto it = bufs.find(name);
+      pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
+    };
+    if (!Accesses(pre, shared) || !Accesses(post, shared)) pre_post_shared = true;  // not judged: keep the barrier
+    // A statement before the pipeline stays outside the tile loop, computed from the launched block
+    // index: none may read a block index (none does today: the lowering puts the pipeline first).
+    for (const SStmt& h : head) {
+      std::set<std::string> used;
+      if (const auto* l = std::get_if<SLet>(&h.node)) NamesOf(l->value, &used);
+      for (const std::string& b : k->block_vars) {
+        if (used.count(b)) return no + "persistent: a statement before the pipeline reads the block index " + b;
+      }
+    }
+  }
   const int64_t G = std::min(tiles, persistent_blocks * min_blocks);  // persistent: the grid
   for (SimtBuffer& b : k->buffers) {
     if (moved.count(b.name)) b.shared_offset = moved[b.name];
@@ -578,19 +597,6 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
   if (persistent) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
   const size_t first = consumer.size();  // (persistent: from here on the tile loop's body)
-  bool pre_post_shared = false;
-  if (persistent && !Accesses(pre, [&](const std::string& name, char) {
-        auto it = bufs.find(name);
-        pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
-      })) {
-    pre_post_shared = true;  // not judged: keep the barrier
-  }
-  if (persistent) {
-    Accesses(post, [&](const std::string& name, char) {
-      auto it = bufs.find(name);
-      pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
-    });
-  }
   NameBarriers(pre, T);
   for (SStmt& s : pre) consumer.push_back(std::move(s));
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
