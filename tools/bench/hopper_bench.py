@@ -134,28 +134,21 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # 128x176/256 197 regs 107 KB -> 1. (176 and 96 divide neither S = 4096 nor 16384: `fits` never ran them.)
 # 3 stages: d128 128x64/256 128 regs 128 KB -> 1, 128x128/256 169 regs 224 KB -> 1 (the same one block as
 # 2 stages, one more K/V tile in flight); d64 128x128/256 112 KB -> 2.
-FA_CONFIGS = ((128, 64, 256, 2), (128, 128, 256, 2), (64, 64, 128, 2), (128, 64, 256, 3), (128, 128, 256, 3),
-              (128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
-              # "overlap": flash_attention(overlap=True), FA3's S / P V wgmma overlap (P kept as packed bf16x2
-              # registers since session 10: 128x128 D128 no longer spills, 64 + 68 bytes before; H200 19:33: the
-              # best at D128 S16384, 0.98 of cuDNN, and with pingpong at D128 S4096 and S16384 causal)
-              (128, 64, 256, 2, "overlap"), (128, 64, 256, 3, "overlap"), (128, 128, 256, 2, "overlap"),
-              (128, 128, 256, 3, "overlap"), (128, 128, 256, 3, "overlap", "pingpong"),
-              # "pingpong": flash_attention(pingpong=True), FA3's warp scheduler barriers: the two consumer
-              # warpgroups (256 threads, block_M 128, warp-specialized) take turns issuing each k-step's first
-              # gemm(s) on named barriers 2/3, so one's softmax overlaps the other's wgmmas (compiler/lowering/
-              # gpu/src/pingpong.cc); no extra registers (ptxas: the plain tiles stay spill-free). With
-              # "overlap" too the turn covers S_k and P_{k-1} V_{k-1} (FA3's full form). H200 2026-12-04 17:13: the
-              # best on D128 S4096 only (128x128, 3 stages: +1.8 %), 3-20 % slower elsewhere; the 128x64 pingpong
-              # tiles (0.69-0.87 of cuDNN) and 128x64 overlap + pingpong were dropped
-              (128, 128, 256, 2, "pingpong"), (128, 128, 256, 3, "pingpong"), (128, 128, 256, 2, "overlap", "pingpong"),
-              # "persistent": pass_configs {"tl.persistent": True} -- the warp-specialized kernel over one block per SM
-              # looping over the (query block, head, batch) tiles, the producer streaming the next tile's K/V while
-              # the consumers store O and load the next Q (ncu 2026-12-04 18:45: SDPA-cuDNN's kernel is persistent,
-              # grid 132; ours ran 4096 blocks, 31.03 waves). H200 18:55: with pingpong the best at D128 non-causal
-              # (S4096 2.0254 -> 1.9857 ms, S16384 7.8248 -> 7.6761); causal 7-28 % slower (a static round robin of
-              # unequal tiles); plain persistent and 128x64 persistent dominated (dropped)
-              (128, 128, 256, 2, "pingpong", "persistent"), (128, 128, 256, 3, "pingpong", "persistent"))
+# Variants (5th+ elements): "nows": pass_configs {"tl.disable_warp_specialized": True} (no producer warpgroup: two
+# blocks per SM at 128x64 / 64x64); "overlap": flash_attention(overlap=True), FA3's intra-warpgroup overlap of S_k with
+# P_{k-1} V_{k-1} (P kept as packed bf16x2 registers since session 10: 128x128 D128 no longer spills); "pingpong":
+# flash_attention(pingpong=True), FA3's warp scheduler barriers (the two consumer warpgroups take turns issuing, named
+# barriers 2/3, compiler/lowering/gpu/src/pingpong.cc); "persistent": pass_configs {"tl.persistent": True}, one block
+# per SM looping over the tiles (SDPA-cuDNN's kernel is persistent, grid 132: ncu 2026-12-04 18:45).
+# Pruned after the H200 run of 2026-12-04 19:50 (19 configs): these six each won or came within 2 % on some row; the
+# plain warp-specialized 128x128 tile (5-12 % behind) stays as the reference, and one persistent config (6-20 %
+# behind, slower on causal rows: a static round robin of unequal tiles) stays measured. Dropped, with their best
+# ratio to the row's winner: 128x128 3-stage plain 1.06, pingpong 2 / 3 stages 1.07 / 1.07, pingpong + persistent
+# 3 stages 1.09, 128x64 (2 / 3 stages) 1.13 / 1.15, 128x64 overlap (2 / 3) 1.18 / 1.15, 64x64 warp-specialized 1.15.
+FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
+              (128, 128, 256, 2, "overlap"), (128, 128, 256, 3, "overlap"),
+              (128, 128, 256, 2, "overlap", "pingpong"), (128, 128, 256, 3, "overlap", "pingpong"),
+              (128, 128, 256, 2), (128, 128, 256, 2, "pingpong", "persistent"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
