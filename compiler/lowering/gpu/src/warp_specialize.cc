@@ -213,6 +213,58 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
   return SStmt{SFor{"tl_tile", b, I(tiles), I(G), false, std::move(body)}};
 }
 
+// The producer warpgroup of both forms: setmaxnreg.dec `dec`, then thread T
+// alone runs `lets` and, per k-step of `lp`, waits until the consumers
+// released the stage's previous contents and issues `fill` (the refill,
+// already rewritten to load iteration k). The i-th k-step (i = k - k0) uses
+// stage i % S; its wait is skipped the first time the stage is used.
+// Non-persistent (grid empty): use j = i / S of the stage waits for release
+// j - 1, parity (j + 1) & 1 of empty[stage]. Persistent: the same loop per
+// tile b, b + G, ... (block indices as lets of the tile), and because every
+// tile restarts at stage 0 the parity is tracked per stage instead -- bit s
+// of `used` says whether stage s was used, bit s of `ephase` the parity its
+// next wait expects.
+SBlock ProducerRole(const SimtKernel& k, int64_t T, int64_t dec, int64_t S, const std::string& empty, const SFor& lp,
+                    SBlock lets, SBlock fill, const std::vector<int64_t>& grid, int64_t tiles, int64_t G) {
+  const bool persistent = !grid.empty();
+  const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, ir::MakeVar(lp.var, ir::ExprDType(lp.start)), lp.start));
+  SBlock step;
+  if (persistent) {
+    const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
+    const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
+    auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
+    step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
+                             {SStmt{SMbarWait{empty, st, bit(eph)}},
+                              SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
+                             {}}});
+    step.push_back(SStmt{SAssign{"tl_ws_used", Bin(ir::BinaryOp::kBitOr, used, Bin(ir::BinaryOp::kShl, I(1), st))}});
+  } else {
+    const Expr iv = ir::MakeVar("tl_ws_i", ir::DType::kI32);
+    step.push_back(SStmt{SLet{"tl_ws_i", ir::DType::kI32, iter}});
+    const Expr parity = Bin(ir::BinaryOp::kBitAnd,
+                            Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
+                             {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
+                             {}}});
+  }
+  for (SStmt& x : fill) step.push_back(std::move(x));
+  SBlock elected = std::move(lets);
+  elected.push_back(SStmt{SFor{lp.var, lp.start, lp.stop, ir::MakeInt(1, ir::ExprDType(lp.start)), false, std::move(step)}});
+  if (persistent) {
+    SBlock tile = TileLets(k, grid);
+    for (SStmt& x : elected) tile.push_back(std::move(x));
+    elected.clear();
+    elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
+    elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
+    elected.push_back(TileLoop(k, tiles, G, std::move(tile)));
+  }
+  SBlock producer;
+  producer.push_back(SStmt{SSetMaxNReg{false, dec}});
+  producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
+  return producer;
+}
+
 // ---------------------------------------------------------------------------
 // The synchronous-compute form (see the second half of the file comment).
 
@@ -548,47 +600,9 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   }
   k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
   k->shared_bytes = off + 8 * S;
-  const ir::DType kt = ir::ExprDType(lp.start);
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
-  // Producer: as the GEMM form's.
-  SBlock producer;
-  producer.push_back(SStmt{SSetMaxNReg{false, dec}});
-  {
-    SBlock step;
-    const Expr iv = ir::MakeVar("tl_ws_i", ir::DType::kI32);
-    if (persistent) {
-      // The j-th use of stage s (j >= 1) waits for the (j - 1)-th release:
-      // bit s of `used` says whether it was used, bit s of `ephase` the parity.
-      const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
-      const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
-      auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
-      step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
-      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
-                               {SStmt{SMbarWait{empty, st, bit(eph)}},
-                                SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
-                               {}}});
-      step.push_back(SStmt{SAssign{"tl_ws_used", Bin(ir::BinaryOp::kBitOr, used, Bin(ir::BinaryOp::kShl, I(1), st))}});
-    } else {
-      step.push_back(SStmt{SLet{"tl_ws_i", ir::DType::kI32, iter}});
-      const Expr parity = Bin(ir::BinaryOp::kBitAnd,
-                              Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
-      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
-                               {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
-                               {}}});
-    }
-    for (SStmt& s : fill_block) step.push_back(std::move(s));
-    SBlock elected = std::move(lets);
-    elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, ir::MakeInt(1, kt), false, std::move(step)}});
-    if (persistent) {
-      SBlock tile = TileLets(*k, grid);
-      for (SStmt& x : elected) tile.push_back(std::move(x));
-      elected.clear();
-      elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
-      elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
-      elected.push_back(TileLoop(*k, tiles, G, std::move(tile)));
-    }
-    producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
-  }
+  SBlock producer = ProducerRole(*k, T, dec, S, empty, lp, std::move(lets), std::move(fill_block),
+                                 grid, tiles, G);  // grid: empty unless persistent
   // Consumers: the statements before the loop, published to every consumer
   // and to the async proxy (the named barrier prints its proxy fence) before
   // the first wgmma reads them; per k-step the full wait, the compute (a
@@ -852,46 +866,8 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   const ir::DType kt = ir::ExprDType(lp.start);
   auto KInt = [&](int64_t v) { return ir::MakeInt(v, kt); };
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
-  // Producer.
-  SBlock producer;
-  producer.push_back(SStmt{SSetMaxNReg{false, dec}});
-  {
-    SBlock step;
-    const std::string i = "tl_ws_i";
-    const Expr iv = ir::MakeVar(i, ir::DType::kI32);
-    step.push_back(SStmt{SLet{i, ir::DType::kI32, iter}});
-    const Expr parity = Bin(ir::BinaryOp::kBitAnd,
-                            Bin(ir::BinaryOp::kAdd, ir::MakeCall(ir::CallOp::kTruncDiv, {iv, I(S)}), I(1)), I(1));
-    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, iv, I(S)),
-                             {SStmt{SMbarWait{empty, ir::MakeCall(ir::CallOp::kTruncMod, {iv, I(S)}), parity}}},
-                             {}}});
-    if (persistent_blocks > 0) {
-      // The j-th use of stage s (j >= 1) waits for the (j - 1)-th release:
-      // bit s of `used` says whether it was used, bit s of `ephase` the parity.
-      step.clear();
-      const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
-      const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
-      auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
-      step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
-      step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
-                               {SStmt{SMbarWait{empty, st, bit(eph)}},
-                                SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
-                               {}}});
-      step.push_back(SStmt{SAssign{"tl_ws_used", Bin(ir::BinaryOp::kBitOr, used, Bin(ir::BinaryOp::kShl, I(1), st))}});
-    }
-    for (SStmt& s : fill_block) step.push_back(std::move(s));
-    SBlock elected = std::move(lets);
-    elected.push_back(SStmt{SFor{kv, lp.start, lp.stop, KInt(1), false, std::move(step)}});
-    if (persistent_blocks > 0) {
-      SBlock tile = TileLets(*k, grid);
-      for (SStmt& x : elected) tile.push_back(std::move(x));
-      elected.clear();
-      elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
-      elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
-      elected.push_back(TileLoop(*k, tiles, G, std::move(tile)));
-    }
-    producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(T)), std::move(elected), {}}});
-  }
+  SBlock producer = ProducerRole(*k, T, dec, S, empty, lp, std::move(lets), std::move(fill_block),
+                                 grid, tiles, G);  // grid: empty unless persistent
   // Consumers.
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
