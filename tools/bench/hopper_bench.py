@@ -926,8 +926,8 @@ def fits(case, cfg):
     if case.group == "gemm":
         bm, bn, bk = cfg[:3]
         return p["N"] % bn == 0 and p["K"] % bk == 0 and (p["M"] % bm == 0 or p["M"] < bm)
-    if case.group == "attention":
-        return p["S"] % cfg[0] == 0 and p["S"] % cfg[1] == 0
+    if case.group == "attention":  # a ragged last query block is masked by the kernel's copies (FA3's 192-row D64 tile)
+        return p["S"] % cfg[1] == 0
     if case.group == "w4a16":
         if cfg[5] in ("m16", "m16r"):  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps
             wn = cfg[4] // 32 // cfg[7]
