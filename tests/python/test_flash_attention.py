@@ -205,6 +205,25 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
+@pytest.mark.parametrize("causal,stages", [(False, 2), (True, 2), (False, 3)])
+def test_sm90a_192_row_d64_source(causal, stages, tmp_path, monkeypatch):
+    """FA3's D64 tile as hopper_bench runs it: 192 query rows over three consumer warpgroups (384 + 128 producer
+    threads) at S = 4096, which 192 does not divide (22 query blocks, the last one 64 rows: its Q rows past
+    the end are not loaded, its O rows past the end not stored). Warp-specialized, P in registers, and
+    ptxas fits it in the 128 registers a thread 512 threads leave at entry without spilling."""
+    src = sm90a_source(attention.flash_attention(4, 32, 32, 4096, 4096, 64, is_causal=causal, block_M=192,
+                                                 block_N=128, num_stages=stages, threads=384, dtype="bfloat16"),
+                       monkeypatch)
+    assert "__launch_bounds__(512" in src and "setmaxnreg.inc" in src and "setmaxnreg.dec" in src
+    # The ragged query block: Q's rows and O's rows are guarded by the static 4096 (rows past it are not read
+    # and not written), per 16-byte chunk.
+    assert re.search(r"\(\(\(b[xq] \* 192\) \+ \(tl_e\d+ / 8\)\) < 4096\)\)\)\) \{\s*\*reinterpret_cast<tl_v16\*>\(&Q_s\[", src)
+    assert re.search(r"\(\(\(b[xq] \* 192\) \+ \(tl_e\d+ / 8\)\) < 4096\)\)\)\) \{\s*\*reinterpret_cast<tl_v16\*>\(&O\[", src)
+    if os.access(NVCC, os.X_OK):
+        info = ptxas_v(src, tmp_path, "fa192")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+
+
 @pytest.mark.parametrize("causal,bm,bn,D", [(False, 128, 64, 128), (True, 128, 64, 128), (False, 128, 128, 64),
                                            (False, 128, 128, 128)])
 def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):

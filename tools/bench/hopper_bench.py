@@ -148,7 +148,13 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               (128, 128, 256, 2, "overlap"), (128, 128, 256, 3, "overlap"),
               (128, 128, 256, 2, "overlap", "pingpong"), (128, 128, 256, 3, "overlap", "pingpong"),
-              (128, 128, 256, 2), (128, 128, 256, 2, "pingpong", "persistent"))
+              (128, 128, 256, 2), (128, 128, 256, 2, "pingpong", "persistent"),
+              # FA3's D64 tile (session 11): 192 query rows over 3 consumer warpgroups (384 + 128 threads, 128
+              # registers at entry, no spills); the ragged last query block at S = 4096 / 16384 is masked. H200
+              # 2026-12-04 21:40: D64 S4096 1.124 ms (cuDNN 1.144), S16384 4.241 ms (cuDNN 4.721), causal S16384
+              # 2.225 ms (2.378); with overlap 18-35 % slower, persistent slower still. D128 does not compile
+              # (P kept in shared memory at 128 registers a thread needs 174 KiB: `fits` skips it).
+              (192, 128, 384, 2), (192, 128, 384, 3))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
@@ -927,7 +933,9 @@ def fits(case, cfg):
         bm, bn, bk = cfg[:3]
         return p["N"] % bn == 0 and p["K"] % bk == 0 and (p["M"] % bm == 0 or p["M"] < bm)
     if case.group == "attention":  # a ragged last query block is masked by the kernel's copies (FA3's 192-row D64 tile)
-        return p["S"] % cfg[1] == 0
+        # A 192-row tile's 3 consumer warpgroups hold 128 registers a thread: at D=128 P spills to a shared tile
+        # and the kernel needs more shared memory than sm_90a has (the compiler refuses it).
+        return p["S"] % cfg[1] == 0 and not (cfg[0] > 128 and p["D"] > 64)
     if case.group == "w4a16":
         if cfg[5] in ("m16", "m16r"):  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps
             wn = cfg[4] // 32 // cfg[7]
