@@ -205,6 +205,28 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
+def test_sm90a_only_kernel_drops_the_implied_ptx(tmp_path, monkeypatch):
+    """FA3's non-causal D128 tile, 128 x 176: sm_90a's own lowering fits it in its 227 KiB (P in registers), the
+    shared lowering behind the compute_80 PTX (mma.sync, 163 KiB) does not. A target naming sm_90a alone
+    builds the sm_90a cubin and drops the PTX it only implied; a target that names another arch (\"cuda\":
+    sm_80, sm_89, sm_90a) still fails, naming the shared memory and the buffer."""
+    prog = attention.flash_attention(4, 32, 32, 4096, 4096, 128, block_M=128, block_N=176, num_stages=2,
+                                     threads=256, dtype="bfloat16", overlap=True)
+    try:
+        k = tilelang.compile(prog, target="sm_90a")
+    except Exception as e:  # noqa: BLE001
+        if "no CUDA compiler" in str(e):
+            pytest.skip(f"no CUDA toolchain: {e}")
+        raise
+    out = subprocess.run([os.environ.get("TL_PACK", "tl-pack"), "inspect", "--json", k.bundle_path],
+                         capture_output=True, text=True, check=True).stdout
+    import json
+    variants = [v["id"] for v in json.loads(out)["kernels"][0]["variants"]]
+    assert variants == ["cuda.sm_90a"], variants
+    with pytest.raises(tilelang.TileLangCompileError, match=r"RESOURCE_EXHAUSTED.*bytes of shared memory.*acc_s_cast"):
+        tilelang.compile(prog, target="cuda")
+
+
 @pytest.mark.parametrize("causal,stages", [(False, 2), (True, 2), (False, 3)])
 def test_sm90a_192_row_d64_source(causal, stages, tmp_path, monkeypatch):
     """FA3's D64 tile as hopper_bench runs it: 192 query rows over three consumer warpgroups (384 + 128 producer

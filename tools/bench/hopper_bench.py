@@ -932,10 +932,12 @@ def fits(case, cfg):
     if case.group == "gemm":
         bm, bn, bk = cfg[:3]
         return p["N"] % bn == 0 and p["K"] % bk == 0 and (p["M"] % bm == 0 or p["M"] < bm)
-    if case.group == "attention":  # a ragged last query block is masked by the kernel's copies (FA3's 192-row D64 tile)
-        # A 192-row tile's 3 consumer warpgroups hold 128 registers a thread: at D=128 P spills to a shared tile
-        # and the kernel needs more shared memory than sm_90a has (the compiler refuses it).
-        return p["S"] % cfg[1] == 0 and not (cfg[0] > 128 and p["D"] > 64)
+    if case.group == "attention":
+        # Any tile: the kernel masks a ragged last query block (its copies) and a ragged last KV block (its
+        # scores), as FA3's 192-row D64 and 176-column D128 tiles need at S = 4096 / 16384. But a 192-row
+        # tile's 3 consumer warpgroups hold 128 registers a thread: at D=128 P spills to a shared tile and the
+        # kernel needs more shared memory than sm_90a has (the compiler refuses it).
+        return not (cfg[0] > 128 and p["D"] > 64)
     if case.group == "w4a16":
         if cfg[5] in ("m16", "m16r"):  # whole groups per block (split) and per warp (wk); threads / 32 / wk warps
             wn = cfg[4] // 32 // cfg[7]

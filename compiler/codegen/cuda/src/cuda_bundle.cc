@@ -54,6 +54,7 @@ SplitTargets SplitCudaTargets(const std::string& list) {
     } else if (item == "ptx" || item == "compute_80") {
       out.any = true;
       out.cuda.ptx = true;
+      out.cuda.ptx_named = true;
     } else {
       out.rest += (out.rest.empty() ? "" : ",") + item;
     }
@@ -89,12 +90,23 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   lo.vector_copies = true;
   lo.async_copies = mma;  // cp.async needs sm_80 as mma.sync does
   StatusOr<gpu::SimtKernel> k_all = gpu::LowerToSimt(f, lo);
-  if (!k_all.ok()) return k_all.status();
-  StatusOr<CudaSource> src_all = PrintCuda(*k_all);
-  if (!src_all.ok()) return src_all.status();
-  if (!options.emit_source_dir.empty()) {
-    std::filesystem::create_directories(options.emit_source_dir);
-    std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src_all->source;
+  // The one case the shared lowering may fail and the build go on: it ran
+  // out of shared memory, the only cubin asked for is sm_90a (lowered on its
+  // own below, with its own budget) and the PTX was implied, not named
+  // (CudaBuildOptions::ptx_named). Decided after sm_90a's lowering.
+  const bool only_90a = options.archs == std::vector<std::string>{"sm_90a"};
+  const bool may_drop_ptx = !k_all.ok() && k_all.status().code() == StatusCode::kResourceExhausted && only_90a &&
+                            options.ptx && !options.ptx_named;
+  if (!k_all.ok() && !may_drop_ptx) return k_all.status();
+  if (!options.emit_source_dir.empty()) std::filesystem::create_directories(options.emit_source_dir);
+  std::optional<CudaSource> src_all;
+  if (k_all.ok()) {
+    StatusOr<CudaSource> s = PrintCuda(*k_all);
+    if (!s.ok()) return s.status();
+    src_all = std::move(*s);
+    if (!options.emit_source_dir.empty()) {
+      std::ofstream(std::filesystem::path(options.emit_source_dir) / (f.name + ".cu")) << src_all->source;
+    }
   }
   // sm_90a gets its own lowering: T.gemm on wgmma (GemmStrategy::kWgmma,
   // where a gemm fits; else mma.sync as above) and pipelined global ->
@@ -163,6 +175,13 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
         if (n.find("not wgmma") != std::string::npos) why_not_90.push_back(n);
       }
     }
+  }
+  std::string ptx_dropped;  // why the implied PTX is not in the bundle ("" when it is)
+  if (!k_all.ok()) {
+    if (!k_90) return k_all.status();  // sm_90a took the shared lowering, which failed
+    ptx_dropped = "compute_80 PTX not built (implied by sm_90a): " + k_all.status().message();
+    archs.erase(std::remove(archs.begin(), archs.end(), std::string("compute_80")), archs.end());
+    if (options.log) options.log(f.name + ": " + ptx_dropped);
   }
   std::vector<std::unique_ptr<tl::bundle::VariantT>> out;
   for (const std::string& arch : archs) {
@@ -272,6 +291,7 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
     v->build_attrs.push_back(KV("gpu.dynamic_shared_bytes", std::to_string(k->shared_bytes)));
     if (k->cluster > 1) v->build_attrs.push_back(KV("gpu.cluster_dims", std::to_string(k->cluster) + ",1,1"));
     for (size_t i = 0; i < k->notes.size(); ++i) v->build_attrs.push_back(KV("gpu.note." + std::to_string(i), k->notes[i]));
+    if (!ptx_dropped.empty()) v->build_attrs.push_back(KV("cuda.ptx_dropped", ptx_dropped));
     if (arch == "sm_90a" && !own90) {  // why the wgmma lowering was not used
       for (size_t i = 0; i < why_not_90.size(); ++i) v->build_attrs.push_back(KV("gpu.wgmma_note." + std::to_string(i), why_not_90[i]));
     }

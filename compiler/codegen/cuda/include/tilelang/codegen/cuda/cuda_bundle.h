@@ -20,6 +20,13 @@ namespace tl::codegen::cuda {
 struct CudaBuildOptions {
   std::vector<std::string> archs = {"sm_80", "sm_89", "sm_90a"};  // cubins
   bool ptx = true;                                                 // + compute_80 PTX
+  // Whether the PTX was named ("ptx" / "compute_80") rather than implied by an
+  // "sm_XX" or "cuda" item. An implied PTX is dropped (with a note in the
+  // sm_90a variant's build_attrs and the log) when it alone cannot be lowered
+  // for lack of shared memory and sm_90a, the only cubin asked for, can: its
+  // own lowering has 227 KiB, the PTX the 163 KiB every sm_80-class device
+  // has. A named PTX, or any other arch, still fails the build.
+  bool ptx_named = false;
   std::string emit_source_dir;                                     // writes <dir>/<kernel>.cu
   bool tf32 = false;  // f32 x f32 gemms on tensor cores as tf32 (lossy; else SIMT FMA)
   // sm_90a: pipelined global -> shared copies as TMA (tensor maps the runtime
