@@ -287,6 +287,13 @@ def test_floor_is_the_larger_of_bytes_and_flops():
     assert rows[0]["of_floor"]["ours"] == pytest.approx(0.5)
     assert rows[1]["floor_ms"] == pytest.approx(1.0) and rows[1]["floor_bound"] == "memory"
     assert rows[1]["rate"]["ours"] == pytest.approx(2.0) and rows[1]["of_floor"]["torch"] == pytest.approx(1.0)
+    # --only attention: no GEMM row, so no matrix rate; the FLOP-bound row gets no floor rather than its bytes' time
+    fa = [{"group": "attention", "dtype": "bfloat16", "unit": "TFLOP/s", "flops": 1e12, "min_bytes": 1e8,
+           "ours_ms": 2.0, "peers": {"SDPA-cuDNN": {"ms": 1.8}}, "label": "FA", "ours_cfg": None, "ours_err": 1e-3}]
+    hb.add_floors(fa, 4e12, hb.matrix_rates_from(fa))
+    assert fa[0]["floor_ms"] is None and fa[0]["floor_bound"].startswith("no matrix rate")
+    assert fa[0]["of_floor"]["ours"] is None and fa[0]["rate"]["ours"] == pytest.approx(500.0)
+    assert "| n/a (no matrix rate: no GEMM row in this run) | n/a |" in hb.table(fa, {"device": "x"})
 
 
 @pytest.mark.parametrize("M,N,K,panel", [(320, 192, 64, 2), (256, 256, 128, 3)])

@@ -1308,8 +1308,13 @@ def add_floors(rows, bandwidth_bps, matrix_rates):
         rate = matrix_rates.get(r["dtype"]) or max(matrix_rates.values(), default=0)
         t_bytes = r["min_bytes"] / bandwidth_bps if bandwidth_bps else 0.0
         t_flops = r["flops"] / rate if (rate and r["flops"]) else 0.0
-        r["floor_ms"] = max(t_bytes, t_flops) * 1e3
-        r["floor_bound"] = "memory" if t_bytes >= t_flops else "compute"
+        if r["flops"] and not rate:
+            # A run without GEMM rows (--only attention) measured no matrix rate: the memory time alone
+            # would pass for the floor of a compute-bound kernel (FlashAttention "of floor" 0.07).
+            r["floor_ms"], r["floor_bound"] = None, "no matrix rate: no GEMM row in this run"
+        else:
+            r["floor_ms"] = max(t_bytes, t_flops) * 1e3
+            r["floor_bound"] = "memory" if t_bytes >= t_flops else "compute"
         for who, ms in [("ours", r.get("ours_ms"))] + [(n, p.get("ms")) for n, p in r["peers"].items()]:
             if ms:
                 key = "ours" if who == "ours" else who
@@ -1364,7 +1369,7 @@ def table(rows, machine):
             lines.append(
                 f"| {r['label'] if i == 0 else ''} | {r['unit']} | {num(ours) if i == 0 else ''} | {name} | "
                 f"{num(prate) if 'ms' in p else 'n/a'} | {fmt(ratio, '.2f')} | "
-                f"{(fmt(floor * 1e3, '.1f') + ' (' + r['floor_bound'] + ')') if (floor is not None and i == 0) else ''} | "
+                f"{(fmt(floor * 1e3, '.1f') if floor is not None else 'n/a') + ' (' + r['floor_bound'] + ')' if (i == 0 and 'floor_bound' in r) else ''} | "
                 f"{fmt(r.get('of_floor', {}).get('ours'), '.2f') if i == 0 else ''} | "
                 f"{fmt(r.get('of_floor', {}).get(name), '.2f')} | "
                 + (f"{r.get('ours_cfg')}, {fmt(r.get('ours_err'), '.1e')}" if i == 0 else "") + " |")
