@@ -9,13 +9,16 @@
 // report (registers fixed by __launch_bounds__, no spills) complete it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
+#include <set>
 
 #include "lowering_test_util.h"
 #include "kernels.h"
@@ -1096,6 +1099,193 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     const tl::Status bad = RunAttention(b, 1, 2, c.S, c.D, c.causal, "bf16", "O", &bad_worst, c.Skv);
     EXPECT_FALSE(bad.ok() && bad_worst <= 1e-2) << "a phase reset across tiles went unnoticed";
     std::printf("[ broken: phase reset per tile ] %s\n", bad.ok() ? "wrong numbers" : bad.ToString().substr(0, 160).c_str());
+  }
+}
+
+// The persistent tile order (ChoosePersistentTileOrder, tile_order.cc): on
+// causal FlashAttention's work -- query block x of X has X - x k-steps, + 1
+// for the overlap loop -- the chosen order's simulated makespan is below the
+// block order's, and its G consecutive tiles span at most twice the heads;
+// the block order stays where the work is uniform, not monotone, where each
+// block runs one tile, and where only an order streaming many heads at once
+// would balance (64 x 32 on 132 blocks: sections of 32 heads beat the block
+// order by 1.4 % but span 32 heads). PersistentTileLets binds each tile to
+// the (x, r) PersistentTileOf says, every tile exactly once.
+TEST(WarpSpecialize, PersistentTileOrderChooser) {
+  using tl::gpu::PersistentTileOrder;
+  using Kind = PersistentTileOrder::Kind;
+  auto causal = [](int64_t X) {
+    std::vector<int64_t> w;
+    for (int64_t x = 0; x < X; ++x) w.push_back(X - x + 1);
+    return w;
+  };
+  const PersistentTileOrder block;
+  for (auto [X, R] : std::vector<std::pair<int64_t, int64_t>>{{32, 128}, {64, 128}, {16, 128}}) {
+    SCOPED_TRACE(std::to_string(X) + " x " + std::to_string(R));
+    const std::vector<int64_t> w = causal(X);
+    const PersistentTileOrder o = tl::gpu::ChoosePersistentTileOrder(w, R, 132);
+    const int64_t base = tl::gpu::PersistentMakespan(block, w, R, 132), got = tl::gpu::PersistentMakespan(o, w, R, 132);
+    int64_t total = 0;
+    for (int64_t x : w) total += (x + 1) * R;
+    std::printf("[ tile order %lld x %lld on 132 ] %s: makespan %.3f of the ideal (block order %.3f), %lld heads in flight "
+                "(block order %lld)\n", (long long)X, (long long)R, tl::gpu::PersistentTileOrderName(o).c_str(),
+                got * 132.0 / static_cast<double>(total), base * 132.0 / static_cast<double>(total),
+                (long long)tl::gpu::PersistentWindowSpan(o, X, R, 132), (long long)tl::gpu::PersistentWindowSpan(block, X, R, 132));
+    EXPECT_NE(o.kind, Kind::kBlockOrder);
+    EXPECT_FALSE(o.heaviest_last);
+    EXPECT_LE(got * 100, base * 99);
+    EXPECT_LE(tl::gpu::PersistentWindowSpan(o, X, R, 132), 2 * tl::gpu::PersistentWindowSpan(block, X, R, 132));
+  }
+  EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(std::vector<int64_t>(32, 33), 128, 132), block);  // uniform: GEMM, non-causal
+  EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(causal(32), 128, 4096), block);                   // one tile per block
+  std::vector<int64_t> bumpy = causal(32);
+  std::swap(bumpy[3], bumpy[20]);
+  EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(bumpy, 128, 132), block);  // not monotone
+  std::vector<int64_t> rising = causal(32);
+  std::reverse(rising.begin(), rising.end());
+  const PersistentTileOrder up = tl::gpu::ChoosePersistentTileOrder(rising, 128, 132);
+  EXPECT_NE(up.kind, Kind::kBlockOrder);
+  EXPECT_TRUE(up.heaviest_last);
+  EXPECT_EQ(tl::gpu::PersistentMakespan(up, rising, 128, 132), tl::gpu::PersistentMakespan(
+                PersistentTileOrder{up.kind, up.section, false}, causal(32), 128, 132));  // the mirror image
+  {
+    const std::vector<int64_t> w = causal(64);
+    const PersistentTileOrder wide{Kind::kSections, 32, false};
+    ASSERT_LE(tl::gpu::PersistentMakespan(wide, w, 32, 132) * 100, tl::gpu::PersistentMakespan(block, w, 32, 132) * 99);
+    ASSERT_GT(tl::gpu::PersistentWindowSpan(wide, 64, 32, 132), 2 * tl::gpu::PersistentWindowSpan(block, 64, 32, 132));
+    EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(w, 32, 132), block);
+  }
+  // The emitted lets against PersistentTileOf, on a 3-D grid (r = y + Y z).
+  const std::vector<int64_t> grid{5, 3, 4};
+  const int64_t X = 5, R = 12;
+  for (const PersistentTileOrder& o : {block, PersistentTileOrder{Kind::kSnake, 0, false}, PersistentTileOrder{Kind::kSnake, 0, true},
+                                       PersistentTileOrder{Kind::kSections, 3, false}, PersistentTileOrder{Kind::kSections, 4, true},
+                                       PersistentTileOrder{Kind::kSections, 12, false}}) {
+    SCOPED_TRACE(tl::gpu::PersistentTileOrderName(o));
+    const SBlock lets = tl::gpu::PersistentTileLets({"bx", "by", "bz"}, grid, o);
+    std::set<std::vector<int64_t>> seen;
+    for (int64_t t = 0; t < X * R; ++t) {
+      std::map<std::string, int64_t, std::less<>> env{{"tl_tile", t}};
+      const tl::ir::NameLookup lookup = [&](std::string_view n) -> std::optional<int64_t> {
+        auto it = env.find(n);
+        return it == env.end() ? std::nullopt : std::optional<int64_t>(it->second);
+      };
+      for (const SStmt& s : lets) {
+        const auto& l = std::get<tl::gpu::SLet>(s.node);
+        const std::optional<int64_t> v = tl::ir::FoldInt(l.value, lookup);
+        ASSERT_TRUE(v) << l.name;
+        env[l.name] = *v;
+      }
+      const auto [x, r] = tl::gpu::PersistentTileOf(o, X, R, t);
+      EXPECT_EQ(env["bx"], x) << t;
+      EXPECT_EQ(env["by"], r % 3) << t;
+      EXPECT_EQ(env["bz"], r / 3) << t;
+      seen.insert({env["bx"], env["by"], env["bz"]});
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), X * R);
+  }
+}
+
+// Persistent causal FlashAttention where the tile order is not the block
+// order (the chooser's pick on these few tiles: sections of 4 (head, batch)
+// pairs on 2 query blocks x 4 pairs over 4 blocks; the snake on 3 x 2 over
+// 3): the note names it, both roles bind the tile the same way, and the
+// numbers match float64 and, bit for bit, the non-persistent kernel. A
+// producer left in the block order (the consumers in the chosen one) is
+// caught: it loads another tile's K and V or issues another number of
+// k-steps.
+TEST(WarpSpecialize, PersistentFlashAttentionBalancedOrder) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  struct OCase {
+    int64_t S, B, H;
+    bool overlap, pingpong;
+    int64_t sms;
+    std::string order;
+  };
+  const std::vector<OCase> cases = {
+      {256, 2, 2, false, false, 4, "sections of 4"},
+      {384, 1, 2, false, false, 3, "snake"},
+      {384, 1, 2, true, true, 3, "snake"},
+  };
+  for (const OCase& c : cases) {
+    std::string args = PingpongArgs(c.S, c.S, 64, true, 64, 2, c.overlap, c.pingpong);
+    args.replace(0, 7, std::to_string(c.B) + ", " + std::to_string(c.H) + ", " + std::to_string(c.H));
+    SCOPED_TRACE(args + ", over " + std::to_string(c.sms) + " SMs");
+    std::string err;
+    const std::string ir = AttentionIr(args, &err);
+    ASSERT_FALSE(ir.empty()) << "kernels/attention.py did not emit Tile IR: " << err;
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = c.sms;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    const std::string dump = tl::gpu::Dump(*k), notes = Notes(*k);
+    const int64_t X = c.S / 128, tiles = X * c.H * c.B;
+    ASSERT_EQ(k->min_blocks, 1);
+    ASSERT_NE(notes.find("; persistent: " + std::to_string(c.sms) + " blocks over " + std::to_string(tiles) +
+                         " tiles in a work-balanced order: " + c.order),
+              std::string::npos)
+        << notes;
+    // Both roles' tile loops start with the same lets of the block indices.
+    const tl::gpu::SWarpRoles* r = Roles(*k);
+    ASSERT_TRUE(r);
+    auto tile_lets = [&](const SBlock& body) {  // the leading lets of the tile and block indices, printed
+      std::string out;
+      for (const SStmt& s : body) {
+        const auto* l = std::get_if<tl::gpu::SLet>(&s.node);
+        if (!l) break;
+        if (l->name == "tl_tile_rest" || std::count(k->block_vars.begin(), k->block_vars.end(), l->name)) {
+          out += l->name + " = " + tl::ir::Print(l->value) + "; ";
+        }
+      }
+      return out;
+    };
+    std::vector<std::string> heads;
+    Walk(const_cast<SBlock&>(r->producer), [&](SStmt& s) {
+      const auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+      if (f && f->var == "tl_tile") heads.push_back(tile_lets(f->body));
+    });
+    const tl::gpu::SFor* tile_loop = ConsumerLoop(*r);
+    ASSERT_TRUE(tile_loop && tile_loop->var == "tl_tile") << dump;
+    heads.push_back(tile_lets(tile_loop->body));
+    ASSERT_EQ(heads.size(), 2u) << dump;
+    EXPECT_EQ(heads[0], heads[1]);
+    EXPECT_NE(heads[0].find("tl_tile_rest"), std::string::npos) << heads[0];
+    double worst = 0, worst_once = 0;
+    std::vector<double> got, once;
+    const tl::Status st = RunAttention(*k, c.B, c.H, c.S, 64, true, "bf16", "O", &worst, c.S, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+    EXPECT_LE(worst, 1e-2);
+    tl::StatusOr<tl::gpu::SimtKernel> plain = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
+    ASSERT_TRUE(plain.ok());
+    ASSERT_TRUE(RunAttention(*plain, c.B, c.H, c.S, 64, true, "bf16", "O", &worst_once, c.S, &once).ok());
+    EXPECT_EQ(got, once);
+    std::printf("[ flash_attention %s ] persistent over %lld blocks in %s, worst relative error %.3g\n", args.c_str(),
+                (long long)c.sms, c.order.c_str(), worst);
+    // Broken: the producer's tile lets in the block order.
+    tl::gpu::SimtKernel b = *k;
+    tl::gpu::SWarpRoles& br = std::get<tl::gpu::SWarpRoles>(b.body.back().node);
+    int replaced = 0;
+    Walk(br.producer, [&](SStmt& s) {
+      auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+      if (!f || f->var != "tl_tile") return;
+      SBlock body = tl::gpu::PersistentTileLets(b.block_vars, {X, c.H, c.B}, {});
+      for (SStmt& x : f->body) {
+        const auto* l = std::get_if<tl::gpu::SLet>(&x.node);
+        const bool tile_let = l && (l->name == "tl_tile_rest" ||
+                                    std::find(b.block_vars.begin(), b.block_vars.end(), l->name) != b.block_vars.end());
+        if (!tile_let) body.push_back(std::move(x));
+      }
+      f->body = std::move(body);
+      ++replaced;
+    });
+    ASSERT_EQ(replaced, 1);
+    double bad_worst = 0;
+    std::vector<double> bad_got;
+    const tl::Status bad = RunAttention(b, c.B, c.H, c.S, 64, true, "bf16", "O", &bad_worst, c.S, &bad_got);
+    EXPECT_FALSE(bad.ok() && bad_got == once) << "a producer in another tile order than the consumers went unnoticed";
+    std::printf("[ broken: producer in the block order ] %s\n",
+                bad.ok() ? ("wrong numbers, worst relative error " + std::to_string(bad_worst)).c_str()
+                         : bad.ToString().substr(0, 160).c_str());
   }
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tilelang/formats/status.h"
@@ -288,8 +289,11 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // With persistent_blocks > 0 (SMs, e.g. 132 on an H200): a persistent kernel
 // of min(tiles, persistent_blocks * min_blocks) blocks, each looping over the
 // output tiles b, b + G, ... in the original block order (static schedule;
-// a rasterized order stays), phases carried across tiles by per-stage bits;
-// needs a static grid. Where the persistent form is refused (no static grid,
+// a rasterized order stays) -- unless the synchronous form's k-loop trip
+// count varies with the first block index (causal FlashAttention), where
+// ChoosePersistentTileOrder may pick a work-balanced order (both roles map
+// tiles alike; the note then names it) -- phases carried across tiles by
+// per-stage bits; needs a static grid. Where the persistent form is refused (no static grid,
 // no shared memory for the epilogue tile outside the stages, ...) the kernel
 // is warp-specialized as without persistent_blocks and the note ends
 // "; not persistent: <why>".
@@ -299,10 +303,49 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // consumers run the statements before the loop, a named barrier, then per
 // k-step the full wait, the compute and, at its end, the release of the
 // stage (lane 0 of each warp); no barrier in the k-loop unless the compute
-// writes shared memory (then a named one where the block barrier was). Not
-// persistent. The file comment states the invariants and the refusals.
+// writes shared memory (then a named one where the block barrier was);
+// persistent as above. The file comment states the invariants and the refusals.
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
                                        int64_t persistent_blocks = 0);
+
+// ---------------------------------------------------------------------------
+// The persistent tile order (tile_order.cc; used by WarpSpecializeGemmPipeline's
+// persistent form). The tiles are the grid's blocks: x = the first block
+// index (extent X, grid[0]), r = the others flattened (extent R, the second
+// varying fastest). A persistent block c of G runs the tiles t = c, c + G, ...
+// in turn (a static round robin), and the order maps t to (x, r):
+//   kBlockOrder  x = t % X, r = t / X (the launch's order, x fastest);
+//   kSnake       r = t / X, x runs up for even r and down for odd r;
+//   kSections    `section` consecutive r per section (section divides R),
+//                sections in order; within one, x slowest, the section's r
+//                fastest (all tiles of one x together);
+// and in the last two, x counts from the heaviest tile (x = 0, or X - 1 where
+// `heaviest_last`). work[x] = the k-loop trip count of the tiles with first
+// index x (the same for every r).
+struct PersistentTileOrder {
+  enum class Kind : uint8_t { kBlockOrder, kSnake, kSections };
+  Kind kind = Kind::kBlockOrder;
+  int64_t section = 0;         // kSections: r per section
+  bool heaviest_last = false;  // kSnake / kSections: the work grows with x
+  bool operator==(const PersistentTileOrder&) const = default;
+};
+std::string PersistentTileOrderName(const PersistentTileOrder& o);  // "block order", "snake", "sections of 4"
+// Tile t's (x, r) under `o`.
+std::pair<int64_t, int64_t> PersistentTileOf(const PersistentTileOrder& o, int64_t X, int64_t R, int64_t t);
+// The largest sum over the blocks' tiles of (work[x] + 1): the static round
+// robin's makespan in k-steps (+ 1 per tile for what runs around the k-loop).
+int64_t PersistentMakespan(const PersistentTileOrder& o, const std::vector<int64_t>& work, int64_t R, int64_t G);
+// The most distinct r among any G consecutive tiles (what the blocks running
+// at once read: FlashAttention's K and V of a head, a GEMM's panels).
+int64_t PersistentWindowSpan(const PersistentTileOrder& o, int64_t X, int64_t R, int64_t G);
+// The order for work[x] over X * R tiles on G blocks; the rule is stated at
+// its definition (block order unless another is clearly better).
+PersistentTileOrder ChoosePersistentTileOrder(const std::vector<int64_t>& work, int64_t R, int64_t G);
+// The lets binding `block_vars` (i32) from the loop variable tl_tile under
+// `o`, for the static `grid` (kBlockOrder: x = tl_tile % grid[0], then each
+// further index from tl_tile / (the extents below it), the last unreduced).
+SBlock PersistentTileLets(const std::vector<std::string>& block_vars, const std::vector<int64_t>& grid,
+                          const PersistentTileOrder& o);
 
 // ---------------------------------------------------------------------------
 // WarpgroupPingpong (pingpong.cc; run by LowerToSimt after
