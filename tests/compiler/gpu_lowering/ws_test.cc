@@ -1109,7 +1109,8 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
 // the block order stays where the work is uniform, not monotone, where each
 // block runs one tile, and where only an order streaming many heads at once
 // would balance (64 x 32 on 132 blocks: sections of 32 heads beat the block
-// order by 1.4 % but span 32 heads). PersistentTileLets binds each tile to
+// order by 1.4 % but span 32 heads); where G is a multiple of X (FA3's
+// 192-row tile) the diagonal. PersistentTileLets binds each tile to
 // the (x, r) PersistentTileOf says, every tile exactly once.
 TEST(WarpSpecialize, PersistentTileOrderChooser) {
   using tl::gpu::PersistentTileOrder;
@@ -1136,6 +1137,19 @@ TEST(WarpSpecialize, PersistentTileOrderChooser) {
     EXPECT_LE(got * 100, base * 99);
     EXPECT_LE(tl::gpu::PersistentWindowSpan(o, X, R, 132), 2 * tl::gpu::PersistentWindowSpan(block, X, R, 132));
   }
+  {
+    // FA3's 192-row tile at S = 4096 (bn 128): 22 query blocks, the last ragged; 132 = 6 x 22 blocks, so in
+    // the block order (and the snake) each block runs one query block all along.
+    std::vector<int64_t> w;
+    for (int64_t x = 0; x < 22; ++x) w.push_back(std::min<int64_t>(32, ((22 - x) * 192 + 127) / 128));
+    const PersistentTileOrder o = tl::gpu::ChoosePersistentTileOrder(w, 128, 132);
+    const int64_t base = tl::gpu::PersistentMakespan(block, w, 128, 132), got = tl::gpu::PersistentMakespan(o, w, 128, 132);
+    std::printf("[ tile order 22 x 128 on 132 (192-row tile) ] %s: makespan %lld k-steps (block order %lld, snake %lld)\n",
+                tl::gpu::PersistentTileOrderName(o).c_str(), (long long)got, (long long)base,
+                (long long)tl::gpu::PersistentMakespan({Kind::kSnake, 0, false}, w, 128, 132));
+    EXPECT_EQ(o.kind, Kind::kDiagonal);
+    EXPECT_LE(got * 10, base * 6);
+  }
   EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(std::vector<int64_t>(32, 33), 128, 132), block);  // uniform: GEMM, non-causal
   EXPECT_EQ(tl::gpu::ChoosePersistentTileOrder(causal(32), 128, 4096), block);                   // one tile per block
   std::vector<int64_t> bumpy = causal(32);
@@ -1159,6 +1173,7 @@ TEST(WarpSpecialize, PersistentTileOrderChooser) {
   const std::vector<int64_t> grid{5, 3, 4};
   const int64_t X = 5, R = 12;
   for (const PersistentTileOrder& o : {block, PersistentTileOrder{Kind::kSnake, 0, false}, PersistentTileOrder{Kind::kSnake, 0, true},
+                                       PersistentTileOrder{Kind::kDiagonal, 0, false}, PersistentTileOrder{Kind::kDiagonal, 0, true},
                                        PersistentTileOrder{Kind::kSections, 3, false}, PersistentTileOrder{Kind::kSections, 4, true},
                                        PersistentTileOrder{Kind::kSections, 12, false}}) {
     SCOPED_TRACE(tl::gpu::PersistentTileOrderName(o));
@@ -1189,7 +1204,7 @@ TEST(WarpSpecialize, PersistentTileOrderChooser) {
 // Persistent causal FlashAttention where the tile order is not the block
 // order (the chooser's pick on these few tiles: sections of 4 (head, batch)
 // pairs on 2 query blocks x 4 pairs over 4 blocks; the snake on 3 x 2 over
-// 3): the note names it, both roles bind the tile the same way, and the
+// 3; the diagonal on 3 x 3 over 3): the note names it, both roles bind the tile the same way, and the
 // numbers match float64 and, bit for bit, the non-persistent kernel. A
 // producer left in the block order (the consumers in the chosen one) is
 // caught: it loads another tile's K and V or issues another number of
@@ -1206,6 +1221,7 @@ TEST(WarpSpecialize, PersistentFlashAttentionBalancedOrder) {
       {256, 2, 2, false, false, 4, "sections of 4"},
       {384, 1, 2, false, false, 3, "snake"},
       {384, 1, 2, true, true, 3, "snake"},
+      {384, 1, 3, false, false, 3, "diagonal"},
   };
   for (const OCase& c : cases) {
     std::string args = PingpongArgs(c.S, c.S, 64, true, 64, 2, c.overlap, c.pingpong);

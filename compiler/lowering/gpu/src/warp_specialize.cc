@@ -110,7 +110,8 @@
 // non-persistent grid balances them). TileOrderOf evaluates the trip count
 // per first block index at compile time and ChoosePersistentTileOrder
 // (tile_order.cc, which states the rule) may pick a balanced order: the
-// snake, or sections of a few heads with the heaviest query blocks first.
+// snake, the diagonal, or sections of a few heads with the heaviest query
+// blocks first.
 // Both roles bind the block indices from that one order (a mismatch would
 // feed one tile's K/V to another tile's compute, or deadlock on a k-step
 // count the two disagree on). The GEMM form keeps the block order.

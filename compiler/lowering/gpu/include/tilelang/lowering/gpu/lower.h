@@ -316,20 +316,21 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
 // in turn (a static round robin), and the order maps t to (x, r):
 //   kBlockOrder  x = t % X, r = t / X (the launch's order, x fastest);
 //   kSnake       r = t / X, x runs up for even r and down for odd r;
+//   kDiagonal    r = t / X, x = (t % X + r) % X (the block order, shifted by r);
 //   kSections    `section` consecutive r per section (section divides R),
 //                sections in order; within one, x slowest, the section's r
 //                fastest (all tiles of one x together);
-// and in the last two, x counts from the heaviest tile (x = 0, or X - 1 where
+// and in the others, x counts from the heaviest tile (x = 0, or X - 1 where
 // `heaviest_last`). work[x] = the k-loop trip count of the tiles with first
 // index x (the same for every r).
 struct PersistentTileOrder {
-  enum class Kind : uint8_t { kBlockOrder, kSnake, kSections };
+  enum class Kind : uint8_t { kBlockOrder, kSnake, kDiagonal, kSections };
   Kind kind = Kind::kBlockOrder;
   int64_t section = 0;         // kSections: r per section
-  bool heaviest_last = false;  // kSnake / kSections: the work grows with x
+  bool heaviest_last = false;  // not kBlockOrder: the work grows with x
   bool operator==(const PersistentTileOrder&) const = default;
 };
-std::string PersistentTileOrderName(const PersistentTileOrder& o);  // "block order", "snake", "sections of 4"
+std::string PersistentTileOrderName(const PersistentTileOrder& o);  // "block order", "snake", "diagonal", "sections of 4"
 // Tile t's (x, r) under `o`.
 std::pair<int64_t, int64_t> PersistentTileOf(const PersistentTileOrder& o, int64_t X, int64_t R, int64_t t);
 // The largest sum over the blocks' tiles of (work[x] + 1): the static round
