@@ -205,6 +205,30 @@ def test_sm90a_source(causal, bm, bn, threads, stages, tmp_path, monkeypatch):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
+@pytest.mark.parametrize("causal,bm,bn,D,threads,overlap,pingpong", [
+    (False, 128, 128, 128, 256, True, False), (False, 128, 128, 128, 256, True, True),
+    (True, 128, 128, 128, 256, True, False), (True, 128, 128, 128, 256, False, True),
+    (True, 192, 128, 64, 384, False, False)])
+def test_sm90a_persistent_source_no_spills(causal, bm, bn, D, threads, overlap, pingpong, tmp_path, monkeypatch):
+    """pass_configs {"tl.persistent": True} at hopper_bench's shapes: the consumers re-read the thread index at the
+    top of each tile through an asm volatile move (SLet::opaque), so nvcc cannot hoist the addresses computed from
+    it out of the tile loop; with them hoisted and live across it, these kernels spilled 84-208 bytes (0 without
+    the tile loop). The re-read is inside the consumers' tile loop, before anything reads the index."""
+    src = sm90a_source(attention.flash_attention(4, 32, 32, 4096, 4096, D, is_causal=causal, block_M=bm, block_N=bn,
+                                                 num_stages=2, threads=threads, dtype="bfloat16", overlap=overlap,
+                                                 pingpong=pingpong), monkeypatch, {"tl.persistent": True})
+    loops = [m.start() for m in re.finditer(r"for \(int tl_tile = bx; tl_tile < \d+; tl_tile \+= \d+\) \{", src)]
+    assert len(loops) == 2, loops  # the producer's and the consumers'
+    consumer_tile = src[loops[1]:]
+    m = re.match(r"for [^\n]*\n\s*int (tl_tid_opq\d+);\n\s*asm volatile\(\"mov\.b32 %0, %1;\" : \"=r\"\(\1\) : "
+                 r"\"r\"\(tl_tid\)\);\n\s*const int tl_tid = \1;\n", consumer_tile)
+    assert m, consumer_tile[:600]
+    assert "tl_tid_opq" not in src[:loops[1]]  # the producer keeps its one read (it runs in one thread)
+    if os.access(NVCC, os.X_OK):
+        info = ptxas_v(src, tmp_path, "fa_persistent")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+
+
 def test_sm90a_only_kernel_drops_the_implied_ptx(tmp_path, monkeypatch):
     """FA3's non-causal D128 tile, 128 x 176: sm_90a's own lowering fits it in its 227 KiB (P in registers), the
     shared lowering behind the compute_80 PTX (mma.sync, 163 KiB) does not. A target naming sm_90a alone

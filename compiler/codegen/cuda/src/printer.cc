@@ -472,6 +472,15 @@ class Printer {
           [&](const auto& n) {
             using T = std::decay_t<decltype(n)>;
             if constexpr (std::is_same_v<T, gpu::SLet>) {
+              if (n.opaque && (n.dtype == DType::kI32 || n.dtype == DType::kU32)) {
+                // Through a register the compiler cannot see into (SLet::opaque); a fresh name, as the
+                // let may shadow the name its value reads.
+                const std::string tmp = n.name + "_opq" + std::to_string(opaque_lets_++);
+                o << pad << ValueType(n.dtype) << " " << tmp << ";\n"
+                  << pad << "asm volatile(\"mov.b32 %0, %1;\" : \"=r\"(" << tmp << ") : \"r\"(" << E(n.value) << "));\n"
+                  << pad << "const " << ValueType(n.dtype) << " " << n.name << " = " << tmp << ";\n";
+                return;
+              }
               o << pad << "const " << ValueType(n.dtype) << " " << n.name << " = " << E(n.value) << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SVar>) {
               vars_[n.name] = n.dtype;
@@ -1028,6 +1037,7 @@ class Printer {
   std::map<std::string, const gpu::SimtBuffer*> bufs_;
   std::map<std::string, DType> globals_;
   std::map<std::string, DType> vars_;
+  int opaque_lets_ = 0;  // fresh names of SLet::opaque's registers
   std::string err_;
 };
 

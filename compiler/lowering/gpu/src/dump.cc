@@ -14,7 +14,7 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
         [&](const auto& n) {
           using T = std::decay_t<decltype(n)>;
           if constexpr (std::is_same_v<T, SLet>) {
-            o << pad << "let " << n.name << " = " << ir::Print(n.value) << "\n";
+            o << pad << "let " << n.name << " = " << (n.opaque ? "opaque " : "") << ir::Print(n.value) << "\n";
           } else if constexpr (std::is_same_v<T, SVar>) {
             o << pad << "var " << n.name << ": " << ir::DTypeName(n.dtype)
               << (n.init ? " = " + ir::Print(*n.init) : std::string()) << "\n";

@@ -683,6 +683,12 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   if (persistent) {
     if (pre_post_shared) consumer.push_back(SStmt{SNamedBarrier{1, T}});
     SBlock tile = PersistentTileLets(k->block_vars, grid, order);  // the producer's order
+    // The thread index re-read per tile, opaquely (SLet::opaque): else nvcc hoists every address the
+    // consumers compute from it -- fragment rows, shared-memory offsets of Q, O and the stages -- out of the
+    // tile loop and keeps them live across it, and the k-loop's registers spill (ptxas: 104 / 84 / 208
+    // bytes for the 128x128 overlap / overlap + pingpong / causal overlap kernels, none without the tile
+    // loop). Recomputed per tile instead: a few integer instructions per tile, none per k-step.
+    tile.insert(tile.begin(), SStmt{SLet{"tl_tid", ir::DType::kI32, Tid(), true}});
     for (size_t i = first; i < consumer.size(); ++i) tile.push_back(std::move(consumer[i]));
     consumer.resize(first);
     consumer.push_back(TileLoop(*k, tiles, G, std::move(tile)));

@@ -81,7 +81,12 @@ struct SimtParam {
 struct SStmt;
 using SBlock = std::vector<SStmt>;
 
-struct SLet { std::string name; ir::DType dtype; ir::Expr value; };            // const scalar
+// const scalar. `opaque` (32-bit integers; CUDA only, other printers print a plain let): the value goes
+// through an `asm volatile` move, so the host compiler cannot treat it as loop-invariant -- nothing computed
+// from it is hoisted out of the enclosing loop and kept live across it (warp_specialize.cc: the thread index
+// re-read per persistent tile, which took the persistent FlashAttention consumers from 84-208 bytes of
+// spills to none).
+struct SLet { std::string name; ir::DType dtype; ir::Expr value; bool opaque = false; };
 struct SVar { std::string name; ir::DType dtype; std::optional<ir::Expr> init; };  // mutable scalar
 struct SAssign { std::string name; ir::Expr value; };
 // value in buffer dtype. With `hi` (only into a SimtBuffer::packed_pairs buffer): a pair store, `index` is
