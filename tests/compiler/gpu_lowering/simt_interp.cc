@@ -107,6 +107,76 @@ struct Machine {
   std::vector<WgmmaGroup> wgmma_groups = {};
   bool wgmma_running = false;
 
+  // Bulk copies shared -> global (SBulkStore) per thread: copies of the open
+  // bulk group, then closed groups, oldest first. A copy reads its shared
+  // source and writes the tensor only when a wait (SBulkWait, .read or not)
+  // completes its group -- the latest the hardware may read the source -- so
+  // any write of a source element before that wait (a staging tile reused
+  // before the wait) is reported where it happens, and a kernel that ends
+  // with groups not waited for is an error (their shared memory is released
+  // under them).
+  struct BulkCopy {
+    std::string dst, src;
+    int64_t dst_index, src_index, count;
+  };
+  std::vector<std::vector<BulkCopy>> bulk_open = {};
+  std::vector<std::vector<std::vector<BulkCopy>>> bulk_groups = {};
+  void CheckBulkWar(const std::string& buf, int64_t i0, int64_t count, const char* what) {
+    for (size_t t = 0; t < bulk_groups.size() && error.empty(); ++t) {
+      auto hit = [&](const std::vector<BulkCopy>& g) {
+        for (const BulkCopy& c : g) {
+          if (c.src == buf && i0 < c.src_index + c.count && c.src_index < i0 + count) return &c;
+        }
+        return static_cast<const BulkCopy*>(nullptr);
+      };
+      const BulkCopy* c = hit(bulk_open[t]);
+      for (const auto& g : bulk_groups[t]) c = c ? c : hit(g);
+      if (c) {
+        error = std::string(what) + " writes " + buf + "[" + std::to_string(std::max(i0, c->src_index)) +
+                "] while thread " + std::to_string(t) + "'s bulk copy of it to " + c->dst +
+                " is pending (no cp.async.bulk.wait_group.read completed its group)";
+      }
+    }
+  }
+  void BulkStore(const SBulkStore& n, const std::vector<uint8_t>& mask) {
+    const int64_t e = std::max(1, ir::BitWidth(dtypes[n.src]) / 8);
+    if (!(spaces.count(n.src) && spaces[n.src] == Space::kShared) || spaces.count(n.dst) || dtypes[n.dst] != dtypes[n.src]) {
+      error = "bulk copy " + n.src + " -> " + n.dst + ": not a shared buffer -> global tensor of one dtype";
+      return;
+    }
+    for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+      if (!mask[t]) continue;
+      const int64_t d = static_cast<int64_t>(Eval(n.dst_index, t)), si = static_cast<int64_t>(Eval(n.src_index, t));
+      const int64_t bytes = static_cast<int64_t>(Eval(n.bytes, t));
+      if (bytes <= 0 || bytes % 16 != 0 || (d * e) % 16 != 0 || (si * e) % 16 != 0) {
+        error = "bulk copy " + n.src + "[" + std::to_string(si) + "] -> " + n.dst + "[" + std::to_string(d) + "] of " +
+                std::to_string(bytes) + " bytes: not 16-byte aligned or not a positive multiple of 16 bytes";
+        return;
+      }
+      const int64_t cnt = bytes / e;
+      if (si < 0 || d < 0 || si + cnt > static_cast<int64_t>(Buf(n.src, t).size()) ||
+          d + cnt > static_cast<int64_t>(Buf(n.dst, t).size())) {
+        error = "bulk copy out of bounds: " + n.src + "[" + std::to_string(si) + "] -> " + n.dst + "[" + std::to_string(d) +
+                "] of " + std::to_string(cnt) + " elements";
+        return;
+      }
+      bulk_open[t].push_back({n.dst, n.src, d, si, cnt});
+    }
+  }
+  void BulkWait(int64_t pending, const std::vector<uint8_t>& mask) {
+    for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
+      if (!mask[t]) continue;
+      while (static_cast<int64_t>(bulk_groups[t].size()) > pending) {
+        for (const BulkCopy& c : bulk_groups[t].front()) {
+          const std::vector<double>& src = Buf(c.src, t);
+          std::vector<double>& dst = Buf(c.dst, t);
+          std::copy(src.begin() + c.src_index, src.begin() + c.src_index + c.count, dst.begin() + c.dst_index);
+        }
+        bulk_groups[t].erase(bulk_groups[t].begin());
+      }
+    }
+  }
+
   // Warp roles (SWarpRoles): the producer (role 0) and the consumers (role
   // 1) run as two agents on their own OS threads, one at a time (a baton),
   // the producer first, each until it must wait for an mbarrier phase that
@@ -326,6 +396,7 @@ struct Machine {
   }
 
   void CheckWgmmaWar(const std::string& buf, int64_t i0, int64_t count, const char* what) {
+    CheckBulkWar(buf, i0, count, what);  // every shared write comes here
     for (const WgmmaGroup& g : wgmma_groups) {
       auto it = g.reads.find(buf);
       if (it == g.reads.end()) continue;
@@ -1310,11 +1381,21 @@ struct Machine {
                 }
               }
             }
+            if constexpr (std::is_same_v<T, SBulkStore>) BulkStore(n, mask);
+            if constexpr (std::is_same_v<T, SBulkCommit>) {
+              for (size_t t = 0; t < mask.size(); ++t) {
+                if (!mask[t]) continue;
+                bulk_groups[t].push_back(std::move(bulk_open[t]));
+                bulk_open[t].clear();
+              }
+            }
+            if constexpr (std::is_same_v<T, SBulkWait>) BulkWait(n.pending, mask);
             if constexpr (std::is_same_v<T, SCopyVec>) {
               for (size_t t = 0; t < mask.size() && error.empty(); ++t) {
                 if (!mask[t]) continue;
                 const int64_t d = static_cast<int64_t>(Eval(n.dst_index, t));
                 const int64_t si = static_cast<int64_t>(Eval(n.src_index, t));
+                if (spaces.count(n.dst) && spaces[n.dst] == Space::kShared) CheckBulkWar(n.dst, d, n.lanes, "a vector copy");
                 if (d % n.lanes != 0 || si % n.lanes != 0) {
                   error = "copy_vec index not a multiple of " + std::to_string(n.lanes);
                   return;
@@ -1380,6 +1461,8 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
     m.env.assign(T, {});
     m.open_copies.assign(T, {});
     m.copy_groups.assign(T, {});
+    m.bulk_open.assign(T, {});
+    m.bulk_groups.assign(T, {});
     m.mbars.clear();
     m.wgmma_groups.clear();
     m.bar_ops.clear();
@@ -1393,6 +1476,9 @@ tl::Status Interpret(const SimtKernel& k, std::map<std::string, std::vector<doub
     if (m.error.empty()) m.error = m.CheckNamedBarriers();
     for (size_t t = 0; t < T && m.error.empty(); ++t) {
       if (!m.open_copies[t].empty() || !m.copy_groups[t].empty()) m.error = "cp.async copies never waited for";
+      if (!m.bulk_open[t].empty() || !m.bulk_groups[t].empty()) {
+        m.error = "bulk copies of thread " + std::to_string(t) + " never waited for (cp.async.bulk.wait_group) before the kernel's end";
+      }
     }
     if (m.error.empty() && !m.wgmma_groups.empty()) {
       m.error = std::to_string(m.wgmma_groups.size()) + " wgmma group(s) of " + m.wgmma_groups.front().n->c +

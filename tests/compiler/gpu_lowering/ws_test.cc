@@ -239,14 +239,163 @@ TEST(WarpSpecialize, PersistentTilesMatchFloat64) {
           EXPECT_TRUE(b.shared_offset >= ahi || b.shared_offset + b.elements * 2 <= alo) << b.name << " in " << a.name;
         }
       }
+      // A staged epilogue is stored by warp 0's bulk copies (GpuLowerOptions::bulk_store): one per
+      // row, committed per tile, the .read wait before the next tile's post-drain barrier, the full
+      // wait once after the tile loop; no st.global of the tile by the consumers.
+      const tl::gpu::SWarpRoles* r = Roles(*k);
+      ASSERT_TRUE(r);
+      const bool staged = notes.find("stored through a shared tile") != std::string::npos;
+      EXPECT_EQ(notes.find("epilogue stored by warp 0 as one bulk copy per row (waited for before the next tile's epilogue)") !=
+                    std::string::npos,
+                staged)
+          << notes;
+      EXPECT_EQ(Count<tl::gpu::SBulkStore>(r->consumer), staged ? 1 : 0) << dump;
+      EXPECT_EQ(Count<tl::gpu::SBulkCommit>(r->consumer), staged ? 1 : 0) << dump;
+      EXPECT_EQ(Count<tl::gpu::SBulkWait>(r->consumer), staged ? 2 : 0) << dump;
+      if (staged) {
+        int vec = 0;
+        Walk(const_cast<SBlock&>(r->consumer), [&](SStmt& s) {
+          const auto* v = std::get_if<tl::gpu::SCopyVec>(&s.node);
+          vec += v && v->src == "tl_epi_C_f";
+        });
+        EXPECT_EQ(vec, 0) << dump;
+        const auto* last = std::get_if<tl::gpu::SIf>(&r->consumer.back().node);
+        ASSERT_TRUE(last && last->then_body.size() == 1) << dump;
+        const auto* w = std::get_if<tl::gpu::SBulkWait>(&last->then_body[0].node);
+        ASSERT_TRUE(w) << dump;
+        EXPECT_EQ(w->read, false);
+      }
       double worst = 0;
       const tl::Status st = RunWs(c, *k, &worst);
       ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
       EXPECT_LE(worst, c.cdt == "f32" ? 1e-5 : 4e-3) << dump;
-      std::printf("[ %s ] persistent over %lld blocks (%lld tiles), worst relative error %.3g\n", c.name.c_str(),
-                  static_cast<long long>(G), static_cast<long long>(tiles), worst);
+      std::printf("[ %s ] persistent over %lld blocks (%lld tiles)%s, worst relative error %.3g\n", c.name.c_str(),
+                  static_cast<long long>(G), static_cast<long long>(tiles), staged ? ", bulk-store epilogue" : "", worst);
     }
   }
+}
+
+// The bulk-store epilogue (GpuLowerOptions::bulk_store): warp 0's lanes copy
+// the staged tile's rows to C with cp.async.bulk (ragged rows skipped, row
+// lengths clipped), the same numbers as the consumers' 16-byte stores
+// (TL_CUDA_BULK_STORE=0), with and without tl.persistent; the interpreter
+// reports a tile rewritten before its bulk group's wait and groups never
+// waited for; the printed CUDA issues the copies and ptxas spills nothing.
+TEST(WarpSpecialize, BulkStoreEpilogue) {
+  int staged = 0;
+  for (const WsCase& c : Cases()) {
+    for (int64_t sms : {0, 1, 2}) {
+      SCOPED_TRACE(c.name + " persistent over " + std::to_string(sms));
+      tl::gpu::GpuLowerOptions on = Sm90a(), off = Sm90a();
+      on.persistent_sms = off.persistent_sms = sms;
+      off.bulk_store = false;
+      tl::StatusOr<tl::gpu::SimtKernel> a = tl::gpu::LowerToSimt(Parse(Text(c)), on);
+      tl::StatusOr<tl::gpu::SimtKernel> b = tl::gpu::LowerToSimt(Parse(Text(c)), off);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+      EXPECT_EQ(Count<tl::gpu::SBulkStore>(b->body), 0);
+      EXPECT_EQ(Notes(*b).find("bulk copy"), std::string::npos) << Notes(*b);
+      if (Notes(*a).find("stored through a shared tile") == std::string::npos) {
+        EXPECT_EQ(Count<tl::gpu::SBulkStore>(a->body), 0);
+        continue;
+      }
+      ++staged;
+      const std::string dump = tl::gpu::Dump(*a);
+      EXPECT_NE(Notes(*a).find(sms ? "bulk copy per row (waited for before the next tile's epilogue)"
+                                   : "bulk copy per row (waited for at the end)"),
+                std::string::npos)
+          << Notes(*a);
+      EXPECT_EQ(Count<tl::gpu::SBulkStore>(a->body), 1) << dump;
+      EXPECT_EQ(Count<tl::gpu::SBulkWait>(a->body), sms ? 2 : 1) << dump;
+      EXPECT_EQ(a->param_align.at("C"), 16);
+      // The same C (bit for bit) as the consumers' stores, every element written.
+      auto run = [&](const tl::gpu::SimtKernel& k, std::map<std::string, std::vector<double>>* t) {
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<double> d(-1, 1);
+        (*t)["A"].resize(static_cast<size_t>(c.M * c.K));
+        (*t)["B"].resize(static_cast<size_t>(c.K * c.N));
+        for (double& v : (*t)["A"]) v = Round(d(rng), c.dt);
+        for (double& v : (*t)["B"]) v = Round(d(rng), c.dt);
+        (*t)["C"].assign(static_cast<size_t>(c.M * c.N), 1e6);  // no product sum comes near
+        return tl::gpu::test::Interpret(k, t);
+      };
+      std::map<std::string, std::vector<double>> ta, tb;
+      const tl::Status sa = run(*a, &ta), sb = run(*b, &tb);
+      ASSERT_TRUE(sa.ok()) << sa.ToString() << "\n" << dump;
+      ASSERT_TRUE(sb.ok()) << sb.ToString();
+      EXPECT_EQ(ta["C"], tb["C"]);
+      EXPECT_EQ(std::count(ta["C"].begin(), ta["C"].end(), 1e6), 0);
+      if (sms == 0) continue;
+      // Mutants: 1. no .read wait before the next tile's epilogue: its stmatrix rewrites the tile
+      // while the previous tile's bulk copies of it are pending.
+      {
+        tl::gpu::SimtKernel k = *a;
+        int removed = 0;
+        Walk(k.body, [&](SStmt& s) {
+          auto* w = std::get_if<tl::gpu::SBulkWait>(&s.node);
+          if (w && w->read) s.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+        });
+        EXPECT_EQ(removed, 1);
+        std::map<std::string, std::vector<double>> t;
+        const tl::Status st = run(k, &t);
+        EXPECT_NE(st.ToString().find("a stmatrix writes tl_epi_C_f["), std::string::npos) << st.ToString();
+        EXPECT_NE(st.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << st.ToString();
+      }
+      // 2. no wait after the tile loop: the last tile's copies are never waited for.
+      {
+        tl::gpu::SimtKernel k = *a;
+        int removed = 0;
+        Walk(k.body, [&](SStmt& s) {
+          auto* w = std::get_if<tl::gpu::SBulkWait>(&s.node);
+          if (w && !w->read) s.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+        });
+        EXPECT_EQ(removed, 1);
+        std::map<std::string, std::vector<double>> t;
+        const tl::Status st = run(k, &t);
+        EXPECT_NE(st.ToString().find("never waited for (cp.async.bulk.wait_group) before the kernel's end"), std::string::npos)
+            << st.ToString();
+      }
+    }
+  }
+  EXPECT_EQ(staged, 3);  // ws_128x256_t256_s3 (f16 C; ragged rows and columns), plain and persistent over 1 and 2 SMs
+  // The printed CUDA and ptxas: hopper_bench's GEMM (bf16, 128x256x64, 256 threads, 3 stages) persistent over 132 SMs.
+  const WsCase big{"ws_bulk_128x256x64_t256", 8192, 8192, 1024, 128, 256, 64, 256, false, "bf16", "bf16", 3, false};
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (bool bulk : {true, false}) {
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = 132;
+    o.bulk_store = bulk;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(big)), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    ASSERT_NE(Notes(*k).find("; persistent: 132 blocks over 2048 tiles"), std::string::npos) << Notes(*k);
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    EXPECT_EQ(s.find("cp.async.bulk.global.shared::cta.bulk_group") != std::string::npos, bulk);
+    EXPECT_EQ(s.find("tl_bulk_store(&C[") != std::string::npos, bulk) << s;
+    if (bulk) {
+      const size_t loop = s.find("for (int tl_tile = bx; tl_tile < 2048; tl_tile += 132) {");
+      ASSERT_NE(loop, std::string::npos) << s;
+      // In the tile loop: the read wait, the fenced post-drain barrier, ..., the copies, the commit; after it the full wait.
+      const size_t rd = s.find("tl_bulk_wait_read<0>();", loop), cm = s.find("tl_bulk_commit();", loop),
+                   st = s.find("tl_bulk_store(", loop), full = s.find("tl_bulk_wait<0>();", loop);
+      ASSERT_TRUE(rd != std::string::npos && cm != std::string::npos && st != std::string::npos && full != std::string::npos) << s;
+      EXPECT_LT(rd, s.find("bar.sync 1, 256;", rd)) << s;
+      EXPECT_LT(rd, st);
+      EXPECT_LT(st, cm);
+      EXPECT_LT(cm, full);
+      EXPECT_NE(s.find("fence.proxy.async.shared::cta;\" ::: \"memory\");\n", rd), std::string::npos);
+    }
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, big.name, "sm_90a");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    std::printf("[ %s persistent sm_90a, bulk store %s ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
+                big.name.c_str(), bulk ? "on" : "off", code->registers, code->spill_stores, code->stack_bytes,
+                static_cast<long long>(k->shared_bytes));
+    EXPECT_EQ(code->spill_stores, 0) << code->log;
+    EXPECT_EQ(code->spill_loads, 0) << code->log;
+    EXPECT_EQ(code->stack_bytes, 0) << code->log;
+  }
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
 
 // Where it does not apply, the kernel stays as it was and the note says why.

@@ -133,6 +133,15 @@ __device__ __forceinline__ void tl_tma_load_4d(void* d, const tl_tensor_map* m, 
 __device__ __forceinline__ void tl_tma_load_5d(void* d, const tl_tensor_map* m, void* bar, int c0, int c1, int c2, int c3, int c4) { asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" :: "r"(tl_smem_addr(d)), "l"(m), "r"(tl_smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4) : "memory"); }
 )";
 
+// Bulk copies shared -> global without a tensor map (sm_90; SBulkStore, the
+// warp-specialized GEMM's epilogue), printed only into kernels that use them:
+// 16-byte aligned addresses, a multiple of 16 bytes; per-thread bulk groups.
+constexpr const char* kBulkPrelude = R"(__device__ __forceinline__ void tl_bulk_store(void* g, const void* s, unsigned bytes) { asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(g), "r"(tl_smem_addr(s)), "r"(bytes) : "memory"); }
+__device__ __forceinline__ void tl_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tl_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void tl_bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory"); }
+)";
+
 // Thread-block clusters of 2 (SimtKernel::cluster; cluster.cc), printed only
 // into such kernels: TMA boxes multicast to both blocks (ctaMask 0b11: the
 // box and its complete_tx land at the same shared offsets in each), arrivals
@@ -178,6 +187,16 @@ __device__ __forceinline__ unsigned tl_pack_bf16x2(float lo, float hi) { unsigne
 )";
 
 bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+bool HasBulkStore(const gpu::SBlock& b) {
+  for (const gpu::SStmt& s : b) {
+    if (std::holds_alternative<gpu::SBulkStore>(s.node)) return true;
+    if (const auto* f = std::get_if<gpu::SFor>(&s.node); f && HasBulkStore(f->body)) return true;
+    if (const auto* i = std::get_if<gpu::SIf>(&s.node); i && (HasBulkStore(i->then_body) || HasBulkStore(i->else_body))) return true;
+    if (const auto* w = std::get_if<gpu::SWarpRoles>(&s.node); w && (HasBulkStore(w->producer) || HasBulkStore(w->consumer))) return true;
+  }
+  return false;
+}
 
 // Whether integer `e` is a multiple of `v` whatever its variables are:
 // constants, products with such a factor, sums and differences of such.
@@ -230,6 +249,7 @@ class Printer {
     o << kPrelude;
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
+    if (HasBulkStore(k_.body)) o << kBulkPrelude;
     if (k_.cluster > 1) {
       if (k_.cluster != 2 || k_.tensor_maps.empty()) err_ = "a cluster of " + std::to_string(k_.cluster) + " blocks (only 2, with TMA)";
       o << kClusterPrelude;
@@ -620,6 +640,15 @@ class Printer {
                 << E(n.dst_index) << "], &tl_tmap" << n.map << ", " << bar;
               for (size_t c = n.coords.size(); c-- > 0;) o << ", " << E(n.coords[c]);  // innermost first
               o << ");\n";
+            } else if constexpr (std::is_same_v<T, gpu::SBulkStore>) {
+              if (!globals_.count(n.dst)) err_ = "bulk copy into " + n.dst + ", not a global tensor";
+              o << pad << "tl_bulk_store(&" << n.dst << "[" << E(n.dst_index) << "], &" << n.src << "[" << E(n.src_index)
+                << "], (unsigned)(" << E(n.bytes) << "));\n";
+            } else if constexpr (std::is_same_v<T, gpu::SBulkCommit>) {
+              o << pad << "tl_bulk_commit();\n";
+            } else if constexpr (std::is_same_v<T, gpu::SBulkWait>) {
+              if (n.pending < 0 || n.pending > 7) err_ = "bulk wait_group " + std::to_string(n.pending);
+              o << pad << (n.read ? "tl_bulk_wait_read<" : "tl_bulk_wait<") << n.pending << ">();\n";
             } else if constexpr (std::is_same_v<T, gpu::SMbarArrive>) {
               o << pad << "tl_mbar_arrive(&" << n.bar << "[" << E(n.index) << "]);\n";
               if (n.peer && k_.cluster != 2) err_ = "an arrival on the peer block's mbarrier outside a cluster of 2";

@@ -66,6 +66,13 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             for (size_t i = 0; i < n.coords.size(); ++i) o << (i ? ", " : "") << ir::Print(n.coords[i]);
             o << ") -> " << n.dst << "[" << ir::Print(n.dst_index) << "] on " << n.bar << "[" << ir::Print(n.bar_index)
               << "] " << n.bytes << " B" << (n.multicast ? " multicast" : "") << "\n";
+          } else if constexpr (std::is_same_v<T, SBulkStore>) {
+            o << pad << "bulk.store " << n.dst << "[" << ir::Print(n.dst_index) << "] <- " << n.src << "[" << ir::Print(n.src_index)
+              << "] " << ir::Print(n.bytes) << " B\n";
+          } else if constexpr (std::is_same_v<T, SBulkCommit>) {
+            o << pad << "bulk.commit\n";
+          } else if constexpr (std::is_same_v<T, SBulkWait>) {
+            o << pad << "bulk.wait " << n.pending << (n.read ? " read" : "") << "\n";
           } else if constexpr (std::is_same_v<T, SMbarArrive>) {
             o << pad << "mbarrier.arrive " << n.bar << "[" << ir::Print(n.index) << "]" << (n.each_thread ? " each thread" : "")
               << (n.peer ? " and the peer's" : "") << "\n";

@@ -673,6 +673,60 @@ class Lowerer {
     return true;
   }
 
+  // GpuLowerOptions::bulk_store: the bulk form of a staged epilogue's copy
+  // tile[0:m, 0:n] -> T[r0:m, c0:n] (SimtKernel::bulk_epilogues; the copy
+  // itself is lowered as before): lane l of warp 0 issues rows l, l + 32, ...,
+  // each one SBulkStore of the row's columns that exist. Tile rows are
+  // contiguous (padded: n + 16 bytes), T's row segments too; every address is
+  // 16-byte aligned and every length a multiple of 16 bytes when T's rows,
+  // n, c0 and the tile's pitch are multiples of 16 bytes (checked here; the
+  // tile's base by the pass that uses the form). Otherwise no bulk form, and
+  // a note says why.
+  void BulkEpilogue(const Side& a, const Side& b) {
+    const Buf& sb = bufs_[a.info.buffer];
+    const Buf& db = bufs_[b.info.buffer];
+    const std::string no = "epilogue: " + a.info.buffer + " -> " + b.info.buffer + " has no bulk-copy form: ";
+    if (db.where != Where::kGlobal || sb.where != Where::kShared || sb.dtype != db.dtype || sb.swizzle != SmemSwizzle::kNone ||
+        a.info.starts.size() != 2 || b.info.starts.size() != 2) {
+      out_->notes.push_back(no + "not a 2-D shared tile -> global tensor copy of one dtype");
+      return;
+    }
+    const int64_t e = std::max(1, ir::BitWidth(db.dtype) / 8);
+    const int64_t m = a.info.extents[0], n = a.info.extents[1];
+    const std::optional<int64_t> pitch = ir::FoldInt(sb.shape[1]), row = ir::FoldInt(db.shape[1]);
+    const Expr c0 = ir::FoldConstants(ToI32(b.info.starts[1]));
+    if (ir::FoldInt(ToI32(a.info.starts[0])) != std::optional<int64_t>(0) ||
+        ir::FoldInt(ToI32(a.info.starts[1])) != std::optional<int64_t>(0) || b.info.extents[0] != m ||
+        b.info.extents[1] != n || !pitch || !row || (*pitch * e) % 16 != 0 || (*row * e) % 16 != 0 || (n * e) % 16 != 0 ||
+        !MultipleOf(c0, 16 / e)) {
+      out_->notes.push_back(no + "rows, the tile's pitch or the first column not multiples of 16 bytes");
+      return;
+    }
+    const std::string r = Fresh("bulk_r");
+    const Expr grow = ir::FoldConstants(Add(ToI32(b.info.starts[0]), V(r)));
+    // The row's columns that exist (T's rows and c0 are multiples of 16 bytes: so is the clipped length).
+    Expr cols = I(n);
+    std::optional<Expr> g;
+    if (b.info.guard[0]) g = And(Ge(grow, I(0)), Lt(grow, ToI32(db.shape[0])));
+    if (b.info.guard[1]) {
+      cols = ir::MakeCall(ir::CallOp::kMin, {I(n), Bin(ir::BinaryOp::kSub, ToI32(db.shape[1]), c0)});
+      g = AndOpt(g, Ge(c0, I(0)));
+    }
+    const std::string nb = Fresh("bulk_bytes");
+    const Expr bytes = ir::FoldConstants(Mul(cols, I(e)));
+    if (b.info.guard[1]) g = AndOpt(g, Lt(I(0), V(nb)));
+    SBlock store{S(SBulkStore{b.info.buffer, Addr(db, {grow, c0}), a.info.buffer, Addr(sb, {V(r), I(0)}),
+                              b.info.guard[1] ? V(nb) : bytes})};
+    SBlock per_row;
+    per_row.push_back(IfS(g, std::move(store)));
+    SBlock lanes;
+    if (b.info.guard[1]) lanes.push_back(Let(nb, bytes));
+    lanes.push_back(S(SFor{r, Tid(), I(m), I(32), false, std::move(per_row)}));
+    lanes.push_back(S(SBulkCommit{}));
+    SBlock issue{S(SIf{Lt(Tid(), I(32)), std::move(lanes), {}})};
+    out_->bulk_epilogues.push_back({a.info.buffer, b.info.buffer, std::move(issue)});
+  }
+
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
@@ -686,6 +740,7 @@ class Lowerer {
                        bufs_[b->info.buffer].where == Where::kShared;
     if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b)) return Status::Ok();
     if (hinted && tma_pipe_ >= 0) tma_pipes_[tma_pipe_].not_all_tma = true;
+    if (!atomic && options_.bulk_store && alias_.count(a->info.buffer)) BulkEpilogue(*a, *b);
     if (!atomic) {
       if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }

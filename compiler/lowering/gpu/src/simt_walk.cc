@@ -63,6 +63,8 @@ bool Mentions(const SStmt& s, const std::string& name) {
           return m;
         } else if constexpr (std::is_same_v<N, STmaLoad>) {
           return n.dst == name || n.bar == name;
+        } else if constexpr (std::is_same_v<N, SBulkStore>) {
+          return n.dst == name || n.src == name || r(n.dst_index) || r(n.src_index) || r(n.bytes);
         } else if constexpr (std::is_same_v<N, SMbarInit> || std::is_same_v<N, SMbarArrive> || std::is_same_v<N, SMbarWait>) {
           return n.bar == name;
         } else if constexpr (std::is_same_v<N, SWgmma>) {

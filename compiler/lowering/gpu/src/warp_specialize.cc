@@ -718,6 +718,62 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
 
 // The deferred-wgmma GEMM form (the first half of the file comment); the
 // kernel changes only where the note says "warp-specialized: ".
+// GpuLowerOptions::bulk_store (the GEMM form only): the top-level statement
+// of post... that copies the staged epilogue tile to global memory (16-byte
+// vector stores by every consumer thread) becomes the kernel's bulk form of
+// that copy (SimtKernel::bulk_epilogues: warp 0's lanes, one bulk copy per
+// tile row, committed, no wait). Taken only where the copy is the last
+// statement of post... naming the tile or the tensor (the deferred wait
+// covers nothing after it) and the tile's base (`moved` or its own offset)
+// is 16-byte aligned. Returns the tensor written ("" where not taken).
+std::string UseBulkEpilogue(const SimtKernel& k, SBlock& post, const std::map<std::string, int64_t>& moved) {
+  if (k.bulk_epilogues.size() != 1) return "";
+  const SimtKernel::BulkEpilogue& be = k.bulk_epilogues[0];
+  int at = -1;
+  for (size_t i = 0; i < post.size(); ++i) {
+    const bool copy = Any(SBlock{post[i]}, [&](const SStmt& x) {
+      const auto* c = std::get_if<SCopyVec>(&x.node);
+      return c && c->src == be.tile;
+    });
+    if (copy) {
+      if (at >= 0) return "";
+      at = static_cast<int>(i);
+    } else if (at >= 0 && (Mentions(post[i], be.tile) || Mentions(post[i], be.dst))) {
+      return "";
+    }
+  }
+  if (at < 0) return "";
+  // The copy holds only the vector stores tile -> dst (and their lets, loops, guards).
+  bool only = true;
+  std::function<void(const SBlock&)> check = [&](const SBlock& b) {
+    for (const SStmt& x : b) {
+      if (const auto* f = std::get_if<SFor>(&x.node)) {
+        check(f->body);
+      } else if (const auto* i = std::get_if<SIf>(&x.node)) {
+        check(i->then_body);
+        check(i->else_body);
+      } else if (const auto* c = std::get_if<SCopyVec>(&x.node)) {
+        only = only && c->src == be.tile && c->dst == be.dst;
+      } else if (!std::holds_alternative<SLet>(x.node) && !std::holds_alternative<SComment>(x.node)) {
+        only = false;
+      }
+    }
+  };
+  check(SBlock{post[static_cast<size_t>(at)]});
+  if (!only) return "";
+  for (const SimtBuffer& b : k.buffers) {
+    if (b.name != be.tile) continue;
+    const int64_t off = moved.count(b.name) ? moved.at(b.name) : b.shared_offset;
+    if (b.space != Space::kShared || off % 16 != 0) return "";
+    post.erase(post.begin() + at);
+    post.insert(post.begin() + at, be.issue.begin(), be.issue.end());
+    return be.dst;
+  }
+  return "";
+}
+// Warp 0's lanes (the bulk copies' issuers): `if (tl_tid < 32) cp.async.bulk.wait_group[.read] 0`.
+SStmt BulkWait(bool read) { return SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(32)), {SStmt{SBulkWait{0, read}}}, {}}}; }
+
 std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
   if (!Has<STmaLoad>(k->body) || !Has<SWgmma>(k->body)) return "";
   if (!HasDeferredWgmma(k->body)) return WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks);
@@ -884,6 +940,12 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
       shared_end = at + bytes;
     }
   }
+  // The epilogue's copy to global memory as bulk copies (bulk_store): non-persistent, waited for
+  // (wait_group 0) right after the commit, at the kernel's end; persistent, the issuing lanes wait
+  // (.read) before the named barrier that precedes the next tile's writes of the tile, so the store
+  // overlaps the next tile's k-loop, and for completion once after the tile loop.
+  const std::string bulk_dst = UseBulkEpilogue(*k, post, moved);
+  if (!bulk_dst.empty() && persistent_blocks <= 0) post.push_back(BulkWait(false));
   // Shared memory for the empty barriers (8 bytes each).
   const std::string empty = full.bar + "_empty";
   const int64_t off = (shared_end + 7) / 8 * 8;
@@ -955,6 +1017,7 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
                              {}}}};
     consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, lp.stop, lp.start), std::move(release), {}}});
   }
+  if (!bulk_dst.empty() && persistent_blocks > 0) consumer.push_back(BulkWait(true));  // the previous tile's store
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
@@ -971,11 +1034,15 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
                                 [&](const std::string& name, char) {
                                   for (const SimtBuffer& b : k->buffers) pre_shared = pre_shared || (b.name == name && b.space == Space::kShared);
                                 });
-    if (!known || pre_shared) consumer.push_back(SStmt{SNamedBarrier{1, T}});
+    if (!known || pre_shared) {
+      if (!bulk_dst.empty()) consumer.push_back(BulkWait(true));
+      consumer.push_back(SStmt{SNamedBarrier{1, T}});
+    }
     SBlock tile = PersistentTileLets(k->block_vars, grid, order);
     for (size_t i = first; i < consumer.size(); ++i) tile.push_back(std::move(consumer[i]));
     consumer.resize(first);
     consumer.push_back(TileLoop(*k, tiles, G, std::move(tile)));
+    if (!bulk_dst.empty()) consumer.push_back(BulkWait(false));  // the last tile's store, before the kernel exits
   }
 
   SBlock out = std::move(head);
@@ -986,6 +1053,13 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   k->threads = threads;
   k->block[0] = threads;
   k->min_blocks = min_blocks;
+  std::string bulk;
+  if (!bulk_dst.empty()) {
+    k->param_align[bulk_dst] = std::max<int64_t>(k->param_align[bulk_dst], 16);
+    bulk = std::string("; epilogue stored by warp 0 as one bulk copy per row (") +
+           (persistent_blocks > 0 ? "waited for before the next tile's epilogue)" : "waited for at the end)");
+  }
+  k->bulk_epilogues.clear();
   std::string persistent;
   if (persistent_blocks > 0) {
     k->grid = {ir::MakeInt(G)};
@@ -995,7 +1069,7 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
          std::to_string(S) + " stages on full/empty mbarriers, no block barrier in the k-loop; registers " +
          std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
          std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
-         std::to_string(inc) + persistent;
+         std::to_string(inc) + persistent + bulk;
 }
 
 }  // namespace

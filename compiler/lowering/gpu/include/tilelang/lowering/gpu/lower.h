@@ -209,6 +209,12 @@ struct GpuLowerOptions {
   // instruction per 16x16 block of a warp instead of 8 two-byte stores);
   // off: per-element stores (tests compare the two, TL_CUDA_STMATRIX=0).
   bool stmatrix = true;
+  // (kWgmma, stage_wgmma_epilogue) the staged epilogue's tile -> global copy
+  // of a warp-specialized GEMM as per-row bulk copies (SBulkStore: warp 0's
+  // lanes, no tensor map) whose wait the persistent form defers to the next
+  // tile (the store overlaps its k-loop; SimtKernel::bulk_epilogues); off:
+  // every consumer thread's 16-byte stores (TL_CUDA_BULK_STORE=0).
+  bool bulk_store = true;
   // (kWgmma with tma_copies and wgmma_overlap) a kernel whose pipelined
   // k-loop is one deferred wgmma gemm fed only by TMA copies becomes
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer

@@ -358,6 +358,33 @@ struct SMbarArrive { std::string bar; ir::Expr index; bool each_thread = false; 
 // given parity (0 or 1: phase number & 1) has completed.
 struct SMbarWait { std::string bar; ir::Expr index; ir::Expr parity; };
 
+// Bulk copies shared -> global without a tensor map (sm_90: PTX
+// cp.async.bulk.global.shared::cta.bulk_group; emitted only by the
+// warp-specialized GEMM's staged epilogue, GpuLowerOptions::bulk_store;
+// printers that do not know them must reject them). SBulkStore (per thread,
+// any number of threads) starts copying `bytes` (a multiple of 16) from
+// src[src_index ...] (shared) to dst[dst_index ...] (a global tensor param),
+// both addresses 16-byte aligned, through the async proxy: the threads that
+// wrote the source publish it with fence.proxy.async before the barrier that
+// orders the issue after their writes (a named barrier's `fence`). The copy
+// joins this thread's open bulk group; SBulkCommit closes it; SBulkWait{n}
+// blocks until at most the n most recent closed groups of this thread are
+// pending -- with `read` only until their source reads are done (the shared
+// memory may be written again), else until the global writes are complete.
+// The source must not be written before the wait (.read) of its group.
+struct SBulkStore {
+  std::string dst;
+  ir::Expr dst_index;
+  std::string src;
+  ir::Expr src_index;
+  ir::Expr bytes;
+};
+struct SBulkCommit {};
+struct SBulkWait {
+  int64_t pending = 0;
+  bool read = false;
+};
+
 // Warp specialization (sm_90a; GpuLowerOptions::warp_specialize,
 // warp_specialize.cc). SWarpRoles splits the block: threads [0, consumers)
 // run `consumer` (the program's own threads, tl_tid unchanged), threads
@@ -399,7 +426,7 @@ struct SCallExtern {
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
                SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma, SCallExtern,
-               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles, SStmatrix>
+               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles, SStmatrix, SBulkStore, SBulkCommit, SBulkWait>
       node;
 };
 
@@ -452,6 +479,18 @@ struct SimtKernel {
   // __cluster_dims__(cluster, 1, 1), its static grid's x extent is a
   // multiple of it, and blocks 2j, 2j + 1 share shared memory traffic.
   int64_t cluster = 1;
+  // (GpuLowerOptions::bulk_store) the bulk form of a staged wgmma epilogue's
+  // copy `tile` -> global tensor (the copy itself stays as lowered, 16-byte
+  // vector stores by every thread): warp 0's lanes issue one SBulkStore per
+  // row of the tile (rows past the tensor skipped, a row's bytes clipped to
+  // the columns that exist), then SBulkCommit; no wait. Only the
+  // warp-specialized GEMM form uses it (warp_specialize.cc: it places the
+  // waits); printers never see this field.
+  struct BulkEpilogue {
+    std::string tile, dst;
+    SBlock issue;
+  };
+  std::vector<BulkEpilogue> bulk_epilogues;
 };
 
 // Human-readable dump (tests, --emit-source debugging).
