@@ -172,8 +172,9 @@ def _run_tl_pack(args, what, target=None, env=None):
 
 
 # tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
-# generates, so they are part of a bundle's cache key.
-BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER")
+# generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=0: A/B of the sm_90a GEMM's
+# bulk-copy epilogue against a cache that already holds the default build).
+BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE")
 
 
 def build_env_for(pass_configs):

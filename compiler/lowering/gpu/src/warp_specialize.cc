@@ -52,6 +52,13 @@
 // Registers: with setmaxnreg in the kernel, ptxas fixes the count at entry
 // to R = min(65536 / (threads * min_blocks) (multiple of 8), C), the pool the
 // roles share: P * 128 + C * T <= R * (T + 128).
+// Epilogue (GpuLowerOptions::bulk_store; UseBulkEpilogue): the staged
+// tile's copy to global memory in post... becomes warp 0's per-row bulk
+// copies (cp.async.bulk, committed). Persistent: their lanes wait (.read)
+// for the previous tile's copies right before the post-drain bar.sync 1, T
+// -- the barrier ahead of the next writes of the tile -- and for completion
+// after the tile loop, so a tile's store runs under the next tile's k-loop;
+// non-persistent: waited for right after the commit.
 //
 // The synchronous-compute form (WarpSpecializeSyncLoop: no deferred wgmma,
 // e.g. FlashAttention) starts from the k-loop the lowering makes when the
