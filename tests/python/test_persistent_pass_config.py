@@ -7,6 +7,8 @@ GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does fo
   non-persistent kernel even where the environment says TL_CUDA_PERSISTENT=1, which otherwise applies (each form
   is its own cache entry: a stale hit would fail these checks). ptxas (where nvcc is installed) compiles the
   persistent kernel without spills.
+- The persistent kernel's epilogue is warp 0's bulk copies; TL_CUDA_BULK_STORE=0 (a build switch of the cache
+  key) the consumers' stores.
 - Bad values are refused naming the key and what it takes (1 is ambiguous: the environment's 1 means 132 SMs).
 - On the CPU target the key changes nothing: the same GEMM against float64.
 - hopper_bench's "persistent" GEMM configs carry the key; the 8192x8192x1024 one is persistent on sm_90a, and a
@@ -68,6 +70,29 @@ def test_persistent_per_compile(monkeypatch, tmp_path):
     assert tile_strides(sm90a_source(monkeypatch, {"tl.persistent": 2})) == [("16", "2")] * 2
     if os.access(NVCC, os.X_OK):
         info = ptxas_v(two, tmp_path, "persistent")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+
+
+def test_bulk_store_epilogue_switch(monkeypatch, tmp_path):
+    """The persistent GEMM's epilogue: warp 0's per-row bulk copies (cp.async.bulk, the .read wait before the next
+    tile's post-drain barrier, the full wait after the tile loop); TL_CUDA_BULK_STORE=0 gives the consumers' 16-byte
+    stores back. It is a build switch, in the bundle cache key (the source here is always regenerated: the key is
+    checked by membership), so a device A/B against a warm cache gets its own bundles."""
+    from tilelang import compiler
+    assert "TL_CUDA_BULK_STORE" in compiler.BUILD_SWITCHES
+    monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
+    monkeypatch.delenv("TL_CUDA_BULK_STORE", raising=False)
+    on = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert on.count("tl_bulk_store(&C[") == 1 and "cp.async.bulk.global.shared::cta.bulk_group" in on
+    loop = on.rindex("for (int tl_tile = bx;")
+    assert loop < on.index("tl_bulk_wait_read<0>();", loop) < on.index("bar.sync 1, 256;", loop) \
+        < on.index("tl_bulk_store(&C[", loop) < on.index("tl_bulk_commit();", loop) < on.index("tl_bulk_wait<0>();", loop)
+    monkeypatch.setenv("TL_CUDA_BULK_STORE", "0")
+    off = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert "tl_bulk_store(&" not in off and "cp.async.bulk.global" not in off
+    assert tile_strides(off) == tile_strides(on) == [("16", "16"), ("16", "16")]
+    if os.access(NVCC, os.X_OK):
+        info = ptxas_v(on, tmp_path, "bulk")
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
