@@ -306,6 +306,12 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
           << Notes(*a);
       EXPECT_EQ(Count<tl::gpu::SBulkStore>(a->body), 1) << dump;
       EXPECT_EQ(Count<tl::gpu::SBulkWait>(a->body), sms ? 2 : 1) << dump;
+      int reads = 0;  // non-persistent: the one wait is .read (the kernel's end); persistent: the deferred one
+      Walk(const_cast<SBlock&>(a->body), [&](SStmt& x) {
+        const auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
+        reads += w && w->read;
+      });
+      EXPECT_EQ(reads, 1) << dump;
       EXPECT_EQ(a->param_align.at("C"), 16);
       // The same C (bit for bit) as the consumers' stores, every element written.
       auto run = [&](const tl::gpu::SimtKernel& k, std::map<std::string, std::vector<double>>* t) {
@@ -324,7 +330,17 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
       ASSERT_TRUE(sb.ok()) << sb.ToString();
       EXPECT_EQ(ta["C"], tb["C"]);
       EXPECT_EQ(std::count(ta["C"].begin(), ta["C"].end(), 1e6), 0);
-      if (sms == 0) continue;
+      if (sms == 0) {  // Mutant: no wait at all: the copies are never waited for.
+        tl::gpu::SimtKernel k = *a;
+        Walk(k.body, [&](SStmt& x) {
+          if (std::holds_alternative<tl::gpu::SBulkWait>(x.node)) x.node = tl::gpu::SComment{"no bulk wait"};
+        });
+        std::map<std::string, std::vector<double>> t;
+        const tl::Status st = run(k, &t);
+        EXPECT_NE(st.ToString().find("never waited for (cp.async.bulk.wait_group) before the kernel's end"), std::string::npos)
+            << st.ToString();
+        continue;
+      }
       // Mutants: 1. no .read wait before the next tile's epilogue: its stmatrix rewrites the tile
       // while the previous tile's bulk copies of it are pending.
       {

@@ -58,7 +58,7 @@
 // for the previous tile's copies right before the post-drain bar.sync 1, T
 // -- the barrier ahead of the next writes of the tile -- and for completion
 // after the tile loop, so a tile's store runs under the next tile's k-loop;
-// non-persistent: waited for right after the commit.
+// non-persistent: waited for (.read) right after the commit.
 //
 // The synchronous-compute form (WarpSpecializeSyncLoop: no deferred wgmma,
 // e.g. FlashAttention) starts from the k-loop the lowering makes when the
@@ -948,11 +948,13 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
     }
   }
   // The epilogue's copy to global memory as bulk copies (bulk_store): non-persistent, waited for
-  // (wait_group 0) right after the commit, at the kernel's end; persistent, the issuing lanes wait
-  // (.read) before the named barrier that precedes the next tile's writes of the tile, so the store
+  // right after the commit, at the kernel's end, only until the tile is read (.read, as CUTLASS's
+  // epilogues end: a full wait would hold each block's shared memory, so the next block's start,
+  // for the global writes' latency, once per tile); persistent, the issuing lanes wait (.read)
+  // before the named barrier that precedes the next tile's writes of the tile, so the store
   // overlaps the next tile's k-loop, and for completion once after the tile loop.
   const std::string bulk_dst = UseBulkEpilogue(*k, post, moved);
-  if (!bulk_dst.empty() && persistent_blocks <= 0) post.push_back(BulkWait(false));
+  if (!bulk_dst.empty() && persistent_blocks <= 0) post.push_back(BulkWait(true));
   // Shared memory for the empty barriers (8 bytes each).
   const std::string empty = full.bar + "_empty";
   const int64_t off = (shared_end + 7) / 8 * 8;
