@@ -74,15 +74,22 @@ def test_persistent_per_compile(monkeypatch, tmp_path):
 
 
 def test_bulk_store_epilogue_switch(monkeypatch, tmp_path):
-    """The persistent GEMM's epilogue: warp 0's per-row bulk copies (cp.async.bulk, the .read wait before the next
-    tile's post-drain barrier, the full wait after the tile loop); TL_CUDA_BULK_STORE=0 gives the consumers' 16-byte
-    stores back. It is a build switch, in the bundle cache key (the source here is always regenerated: the key is
-    checked by membership), so a device A/B against a warm cache gets its own bundles."""
+    """The persistent GEMM's epilogue with pass_configs {"tl.bulk_store": True} (opt-in: not yet run on a GPU):
+    warp 0's per-row bulk copies (cp.async.bulk, the .read wait before the next tile's post-drain barrier, the
+    full wait after the tile loop); by default, or with TL_CUDA_BULK_STORE=0, the consumers' 16-byte stores.
+    It is a build switch, in the bundle cache key (the source here is always regenerated: the key is checked by
+    membership), so a device A/B against a warm cache gets its own bundles."""
     from tilelang import compiler
     assert "TL_CUDA_BULK_STORE" in compiler.BUILD_SWITCHES
+    assert compiler.build_env_for({"tl.bulk_store": True}) == {"TL_CUDA_BULK_STORE": "1"}
+    assert compiler.build_env_for({tilelang.PassConfigKey.TL_BULK_STORE: False}) == {"TL_CUDA_BULK_STORE": "0"}
+    with pytest.raises(TileLangError, match=r"tl.bulk_store.*True or False, got 'yes'"):
+        compiler.build_env_for({"tl.bulk_store": "yes"})
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
     monkeypatch.delenv("TL_CUDA_BULK_STORE", raising=False)
-    on = sm90a_source(monkeypatch, {"tl.persistent": True})
+    default = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert "tl_bulk_store(&" not in default and "cp.async.bulk.global" not in default
+    on = sm90a_source(monkeypatch, {"tl.persistent": True, "tl.bulk_store": True})
     assert on.count("tl_bulk_store(&C[") == 1 and "cp.async.bulk.global.shared::cta.bulk_group" in on
     loop = on.rindex("for (int tl_tile = bx;")
     assert loop < on.index("tl_bulk_wait_read<0>();", loop) < on.index("bar.sync 1, 256;", loop) \
@@ -139,8 +146,11 @@ def test_hopper_bench_persistent_configs(monkeypatch):
     persistent = [c for c in hb.GEMM_CONFIGS_LARGE + hb.GEMM_CONFIGS_M128 + hb.GEMM_CONFIGS_M16 if "persistent" in c[7:]]
     assert len(persistent) >= 3
     case = hb.gemm_case(8192, 8192, 1024, "bfloat16", hb.GEMM_CONFIGS_LARGE)
-    for cfg in case.configs:
-        assert case.pass_configs(cfg) == ({"tl.persistent": True} if "persistent" in cfg[7:] else None), cfg
+    for cfg in case.configs:  # "bulk": the opt-in bulk-store epilogue (tl.bulk_store) besides
+        want = {**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
+                **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {})}
+        assert case.pass_configs(cfg) == (want or None), cfg
+    assert any("bulk" in c[7:] and "persistent" in c[7:] for c in case.configs)
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
 

@@ -68,6 +68,9 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # producers each load half of the operand tile both blocks need and multicast it into both (raster 0: the A row block,
 # a rasterized order with an even panel: the B column block), as cuBLAS's nvjet 1x2-cluster kernels do; a kernel whose
 # x extent (raster 0: N / block_N; else the tile count) is odd builds without the cluster (its build notes say why).
+# "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11, not yet run on a
+# GPU) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
+# deferred to the next tile's epilogue, so the store overlaps the next k-loop.
 # The best one is reported.
 GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256, 64, 256, 3),
                       (128, 128, 32, 128, 3), (128, 256, 32, 256, 3, 8),
@@ -88,7 +91,11 @@ GEMM_CONFIGS_LARGE = ((128, 256, 32, 256, 3), (128, 128, 64, 256, 3), (128, 256,
                       # pairs of column blocks sharing the 256-row A tile (32 of a stage's 48 KiB multicast: 2/3 of
                       # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
                       (256, 128, 64, 256, 4, 0, 1, "cluster2"),
-                      (256, 128, 64, 256, 3, 0, 1, "persistent"))
+                      (256, 128, 64, 256, 3, 0, 1, "persistent"),
+                      # session 11 (unmeasured: no device): the persistent winners with the bulk-store epilogue,
+                      # and the non-persistent 8192^3 winner with it (its one store per block, not overlapped)
+                      (128, 256, 64, 256, 3, 0, 1, "persistent", "bulk"), (128, 256, 64, 256, 3, 8, 1, "persistent", "bulk"),
+                      (128, 256, 64, 256, 4, 8, 1, "bulk"))
 GEMM_CONFIGS_M128 = ((128, 64, 64, 256, 3), (64, 64, 64, 128, 4), (128, 128, 32, 256, 3),
                      # split-K: one wave of blocks with the warp-specialized wgmma loop (a 128-thread producer
                      # warpgroup added; 1 block per SM at 2 consumer warpgroups, 2 at 1)
@@ -470,7 +477,8 @@ def gemm_case(M, N, K, dtype, configs):
                 "TFLOP/s", {"cuBLAS": p_torch, "Triton": p_triton, "numpy": p_numpy},
                 dict(M=M, N=N, K=K, dtype=dtype))
     case.args_by_cfg = True
-    case.pass_configs = lambda cfg: {"tl.persistent": True} if "persistent" in cfg[7:] else None
+    case.pass_configs = lambda cfg: ({**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
+                                      **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {})} or None)
     return case
 
 

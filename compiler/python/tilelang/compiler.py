@@ -173,17 +173,24 @@ def _run_tl_pack(args, what, target=None, env=None):
 
 # tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
 # generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=0: A/B of the sm_90a GEMM's
-# bulk-copy epilogue against a cache that already holds the default build).
+# bulk-copy epilogue, opt-in with TL_CUDA_BULK_STORE=1 or pass_configs {"tl.bulk_store": True}).
 BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE")
 
 
 def build_env_for(pass_configs):
     """The tl-pack build switches a compile's pass_configs ask for: tl.disable_warp_specialized ->
     TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway); tl.persistent ->
-    TL_CUDA_PERSISTENT (persistent_switch)."""
+    TL_CUDA_PERSISTENT (persistent_switch); tl.bulk_store (this project's own, opt-in while it has not run on a
+    GPU) -> TL_CUDA_BULK_STORE=1 for a true value, 0 for a false one (the sm_90a warp-specialized GEMM's epilogue
+    as per-row cp.async.bulk copies)."""
     env = {}
     if pass_configs and pass_configs.get("tl.disable_warp_specialized"):
         env["TL_CUDA_WS"] = "0"
+    if pass_configs and "tl.bulk_store" in pass_configs:
+        value = pass_configs["tl.bulk_store"]
+        if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
+            raise TileLangError(f"pass_configs['tl.bulk_store'] must be True or False, got {value!r}")
+        env["TL_CUDA_BULK_STORE"] = "1" if value else "0"
     if pass_configs and "tl.persistent" in pass_configs:
         env["TL_CUDA_PERSISTENT"] = persistent_switch(pass_configs["tl.persistent"])
     return env

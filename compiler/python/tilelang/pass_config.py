@@ -8,7 +8,10 @@ compiler.build_env_for) and this project's own tl.persistent (no upstream
 equivalent; True, or a number of SMs >= 2: the sm_90a warp-specialized GEMM
 as a persistent kernel, as TL_CUDA_PERSISTENT does for a whole build; False
 turns it off for this compile even where the environment sets it;
-compiler.persistent_switch). Both are part of the bundle cache key.
+compiler.persistent_switch) and tl.bulk_store (True: the sm_90a warp-specialized
+GEMM's epilogue as per-row cp.async.bulk copies, as TL_CUDA_BULK_STORE=1 does
+for a whole build; opt-in until it has run on a GPU). All are part of the
+bundle cache key.
 """
 
 import enum
@@ -28,6 +31,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_PRELOWER_SEMANTIC_CHECK = "tl.disable_prelower_semantic_check"
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_PERSISTENT = "tl.persistent"  # this project's own: see the module docstring
+    TL_BULK_STORE = "tl.bulk_store"  # this project's own: see the module docstring
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"

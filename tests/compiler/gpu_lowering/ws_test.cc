@@ -210,6 +210,7 @@ TEST(WarpSpecialize, PersistentTilesMatchFloat64) {
       SCOPED_TRACE(c.name + " over " + std::to_string(sms) + " SMs");
       tl::gpu::GpuLowerOptions o = Sm90a();
       o.persistent_sms = sms;
+      o.bulk_store = true;  // the opt-in epilogue (its default-off form: BulkStoreEpilogue's `off`)
       tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), o);
       ASSERT_TRUE(k.ok()) << k.status().ToString();
       const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
@@ -286,9 +287,9 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
   for (const WsCase& c : Cases()) {
     for (int64_t sms : {0, 1, 2}) {
       SCOPED_TRACE(c.name + " persistent over " + std::to_string(sms));
-      tl::gpu::GpuLowerOptions on = Sm90a(), off = Sm90a();
+      tl::gpu::GpuLowerOptions on = Sm90a(), off = Sm90a();  // off: the default
       on.persistent_sms = off.persistent_sms = sms;
-      off.bulk_store = false;
+      on.bulk_store = true;
       tl::StatusOr<tl::gpu::SimtKernel> a = tl::gpu::LowerToSimt(Parse(Text(c)), on);
       tl::StatusOr<tl::gpu::SimtKernel> b = tl::gpu::LowerToSimt(Parse(Text(c)), off);
       ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();

@@ -213,8 +213,10 @@ struct GpuLowerOptions {
   // of a warp-specialized GEMM as per-row bulk copies (SBulkStore: warp 0's
   // lanes, no tensor map) whose wait the persistent form defers to the next
   // tile (the store overlaps its k-loop; SimtKernel::bulk_epilogues); off:
-  // every consumer thread's 16-byte stores (TL_CUDA_BULK_STORE=0).
-  bool bulk_store = true;
+  // every consumer thread's 16-byte stores. Off by default (tl-pack: on with
+  // TL_CUDA_BULK_STORE=1 or pass_configs {"tl.bulk_store": True}) until it
+  // has run on a GPU: built in session 11, which had none.
+  bool bulk_store = false;
   // (kWgmma with tma_copies and wgmma_overlap) a kernel whose pipelined
   // k-loop is one deferred wgmma gemm fed only by TMA copies becomes
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer
