@@ -109,6 +109,22 @@
 // the stages. A named barrier ends each tile where pre... or post... touch
 // shared memory: the next tile's pre... (the Q copy) must not overwrite a
 // tile another consumer still reads in post... (O staged through Q's tile).
+// Q by the producer (GpuLowerOptions::tma_pre_copies: the lowering made the
+// Q copy a TMA issue + wait on a one-stage barrier of its own, q_full): the
+// producer issues it per tile after the tile's first K/V fill (or alone for
+// a tile with no k-step), the n-th load (n >= 1) after waiting parity
+// (n - 1) & 1 of q_empty; the consumers wait q_full (its phase bit as
+// lowered, carried across tiles) at the end of pre... and lane 0 of each
+// warp arrives on q_empty right after the k-loop. Invariants: Q's memory
+// (by offsets) is written only by that TMA and read only by the k-loop's
+// compute (wgmma units retired within each k-step, or loads), so after the
+// k-loop no read of it is outstanding and the next write waits for all T /
+// 32 warps' arrivals; a warp is at most one q_full phase ahead of the
+// slowest (the load n + 1 needs everyone's release n), so parity waits are
+// exact. Anything else touching Q's memory (O staged through Q_s) refuses,
+// and LowerToSimt lowers the kernel as without the option. pre... then
+// touches no shared memory, so no barrier ends the tile (post...'s tiles are
+// next written after the barrier that follows the next k-loop).
 // Tile order: the block order (the first block index fastest) unless the
 // k-loop's trip count differs between tiles -- causal FlashAttention, whose
 // query block x has about X - x k-steps -- where the static round robin
