@@ -1915,8 +1915,18 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   // in the producer where it can (GpuLowerOptions::tma_pre_copies): lowered that way first, kept where
   // the warp specialization took the copies or there were none (the same kernel then); else as always.
   std::string pre_note;
+  // (Not with a cluster hint: ClusterMulticast knows only the pipeline's barriers.)
+  bool cluster_hint = false;
+  if (options.clusters && !input.body.empty()) {
+    if (const auto* kern = ir::As<ir::Kernel>(input.body.front())) {
+      for (const ir::Stmt& st : kern->body) {
+        const auto* h = ir::As<ir::Hint>(st);
+        cluster_hint = cluster_hint || (h && h->name == "cluster");
+      }
+    }
+  }
   if (options.persistent_sms > 0 && options.warp_specialize && options.tma_copies && options.wgmma_overlap &&
-      options.gemm == GemmStrategy::kWgmma && !options.tma_pre_copies) {
+      options.gemm == GemmStrategy::kWgmma && !options.tma_pre_copies && !cluster_hint) {
     GpuLowerOptions pre = options;
     pre.tma_pre_copies = true;
     StatusOr<SimtKernel> r = LowerToSimt(input, pre);
