@@ -31,7 +31,8 @@ def _dims(*names):
 
 
 def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False, with_lse=False, block_M=64,
-                    block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False, pingpong=False):
+                    block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False, pingpong=False,
+                    own_o_tile=False):
     """FlashAttention forward. Signature: (Q, K, V, O[, LSE]); LSE [batch, heads, seq_q] float32
     (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names.
 
@@ -60,13 +61,21 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
     S = Q K^T in the plain loop, S_k and P_{k-1} V_{k-1} in the overlap loop -- on two named
     barriers, so one warpgroup's softmax runs while the other's gemms hold the tensor cores
     (FlashAttention-3's warp scheduler barriers; compiler/lowering/gpu/src/pingpong.cc). The numbers
-    are those without it."""
+    are those without it.
+
+    own_o_tile=True stages O through a shared tile of its own instead of Q_s, where the shared memory
+    allows it (Q, O and the K/V stages within 220 KiB: 128x128 D128 bf16 at 2 stages is 192 KiB; at 3 it
+    does not fit and O stays in Q_s). For the persistent sm_90a kernel (pass_configs tl.persistent): its
+    producer warpgroup then loads the next tile's Q into Q_s while the consumers still store this tile's
+    O (warp_specialize.cc); without persistence it only costs shared memory. The numbers are the same."""
     if heads % kv_heads:
         raise ValueError(f"flash_attention: heads={heads} is not a multiple of kv_heads={kv_heads}")
     accum = "float32"
     scale = (1.0 / dim) ** 0.5 * LOG2E
     groups = heads // kv_heads
     static_kv_tail = not (isinstance(seq_kv, int) and seq_kv % block_N == 0)
+    esize = 4 if dtype == "float32" else 2
+    own_o_tile = own_o_tile and (2 * block_M + 2 * num_stages * block_N) * dim * esize + block_M * 16 <= 220 * 1024
     batch, seq_q, seq_kv = _dims(batch, seq_q, seq_kv)
     q_shape, kv_shape = (batch, heads, seq_q, dim), (batch, kv_heads, seq_kv, dim)
 
@@ -117,9 +126,15 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
             r[i] = T.if_then_else(l[i] > 0, 1.0 / l[i], 0.0)
         for i, j in T.Parallel(block_M, dim):
             acc_o[i, j] *= r[i]
-        # Q_s is dead after the loop: stage O there so its global stores are whole 16-byte rows.
-        T.copy(acc_o, Q_s)
-        T.copy(Q_s, O[bz, by, bq * block_M, 0])
+        if own_o_tile:
+            # Straight to O: on sm_90a the lowering stages a wgmma accumulator's store through a shared tile
+            # of its own (rows padded: conflict-free stmatrix), in a dead K/V stage's memory, which the
+            # persistent warp specialization moves out of the stages (the producer refills them meanwhile).
+            T.copy(acc_o, O[bz, by, bq * block_M, 0])
+        else:
+            # Q_s is dead after the loop: stage O there so its global stores are whole 16-byte rows.
+            T.copy(acc_o, Q_s)
+            T.copy(Q_s, O[bz, by, bq * block_M, 0])
         if with_lse:
             for i in T.Parallel(block_M):
                 if bq * block_M + i < seq_q:

@@ -128,6 +128,41 @@ def test_pingpong_matches_plain_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, d
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("H,Hkv,Sq,Skv,D,causal,bm,bn,dtype,lse,overlap", PINGPONG_CASES)
+def test_own_o_tile_matches_plain_on_the_cpu(H, Hkv, Sq, Skv, D, causal, bm, bn, dtype, lse, overlap):
+    """own_o_tile=True (O stored from acc_o through the lowering's own staging, not Q_s; the persistent
+    sm_90a kernel's producer then loads Q: WarpSpecialize.PersistentFlashAttention* in the C++ lowering tests)
+    gives the same numbers bit for bit, ragged query blocks and LSE included."""
+    kw = dict(is_causal=causal, with_lse=lse, block_M=bm, block_N=bn, num_stages=2, threads=128, dtype=dtype,
+              overlap=overlap)
+    own = tilelang.compile(attention.flash_attention(2, H, Hkv, Sq, Skv, D, own_o_tile=True, **kw), target="cpu")
+    plain = tilelang.compile(attention.flash_attention(2, H, Hkv, Sq, Skv, D, **kw), target="cpu")
+    q, _ = rand(RNG, (2, H, Sq, D), dtype)
+    kk, _ = rand(RNG, (2, Hkv, Skv, D), dtype)
+    v, _ = rand(RNG, (2, Hkv, Skv, D), dtype)
+    outs = []
+    for k in (own, plain):
+        o = np.zeros((2, H, Sq, D), np.uint16 if dtype == "bfloat16" else dtype)
+        args = [q, kk, v, o] + ([np.zeros((2, H, Sq), np.float32)] if lse else [])
+        k(*args)
+        outs.append(args[3:])
+    for a, b in zip(*outs):
+        assert np.array_equal(a, b)
+    run(own, 2, H, Hkv, Sq, Skv, D, causal, dtype, lse)
+
+
+def test_own_o_tile_falls_back_where_it_does_not_fit():
+    """128x128 D128 bf16 at 3 stages: Q, O and 6 K/V tiles exceed 220 KiB, so O stays in Q_s (the same
+    program as without the flag); at 2 stages O gets its own staging (no copy into Q_s)."""
+    kw = dict(block_M=128, block_N=128, threads=256, dtype="bfloat16", overlap=True)
+    three = attention.flash_attention(4, 32, 32, 4096, 4096, 128, num_stages=3, **kw)
+    assert tilelang.emit(attention.flash_attention(4, 32, 32, 4096, 4096, 128, num_stages=3, own_o_tile=True, **kw),
+                         "fa") == tilelang.emit(three, "fa")
+    two = tilelang.emit(attention.flash_attention(4, 32, 32, 4096, 4096, 128, num_stages=2, own_o_tile=True, **kw), "fa")
+    assert "copy acc_o -> Q_s" in tilelang.emit(three, "fa")
+    assert "copy acc_o -> Q_s" not in two and "copy acc_o -> O[" in two
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("bm,bn", [(32, 32), (64, 32)])
 def test_causal_rows_without_keys_are_zero_on_the_cpu(overlap, bm, bn):

@@ -498,9 +498,12 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
 
     def program(cfg):
         bm, bn, threads, stages = cfg[:4]
+        # "persistent": O in a tile of its own (own_o_tile, where it fits), so the producer loads the next
+        # tile's Q while O leaves; "qstage" keeps O staged through Q_s (the consumers copy Q, as before).
         return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
                                          num_stages=stages, dtype=dtype, overlap="overlap" in cfg[4:],
-                                         pingpong="pingpong" in cfg[4:])
+                                         pingpong="pingpong" in cfg[4:],
+                                         own_o_tile="persistent" in cfg[4:] and "qstage" not in cfg[4:])
 
     def make(be, rng):
         return {n: be.randn((B, H, S, D), dtype, rng) for n in ("Q", "K", "V")}

@@ -92,6 +92,20 @@ struct Machine {
     std::map<int64_t, std::vector<PendingCopy>> landed;     // completed phase -> boxes not yet visible
   };
   std::map<std::string, std::vector<Mbar>> mbars = {};
+  // Shared elements a TMA copy was issued into whose phase no thread has
+  // waited for yet (buffer -> element -> copies): the hardware may write
+  // them at any time until then, so a read (wgmma operand, load) or a store
+  // of one is a race, reported where it happens (a producer that refills a
+  // tile before the consumers released it, a consumer that reads it before
+  // its phase) -- the landing above models only the latest the bytes may come.
+  std::map<std::string, std::map<int64_t, int>> tma_inflight = {};
+  void CheckTmaInflight(const std::string& buf, int64_t i, const char* what) {
+    if (tma_inflight.empty() || !error.empty()) return;
+    auto it = tma_inflight.find(buf);
+    if (it == tma_inflight.end() || !it->second.count(i)) return;
+    error = std::string(what) + " " + buf + "[" + std::to_string(i) +
+            "] while a TMA copy into it is in flight (issued, its phase not yet waited for)";
+  }
 
   // wgmma groups in flight (SWgmma with wait_pending != 0), oldest first. A
   // group runs when a wait_group retires it (the latest the hardware may read
@@ -296,10 +310,12 @@ struct Machine {
   }
   // Blocked on a phase: another agent runs. False when none can (all
   // finished, or blocked too with nothing run since they gave way).
-  bool Yield() {
+  // `eager` (InterpretOptions::eager_roles): giving way at a wait that could
+  // go on, so this agent is not counted as blocked.
+  bool Yield(bool eager = false) {
     std::unique_lock<std::mutex> l(roles->mu);
     const int me = agent;
-    roles->blocked_at[me] = roles->steps;
+    roles->blocked_at[me] = eager ? -1 : roles->steps;
     const int next = NextAgent(*roles, me);
     if (next < 0) return false;
     roles->turn = next;
@@ -508,10 +524,12 @@ struct Machine {
       const int64_t at = dst0 + SwizzleOffset(m.swizzle, e * esize) / esize;
       CheckWgmmaWar(n.dst, at, 1, "TMA copy");
       bar->data.push_back(PendingCopy{n.dst, at, {v}});
+      ++tma_inflight[n.dst][at];
       if (pbar) {
         peer->CheckWgmmaWar(n.dst, at, 1, "multicast TMA copy (in the peer block)");
         if (!peer->error.empty() && error.empty()) error = "peer block: " + peer->error;
         pbar->data.push_back(PendingCopy{n.dst, at, {v}});
+        ++peer->tma_inflight[n.dst][at];
       }
     }
     bar->expected += n.bytes;  // expect_tx, then the engine's complete_tx
@@ -608,6 +626,7 @@ struct Machine {
           error = "out-of-bounds load " + l->buffer + "[" + std::to_string(i) + "] (size " + std::to_string(b.size()) + ")";
           return 0;
         }
+        CheckTmaInflight(l->buffer, i, "a load of");
         return b[static_cast<size_t>(i)];
       }
       case ir::ExprKind::kUnary: {
@@ -716,7 +735,10 @@ struct Machine {
     for (size_t t = 0; t < mask.size(); ++t) {
       if (!mask[t]) continue;
       std::vector<double>& b = Buf(name, t);
-      if (!reg) CheckWgmmaWar(name, w[t].first, 1, "a store");
+      if (!reg) {
+        CheckWgmmaWar(name, w[t].first, 1, "a store");
+        CheckTmaInflight(name, w[t].first, "a store to");
+      }
       if (w[t].first < 0 || w[t].first + (hi ? 1 : 0) >= static_cast<int64_t>(b.size())) {
         error = "out-of-bounds store " + name + "[" + std::to_string(w[t].first) + "] (size " + std::to_string(b.size()) + ")";
         return;
@@ -762,6 +784,7 @@ struct Machine {
             return;
           }
           CheckWgmmaWar(n.buffer, at, 8, "a stmatrix");
+          for (int64_t i = 0; i < 8; ++i) CheckTmaInflight(n.buffer, at + i, "a stmatrix writes");
           for (size_t j = 0; j < 4; ++j) {
             for (size_t e = 0; e < 2; ++e) b[static_cast<size_t>(at) + 2 * j + e] = val[(4 * r + j) * 8 + 2 * m + e];
           }
@@ -1055,7 +1078,10 @@ struct Machine {
         error = "wgmma: descriptor of " + op.buffer + " reaches shared byte " + std::to_string(byte) + " outside it";
         return 0;
       }
-      if (dry) g->reads[op.buffer].insert(rel / e);
+      if (dry) {
+        g->reads[op.buffer].insert(rel / e);
+        CheckTmaInflight(op.buffer, rel / e, "wgmma reads");
+      }
       return shared[op.buffer][static_cast<size_t>(rel / e)];
     };
     for (int64_t ks = 0; ks < n.k_steps && error.empty(); ++ks)
@@ -1338,6 +1364,9 @@ struct Machine {
               if (n.cluster) error = "a cluster barrier inside the code of one block";
             }
             if constexpr (std::is_same_v<T, SMbarWait>) {
+              // Eager roles: every wait of the consumers lets the producer run as far as it can first.
+              if (roles && options.eager_roles && role == 1) Yield(true);
+              if (!error.empty()) return;
               // Under warp roles a phase not completed yet lets the other role run first.
               for (bool ready = false; !ready;) {
                 ready = true;
@@ -1376,6 +1405,12 @@ struct Machine {
                       return;
                     }
                     dst[static_cast<size_t>(c.index)] = c.values[0];  // bytes are moved, not converted
+                    auto fl = tma_inflight.find(c.dst);
+                    if (fl != tma_inflight.end()) {
+                      auto e = fl->second.find(c.index);
+                      if (e != fl->second.end() && --e->second <= 0) fl->second.erase(e);
+                      if (fl->second.empty()) tma_inflight.erase(fl);
+                    }
                   }
                   b->landed.erase(land);
                 }
@@ -1408,7 +1443,11 @@ struct Machine {
                           std::to_string(d) + "]";
                   return;
                 }
-                for (int64_t i = 0; i < n.lanes; ++i) dst[static_cast<size_t>(d + i)] = src[static_cast<size_t>(si + i)];
+                for (int64_t i = 0; i < n.lanes; ++i) {
+                  CheckTmaInflight(n.src, si + i, "a vector copy reads");
+                  CheckTmaInflight(n.dst, d + i, "a vector copy writes");
+                  dst[static_cast<size_t>(d + i)] = src[static_cast<size_t>(si + i)];
+                }
               }
             }
             // SBarrier, SComment: nothing (lockstep).

@@ -23,6 +23,12 @@ namespace tl::gpu::test {
 struct InterpretOptions {
   // SAmdMma i8 on MFMA: simulate gfx94x's 16x16x32 i8 (else gfx90a's two 16x16x16 i8).
   bool mfma_gfx94 = true;
+  // Warp roles: at each of its mbarrier waits the consumer role first lets the producer run as far as
+  // its own waits allow (even where the consumers' phase has completed), instead of only where it has
+  // not: the producer then issues as early as the protocol lets it, so a producer not held back by a
+  // release (a missing empty wait) writes a tile the consumers are still to read -- an error (the TMA
+  // in-flight and wgmma checks). Off by default: the plain schedule already runs the producer first.
+  bool eager_roles = false;
 };
 
 // Tensor parameters by name (flattened, values as the device holds them);

@@ -733,7 +733,7 @@ struct FaCase {
 // O = 0). `computed`, where given, receives O as the kernel computed it.
 tl::Status RunAttention(const tl::gpu::SimtKernel& k, int64_t B, int64_t H, int64_t S, int64_t D, bool causal,
                         const std::string& dt, const std::string& out, double* worst, int64_t Skv = 0,
-                        std::vector<double>* computed = nullptr) {
+                        std::vector<double>* computed = nullptr, const tl::gpu::test::InterpretOptions& io = {}) {
   if (Skv <= 0) Skv = S;
   std::mt19937 rng(static_cast<uint32_t>(S * 7 + D + causal));
   std::uniform_real_distribution<double> d(-1, 1);
@@ -745,7 +745,7 @@ tl::Status RunAttention(const tl::gpu::SimtKernel& k, int64_t B, int64_t H, int6
   }
   t[out].assign(static_cast<size_t>(n), -7);
   const std::vector<double> q = t["Q"], kk = t["K"], v = t["V"];
-  const tl::Status st = tl::gpu::test::Interpret(k, &t);
+  const tl::Status st = tl::gpu::test::Interpret(k, &t, {}, io);
   if (computed) *computed = t[out];
   *worst = 0;
   for (int64_t bh = 0; bh < B * H; ++bh) {
@@ -1179,9 +1179,14 @@ TEST(WarpSpecialize, FlashAttentionPingpongSource) {
 // loop over the (query block, head, batch) tiles -- fewer blocks than tiles,
 // so blocks run several tiles and the barriers' phases carry across them;
 // causal tiles have different k-step counts (and with fewer keys, none);
-// plain, pingpong and the overlap loop. The numbers against float64 and,
-// bit for bit, against the non-persistent kernel; the interpreter catches a
-// protocol that loses a phase across tiles.
+// plain, pingpong and the overlap loop. With O in a tile of its own
+// (own_o_tile) the producer loads each tile's Q (GpuLowerOptions::
+// tma_pre_copies) on its own full/empty barrier pair, released after the
+// k-loop; with O staged through Q_s the kernel is as before (the consumers
+// copy Q, a barrier ends each tile). The numbers against
+// float64 and, bit for bit, against the non-persistent kernel; the
+// interpreter catches a protocol that loses a phase across tiles or lets the
+// producer overwrite Q_s before the consumers released it.
 TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
   struct PCase {
@@ -1190,18 +1195,31 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     int64_t bn, stages;
     bool overlap, pingpong;
     int64_t sms;
+    bool own_o = false;   // own_o_tile: O not staged through Q_s; the producer loads Q
+    bool mutants = false;  // the broken protocols below, on this case
   };
   const std::vector<PCase> cases = {
       {300, 300, 128, false, 128, 2, false, false, 1},  // 3 tiles on 1 block: 3 k-steps each
-      {330, 330, 64, true, 64, 3, false, false, 2},     // causal: 1..6 k-steps per tile, 3 tiles on 2 blocks
+      {330, 330, 64, true, 64, 3, false, false, 2, false, true},  // causal: 1..6 k-steps per tile, 3 tiles on 2 blocks
+      // 4 k-steps per tile at 2 stages: the next tile's first stage is free after this tile's third
+      // k-step, so the producer gets to the next Q load while the consumers still read this Q_s (a
+      // load not held back by Q's release overwrites it there).
+      {300, 512, 128, false, 128, 2, false, false, 1, true, true},
       {300, 100, 64, true, 64, 2, false, true, 1},      // pingpong; fewer keys: a tile with no k-step
       {260, 260, 64, true, 64, 2, true, true, 1},       // the overlap loop with pingpong
       {200, 200, 128, false, 128, 2, true, false, 1},
+      // O in its own tile (the lowering's staged epilogue, moved out of the stages):
+      {300, 300, 128, false, 128, 2, false, false, 1, true},        // plain
+      {200, 200, 128, false, 128, 2, true, false, 1, true},         // overlap
+      {300, 300, 128, false, 128, 2, true, true, 1, true},          // overlap + pingpong
+      {330, 330, 64, true, 64, 3, false, false, 2, true, true},     // causal, 3 stages, 2 blocks
+      {300, 100, 64, true, 64, 2, false, true, 1, true},            // causal pingpong with a tile of no k-step
   };
   for (const PCase& c : cases) {
     // Two heads: the tiles run over the head index too.
     std::string args = PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, c.pingpong);
     args.replace(0, 7, "1, 2, 2");
+    if (c.own_o) args += ", own_o_tile=True";
     SCOPED_TRACE(args + ", over " + std::to_string(c.sms) + " SMs");
     std::string err;
     const std::string ir = AttentionIr(args, &err);
@@ -1219,52 +1237,144 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     ASSERT_NE(notes.find("; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles"),
               std::string::npos)
         << notes;
+    // Q by the producer where O has its own tile (released after the k-loop); else as before.
+    EXPECT_EQ(notes.find(std::string(tl::gpu::kProducerLoadsNote) + "Q_s on ") != std::string::npos, c.own_o) << notes;
+    EXPECT_EQ(notes.find("tile copies before the pipeline stay with the consumers (as TMA: not warp-specialized: persistent: "
+                         "Q_s (in the memory of a tile copied before the k-loop) is accessed after the k-loop") !=
+                  std::string::npos,
+              !c.own_o)
+        << notes;
+    EXPECT_EQ(notes.find(tl::gpu::kPreTmaNote) != std::string::npos, c.own_o) << notes;
     EXPECT_EQ(notes.find("pingpong") != std::string::npos, c.pingpong) << notes;
     ASSERT_EQ(k->grid.size(), 1u);
     EXPECT_EQ(tl::ir::FoldInt(k->grid[0]), std::optional<int64_t>(G));
-    // Both roles loop over the tiles; the consumers' k-loop is in the tile loop, which
-    // ends with a named barrier (the next tile's Q copy after this tile's O reads of Q_s).
+    // Both roles loop over the tiles; the consumers' k-loop is in the tile loop; with own_o they load
+    // nothing (Q's boxes are the producer's, issued in its k-loop's first step or alone for a tile without one).
     const tl::gpu::SWarpRoles* r = Roles(*k);
     ASSERT_TRUE(r);
     const tl::gpu::SFor* tile_loop = ConsumerLoop(*r);
     ASSERT_TRUE(tile_loop) << dump;
     EXPECT_EQ(tile_loop->var, "tl_tile");
-    EXPECT_TRUE(std::holds_alternative<tl::gpu::SNamedBarrier>(tile_loop->body.back().node)) << dump;
-    int producer_tile_loops = 0;
+    EXPECT_EQ(Count<tl::gpu::STmaLoad>(r->consumer), 0) << dump;
+    int producer_tile_loops = 0, q_boxes = 0;
     Walk(const_cast<SBlock&>(r->producer), [&](SStmt& s) {
       const auto* f = std::get_if<tl::gpu::SFor>(&s.node);
       producer_tile_loops += f && f->var == "tl_tile";
+      const auto* t = std::get_if<tl::gpu::STmaLoad>(&s.node);
+      q_boxes += t && t->dst == "Q_s";
     });
     EXPECT_EQ(producer_tile_loops, 1) << dump;
-    double worst = 0, worst_once = 0;
-    std::vector<double> got, once;
+    EXPECT_EQ(q_boxes, c.own_o ? 2 * (c.D / 64) : 0) << dump;  // 128-byte swizzle panels of Q, in two places
+    const SBlock& tb = tile_loop->body;
+    // O through Q_s: the tile ends with a named barrier (the next tile's Q copy after this tile's O reads of Q_s).
+    EXPECT_EQ(std::holds_alternative<tl::gpu::SNamedBarrier>(tb.back().node), !c.own_o) << dump;
+    // own_o: ... Q wait, its phase flip, barrier, k-loop, Q's release, barrier, post...
+    size_t kl = 0;
+    for (size_t i = 0; i < tb.size(); ++i) {
+      if (const auto* f = std::get_if<tl::gpu::SFor>(&tb[i].node); f && Count<tl::gpu::SMbarWait>(f->body) > 0) kl = i;
+    }
+    ASSERT_GT(kl, 2u) << dump;
+    const auto* qw = std::get_if<tl::gpu::SMbarWait>(&tb[kl - 3].node);
+    ASSERT_EQ(qw != nullptr, c.own_o) << dump;
+    const std::string q_full = qw ? qw->bar : "";
+    auto is_release = [&](const SStmt& s) {
+      const auto* i = std::get_if<tl::gpu::SIf>(&s.node);
+      const auto* a = i && i->then_body.size() == 1 ? std::get_if<tl::gpu::SMbarArrive>(&i->then_body[0].node) : nullptr;
+      return a && a->bar == q_full + "_empty";
+    };
+    EXPECT_EQ(is_release(tb[kl + 1]), c.own_o) << dump;
+    double worst = 0, worst_once = 0, worst_eager = 0;
+    std::vector<double> got, once, got_eager;
     const tl::Status st = RunAttention(*k, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst, c.Skv, &got);
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
     EXPECT_LE(worst, 1e-2);
+    // The producer as far ahead as the protocol lets it (InterpretOptions::eager_roles): the same numbers.
+    tl::gpu::test::InterpretOptions eager;
+    eager.eager_roles = true;
+    const tl::Status ste = RunAttention(*k, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_eager, c.Skv, &got_eager, eager);
+    ASSERT_TRUE(ste.ok()) << ste.ToString() << "\n" << dump;
+    EXPECT_EQ(got_eager, got);
     tl::StatusOr<tl::gpu::SimtKernel> plain = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
     ASSERT_TRUE(plain.ok());
     EXPECT_EQ(Notes(*plain).find("persistent"), std::string::npos) << Notes(*plain);
+    EXPECT_EQ(Notes(*plain).find(tl::gpu::kPreTmaNote), std::string::npos) << Notes(*plain);
     ASSERT_TRUE(RunAttention(*plain, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_once, c.Skv, &once).ok());
     EXPECT_EQ(got, once);
     std::printf("[ flash_attention %s ] persistent over %lld blocks (%lld tiles), worst relative error %.3g\n", args.c_str(),
                 static_cast<long long>(G), static_cast<long long>(tiles), worst);
-    if (&c != &cases[1]) continue;
-    // Broken: the consumers' phase bits restart at every tile (a phase lost across tiles).
-    tl::gpu::SimtKernel b = *k;
-    tl::gpu::SWarpRoles& br = std::get<tl::gpu::SWarpRoles>(b.body.back().node);
-    std::string phase;
-    for (const SStmt& s : br.consumer) {
-      if (const auto* v = std::get_if<tl::gpu::SVar>(&s.node)) phase = v->name;
-    }
-    ASSERT_FALSE(phase.empty()) << dump;
-    for (SStmt& s : br.consumer) {
-      auto* f = std::get_if<tl::gpu::SFor>(&s.node);
-      if (f && f->var == "tl_tile") f->body.insert(f->body.begin(), SStmt{tl::gpu::SAssign{phase, tl::ir::MakeInt(0)}});
-    }
-    double bad_worst = 0;
-    const tl::Status bad = RunAttention(b, 1, 2, c.S, c.D, c.causal, "bf16", "O", &bad_worst, c.Skv);
-    EXPECT_FALSE(bad.ok() && bad_worst <= 1e-2) << "a phase reset across tiles went unnoticed";
-    std::printf("[ broken: phase reset per tile ] %s\n", bad.ok() ? "wrong numbers" : bad.ToString().substr(0, 160).c_str());
+    if (!c.mutants) continue;
+    // Broken protocols: each must fail (an interpreter error) or give wrong numbers.
+    auto broken = [&](const char* what, const std::function<int(tl::gpu::SWarpRoles&)>& mutate) {
+      tl::gpu::SimtKernel b = *k;
+      tl::gpu::SWarpRoles& br = std::get<tl::gpu::SWarpRoles>(b.body.back().node);
+      EXPECT_GE(mutate(br), 1) << what << ": nothing changed\n" << dump;
+      double bad_worst = 0;
+      std::vector<double> bad_got;
+      const tl::Status bad = RunAttention(b, 1, 2, c.S, c.D, c.causal, "bf16", "O", &bad_worst, c.Skv, &bad_got, eager);
+      EXPECT_FALSE(bad.ok() && bad_got == got) << what << " went unnoticed";
+      std::printf("[ broken: %s ] %s\n", what, bad.ok() ? "wrong numbers" : bad.ToString().substr(0, 200).c_str());
+    };
+    auto reset_at_tile = [](SBlock& role, const std::string& var) {
+      int n = 0;
+      Walk(role, [&](SStmt& s) {
+        auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+        if (f && f->var == "tl_tile") {
+          f->body.insert(f->body.begin(), SStmt{tl::gpu::SAssign{var, tl::ir::MakeInt(0)}});
+          ++n;
+        }
+      });
+      return n;
+    };
+    // 1. The consumers' stage phase bits restart at every tile (a phase lost across tiles; causal: the
+    // k-step counts differ, so a tile ends with some stage's bit set).
+    if (c.causal) broken("stage phase reset per tile", [&](tl::gpu::SWarpRoles& br) {
+      std::string phase;
+      for (const SStmt& s : br.consumer) {
+        if (const auto* v = std::get_if<tl::gpu::SVar>(&s.node); v && phase.empty()) phase = v->name;
+      }
+      return reset_at_tile(br.consumer, phase);
+    });
+    if (!c.own_o) continue;
+    // 2. The consumers' Q phase bit restarts at every tile: tile 2 reads Q_s before its Q arrived.
+    broken("Q phase reset per tile (consumers)", [&](tl::gpu::SWarpRoles& br) {
+      std::string phase;
+      for (const SStmt& s : br.consumer) {
+        if (const auto* v = std::get_if<tl::gpu::SVar>(&s.node)) phase = v->name;  // the last: Q's
+      }
+      return phase == std::get<tl::gpu::SAssign>(tb[kl - 2].node).name ? reset_at_tile(br.consumer, phase) : 0;
+    });
+    // 3. The producer's count of Q loads restarts at every tile: it never waits for Q's release.
+    broken("Q load count reset per tile (producer)", [&](tl::gpu::SWarpRoles& br) {
+      return reset_at_tile(br.producer, "tl_ws_qn");
+    });
+    // 4. The producer does not wait for Q's release before loading the next tile's Q.
+    broken("no wait for Q's release", [&](tl::gpu::SWarpRoles& br) {
+      int n = 0;
+      Walk(br.producer, [&](SStmt& s) {
+        const auto* w = std::get_if<tl::gpu::SMbarWait>(&s.node);
+        if (w && w->bar == q_full + "_empty") {
+          s.node = tl::gpu::SComment{"no wait"};
+          ++n;
+        }
+      });
+      return n;
+    });
+    // 5. The consumers release Q before the k-loop that reads it.
+    broken("Q released before its last read", [&](tl::gpu::SWarpRoles& br) {
+      for (SStmt& s : br.consumer) {
+        auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+        if (!f || f->var != "tl_tile") continue;
+        SBlock& body = f->body;
+        for (size_t i = 0; i < body.size(); ++i) {
+          if (!is_release(body[i])) continue;
+          SStmt rel = body[i];
+          body.erase(body.begin() + static_cast<std::ptrdiff_t>(i));
+          body.insert(body.begin() + static_cast<std::ptrdiff_t>(kl - 1), rel);
+          return 1;
+        }
+      }
+      return 0;
+    });
   }
 }
 
@@ -1469,6 +1579,49 @@ TEST(WarpSpecialize, PersistentFlashAttentionBalancedOrder) {
                 bad.ok() ? ("wrong numbers, worst relative error " + std::to_string(bad_worst)).c_str()
                          : bad.ToString().substr(0, 160).c_str());
   }
+}
+
+// The persistent FlashAttention of hopper_bench (D 128, 128x128, 2 stages, overlap + pingpong, own O
+// tile): the producer's Q load in the printed CUDA, ptxas' resources (no spills, with or without it;
+// before the consumers re-read the thread index per tile, O through Q_s spilled 84 bytes, own_o none).
+TEST(WarpSpecialize, PersistentFlashAttentionQByProducerSource) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  for (bool own_o : {true, false}) {
+    std::string args = PingpongArgs(4096, 4096, 128, false, 128, 2, true, true);
+    args.replace(0, 7, "4, 32, 32");
+    if (own_o) args += ", own_o_tile=True";
+    SCOPED_TRACE(args);
+    std::string err;
+    const std::string ir = AttentionIr(args, &err);
+    ASSERT_FALSE(ir.empty()) << err;
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = 132;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    ASSERT_EQ(Notes(*k).find(tl::gpu::kProducerLoadsNote) != std::string::npos, own_o) << Notes(*k);
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    const std::string& s = src->source;
+    const size_t split = s.find("if (tl_tid >= 256) {"), consumers = s.find("setmaxnreg.inc");
+    ASSERT_NE(split, std::string::npos);
+    ASSERT_NE(consumers, std::string::npos);
+    // own_o: Q's boxes (its map is the first) only in the producer, no Q loads in the consumers; else
+    // the consumers' 16-byte copy as before.
+    EXPECT_EQ(s.find("&Q_s[0], &tl_tmap0", split) != std::string::npos, own_o);
+    EXPECT_EQ(s.find("tl_tma_load", consumers), std::string::npos);
+    EXPECT_EQ(s.find("&Q[", consumers) == std::string::npos, own_o);
+    EXPECT_EQ(s.find("__syncthreads();", split), std::string::npos);
+    if (!tc.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, "fa_pq", "sm_90a");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    std::printf("[ flash_attention %s sm_90a persistent ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
+                args.c_str(), code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
+    EXPECT_EQ(code->spill_stores, 0) << code->log;
+    EXPECT_EQ(code->spill_loads, 0) << code->log;
+    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+  }
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
 
 // ---------------------------------------------------------------------------

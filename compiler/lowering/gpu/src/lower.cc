@@ -93,6 +93,18 @@ class Lowerer {
         }
       });
     }
+    if (options_.tma_pre_copies && options_.tma_copies) {
+      // Top-level copies before the first statement holding a pipelined copy (PreTmaCopy).
+      for (const ir::Stmt& st : k.body) {
+        bool pipelined = false;
+        ir::ForEachStmt(ir::Block{st}, [&](const ir::Stmt& x) {
+          const auto* h = ir::As<ir::Hint>(x);
+          pipelined = pipelined || (h && h->name == kAsyncCopyHint);
+        });
+        if (pipelined) break;
+        if (const auto* c = ir::As<ir::Copy>(st)) pre_copies_.insert(c);
+      }
+    }
     SBlock body;
     Status s = LowerBlock(k.body, &body);
     if (!s.ok()) return s;
@@ -500,7 +512,11 @@ class Lowerer {
   // The copy a -> b (after kAsyncCopyHint of pipeline tma_pipe_) as one TMA
   // box issued by thread 0 on the stage's mbarrier; false (with a note) when
   // the tensor map cannot describe it, and it stays cp.async.
-  bool TmaCopy(const Side& a, const Side& b) {
+  // With `pipe` < 0 (GpuLowerOptions::tma_pre_copies) the copy is one
+  // before the pipelines, into a whole unstaged tile, on its own one-stage
+  // barrier (PreTmaCopy).
+  bool TmaCopy(const Side& a, const Side& b, int64_t pipe) {
+    const bool staged = pipe >= 0;
     const Buf& sb = bufs_[a.info.buffer];
     const Buf& db = bufs_[b.info.buffer];
     auto note = [&](const std::string& n) {
@@ -528,7 +544,7 @@ class Lowerer {
            (f == rank || ir::FoldInt(db.shape[f - 1]) == std::optional<int64_t>(b.info.extents[f - 1]))) {
       --f;
     }
-    const bool whole = f == 1 && b.info.extents[0] == 1;
+    const bool whole = staged ? f == 1 && b.info.extents[0] == 1 : f == 0;
     for (size_t d = f; d < b.info.extents.size(); ++d) {
       q.dst_extents.push_back(b.info.extents[d]);
       q.dst_shape.push_back(ir::FoldInt(db.shape[d]).value_or(-1));
@@ -580,15 +596,15 @@ class Lowerer {
       map = static_cast<int>(out_->tensor_maps.size());
       out_->tensor_maps.push_back(TensorMapDesc{param, sb.shape, plan.box, swz});
     }
-    TmaPipe& tp = tma_pipes_[tma_pipe_];
+    TmaPipe& tp = tma_pipes_[pipe];
     if (!tp.used) {
       tp.used = true;
       tp.bar = Fresh("mbar");
       tp.phase = Fresh("phase");
-      tp.stages = std::max<int64_t>(tma_stages_, 1);
+      tp.stages = staged ? std::max<int64_t>(tma_stages_, 1) : 1;
       AddShared(tp.bar, DType::kU64, tp.stages);
     }
-    tp.stage = ToI32(b.info.starts[0]);
+    tp.stage = staged ? ToI32(b.info.starts[0]) : I(0);
     SBlock issue;
     for (int64_t p = 0; p < panels; ++p) {
       std::vector<Expr> coords;
@@ -606,6 +622,28 @@ class Lowerer {
          std::to_string(plan.bytes) + " B" + (panels > 1 ? " each" : "") + ") on " + tp.bar +
          (swz != SmemSwizzle::kNone ? std::string(", swizzle ") + SwizzleName(swz)
                                     : q.dst_shape.back() != q.dst_extents.back() ? ", as wide as the padded row" : ""));
+    return true;
+  }
+
+  // GpuLowerOptions::tma_pre_copies: a global -> shared copy at the kernel's
+  // top level before its first TMA pipeline (FlashAttention's Q tile), as
+  // TMA boxes on a one-stage barrier of its own: thread 0 issues and
+  // arrives, every thread waits for the phase (its parity from the
+  // barrier's phase bit, flipped after). WarpSpecializeSyncLoop's persistent
+  // form hands the issue to the producer (it loads the next tile's Q while
+  // the consumers still run this one's epilogue). False where the tensor
+  // map cannot describe the copy: it stays as without the option.
+  bool PreTmaCopy(const Side& a, const Side& b) {
+    if (bufs_[a.info.buffer].where != Where::kGlobal || bufs_[b.info.buffer].where != Where::kShared) return false;
+    const int64_t pipe = -1 - static_cast<int64_t>(pre_copies_done_);
+    if (!TmaCopy(a, b, pipe)) return false;
+    ++pre_copies_done_;
+    const TmaPipe& p = tma_pipes_[pipe];
+    out_->notes.push_back(std::string(kPreTmaNote) + a.info.buffer + " -> " + b.info.buffer + " on " + p.bar);
+    std::get<SIf>(cur_->back().node).then_body.push_back(S(SMbarArrive{p.bar, I(0)}));
+    const Expr phase = V(p.phase);
+    cur_->push_back(S(SMbarWait{p.bar, I(0), ir::MakeBinary(ir::BinaryOp::kBitAnd, phase, I(1))}));
+    cur_->push_back(S(SAssign{p.phase, ir::MakeBinary(ir::BinaryOp::kBitXor, phase, I(1))}));
     return true;
   }
 
@@ -738,7 +776,8 @@ class Lowerer {
     const bool hinted = async_next_;  // a hoisted copy of pipeline tma_pipe_
     const bool async = std::exchange(async_next_, false) && bufs_[a->info.buffer].where == Where::kGlobal &&
                        bufs_[b->info.buffer].where == Where::kShared;
-    if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b)) return Status::Ok();
+    if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b, tma_pipe_)) return Status::Ok();
+    if (!hinted && !atomic && pre_copies_.count(ir::As<ir::Copy>(st)) && PreTmaCopy(*a, *b)) return Status::Ok();
     if (hinted && tma_pipe_ >= 0) tma_pipes_[tma_pipe_].not_all_tma = true;
     if (!atomic && options_.bulk_store && alias_.count(a->info.buffer)) BulkEpilogue(*a, *b);
     if (!atomic) {
@@ -1708,6 +1747,9 @@ class Lowerer {
   Expr slot_full_, slot_row_;
   std::optional<Expr> replicated_once_;
   bool async_next_ = false;  // the next copy follows kAsyncCopyHint
+  // GpuLowerOptions::tma_pre_copies: the kernel's top-level copies before its first pipeline (Run).
+  std::set<const ir::Copy*> pre_copies_;
+  size_t pre_copies_done_ = 0;
   bool wgmma_defer_next_ = false;  // the next gemm follows kWgmmaDeferHint
   std::set<std::string> wgmma_deferred_;  // accumulators of deferred SWgmma not drained yet
   std::set<std::string> wgmma_async_;     // accumulators of wgmma gemms with wg_wait != 0 (T.wait_wgmma fences them)
@@ -1869,6 +1911,36 @@ std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayout
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOptions& options) {
   Status s = ir::Verify(input);
   if (!s.ok()) return s;
+  // A persistent warp-specialized kernel loads the tiles copied before its pipeline (FlashAttention's Q)
+  // in the producer where it can (GpuLowerOptions::tma_pre_copies): lowered that way first, kept where
+  // the warp specialization took the copies or there were none (the same kernel then); else as always.
+  std::string pre_note;
+  // (Not with a cluster hint: ClusterMulticast knows only the pipeline's barriers.)
+  bool cluster_hint = false;
+  if (options.clusters && !input.body.empty()) {
+    if (const auto* kern = ir::As<ir::Kernel>(input.body.front())) {
+      for (const ir::Stmt& st : kern->body) {
+        const auto* h = ir::As<ir::Hint>(st);
+        cluster_hint = cluster_hint || (h && h->name == "cluster");
+      }
+    }
+  }
+  if (options.persistent_sms > 0 && options.warp_specialize && options.tma_copies && options.wgmma_overlap &&
+      options.gemm == GemmStrategy::kWgmma && !options.tma_pre_copies && !cluster_hint) {
+    GpuLowerOptions pre = options;
+    pre.tma_pre_copies = true;
+    StatusOr<SimtKernel> r = LowerToSimt(input, pre);
+    if (!r.ok()) return r;
+    bool made = false, taken = false;
+    std::string ws;
+    for (const std::string& n : r->notes) {
+      made = made || n.rfind(kPreTmaNote, 0) == 0;
+      taken = taken || n.find(kProducerLoadsNote) != std::string::npos;
+      if (n.rfind("warp-specialized: ", 0) == 0 || n.rfind("not warp-specialized: ", 0) == 0) ws = n;
+    }
+    if (!made || taken) return r;
+    pre_note = "tile copies before the pipeline stay with the consumers (as TMA: " + ws + ")";
+  }
   ir::Function f = input;
   s = passes::CheckSingleKernel(f);
   if (!s.ok()) return s;
@@ -2017,6 +2089,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
                                                        options.persistent_sms);
     if (!ws.empty()) out.notes.push_back(ws);
+    if (!pre_note.empty()) out.notes.push_back(pre_note);
     if (out.pingpong_requested) out.notes.push_back(WarpgroupPingpong(&out));
   }
   // `hint cluster N` (T.Kernel(..., cluster_dims=N)) at the kernel's top level: a thread-block

@@ -109,6 +109,22 @@
 // the stages. A named barrier ends each tile where pre... or post... touch
 // shared memory: the next tile's pre... (the Q copy) must not overwrite a
 // tile another consumer still reads in post... (O staged through Q's tile).
+// Q by the producer (GpuLowerOptions::tma_pre_copies: the lowering made the
+// Q copy a TMA issue + wait on a one-stage barrier of its own, q_full): the
+// producer issues it per tile after the tile's first K/V fill (or alone for
+// a tile with no k-step), the n-th load (n >= 1) after waiting parity
+// (n - 1) & 1 of q_empty; the consumers wait q_full (its phase bit as
+// lowered, carried across tiles) at the end of pre... and lane 0 of each
+// warp arrives on q_empty right after the k-loop. Invariants: Q's memory
+// (by offsets) is written only by that TMA and read only by the k-loop's
+// compute (wgmma units retired within each k-step, or loads), so after the
+// k-loop no read of it is outstanding and the next write waits for all T /
+// 32 warps' arrivals; a warp is at most one q_full phase ahead of the
+// slowest (the load n + 1 needs everyone's release n), so parity waits are
+// exact. Anything else touching Q's memory (O staged through Q_s) refuses,
+// and LowerToSimt lowers the kernel as without the option. pre... then
+// touches no shared memory, so no barrier ends the tile (post...'s tiles are
+// next written after the barrier that follows the next k-loop).
 // Tile order: the block order (the first block index fastest) unless the
 // k-loop's trip count differs between tiles -- causal FlashAttention, whose
 // query block x has about X - x k-steps -- where the static round robin
@@ -270,9 +286,15 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
 // tile restarts at stage 0 the parity is tracked per stage instead -- bit s
 // of `used` says whether stage s was used, bit s of `ephase` the parity its
 // next wait expects.
+// A tile copied before the k-loop (`q_load`: its boxes and the arrival on
+// its full barrier; persistent only) is loaded once per tile after the
+// first k-step's fill (FlashAttention-3's order: the next tile's first K/V
+// stage is not held up behind Q's release), or alone where the tile has no
+// k-step; the n-th load (n >= 1, counted in tl_ws_qn) first waits for the
+// consumers' release n - 1 of it, parity (n - 1) & 1 of `q_empty`.
 SBlock ProducerRole(const SimtKernel& k, int64_t T, int64_t dec, int64_t S, const std::string& empty, const SFor& lp,
                     SBlock lets, SBlock fill, const std::vector<int64_t>& grid, int64_t tiles, int64_t G,
-                    const PersistentTileOrder& order) {
+                    const PersistentTileOrder& order, const std::string& q_empty = "", SBlock q_load = {}) {
   const bool persistent = !grid.empty();
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, ir::MakeVar(lp.var, ir::ExprDType(lp.start)), lp.start));
   SBlock step;
@@ -296,14 +318,27 @@ SBlock ProducerRole(const SimtKernel& k, int64_t T, int64_t dec, int64_t S, cons
                              {}}});
   }
   for (SStmt& x : fill) step.push_back(std::move(x));
+  const bool q = persistent && !q_load.empty();
+  SBlock qload;
+  if (q) {
+    const Expr qn = ir::MakeVar("tl_ws_qn", ir::DType::kI32);
+    qload.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, qn, I(0)),
+                              {SStmt{SMbarWait{q_empty, I(0), Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kSub, qn, I(1)), I(1))}}},
+                              {}}});
+    qload.push_back(SStmt{SAssign{"tl_ws_qn", Bin(ir::BinaryOp::kAdd, qn, I(1))}});
+    for (SStmt& x : q_load) qload.push_back(std::move(x));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeVar(lp.var, ir::ExprDType(lp.start)), lp.start), qload, {}}});
+  }
   SBlock elected = std::move(lets);
   elected.push_back(SStmt{SFor{lp.var, lp.start, lp.stop, ir::MakeInt(1, ir::ExprDType(lp.start)), false, std::move(step)}});
+  if (q) elected.push_back(SStmt{SIf{Bin(ir::BinaryOp::kLe, lp.stop, lp.start), std::move(qload), {}}});
   if (persistent) {
     SBlock tile = PersistentTileLets(k.block_vars, grid, order);
     for (SStmt& x : elected) tile.push_back(std::move(x));
     elected.clear();
     elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
     elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
+    if (q) elected.push_back(SStmt{SVar{"tl_ws_qn", ir::DType::kI32, I(0)}});
     elected.push_back(TileLoop(k, tiles, G, std::move(tile)));
   }
   SBlock producer;
@@ -385,17 +420,40 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   if (T % 128 != 0 || T + 128 > 1024) return no + std::to_string(T) + " threads (whole warpgroups, at most 896)";
   if (Has<SWarpRoles>(body) || Has<SCopyAsync>(body)) return no + "the kernel has cp.async copies";
   int init = -1, loop = -1;
+  std::vector<int> inits;
   for (size_t i = 0; i < body.size(); ++i) {
-    if (std::holds_alternative<SMbarInit>(body[i].node)) {
-      if (init >= 0) return no + "more than one TMA pipeline";
-      init = static_cast<int>(i);
-    }
+    if (std::holds_alternative<SMbarInit>(body[i].node)) inits.push_back(static_cast<int>(i));
     if (const auto* f = std::get_if<SFor>(&body[i].node); f && Has<SMbarWait>(f->body)) {
-      if (loop >= 0) return no + "more than one TMA k-loop";
+      if (loop >= 0) return no + (inits.size() > 1 ? "more than one TMA pipeline" : "more than one TMA k-loop");
       loop = static_cast<int>(i);
     }
   }
+  // The pipeline's barriers are those the k-loop waits on; any other is a
+  // tile copied before the loop by TMA (GpuLowerOptions::tma_pre_copies).
+  std::string kbar;
+  if (loop >= 0) {
+    for (const SStmt& x : std::get<SFor>(body[static_cast<size_t>(loop)].node).body) {
+      if (const auto* w = std::get_if<SMbarWait>(&x.node); w && kbar.empty()) kbar = w->bar;
+    }
+  }
+  std::map<std::string, int> pre_bars;  // barrier -> its init's index
+  for (int i : inits) {
+    const SMbarInit& b = std::get<SMbarInit>(body[static_cast<size_t>(i)].node);
+    if (b.bar == kbar) {
+      if (init >= 0) return no + "more than one TMA pipeline";
+      init = i;
+    } else if (b.count != 1 || b.arrivals != 1) {
+      return no + "more than one TMA pipeline";
+    } else {
+      pre_bars[b.bar] = i;
+    }
+  }
   if (init < 0 || loop < 0 || loop < init) return no + "the TMA k-loop is not at the kernel's top level";
+  if (pre_bars.size() > 1) return no + "more than one tile copied by TMA before the k-loop";
+  if (!pre_bars.empty() && persistent_blocks <= 0) {
+    return no + "tiles are copied by TMA before the k-loop (GpuLowerOptions::tma_pre_copies): only the persistent form "
+                "hands them to the producer";
+  }
   const SMbarInit full = std::get<SMbarInit>(body[static_cast<size_t>(init)].node);
   const int64_t S = full.count;
   SFor& lp = std::get<SFor>(body[static_cast<size_t>(loop)].node);
@@ -516,11 +574,77 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   // the stages' memory: the producer fills it meanwhile).
   SBlock head, pre;
   std::set<std::string> bound;
+  // Tiles copied by TMA before the loop (pre_bars): per barrier the issue
+  // (`if (tl_tid == 0) { boxes; arrive }`), the wait and its phase flip,
+  // exactly once each and in that order; the issue goes to the producer, the
+  // wait (and flip) to the end of the consumers' pre..., the phase variable
+  // before their tile loop.
+  SBlock q_issue, q_wait;
+  std::set<std::string> q_dst, q_phases;
+  std::map<std::string, int> q_seen;  // barrier -> 1 issued, 2 waited, 3 flipped
+  auto on_pre_bar = [&](const SStmt& x) {
+    bool on = false;
+    Any(SBlock{x}, [&](const SStmt& y) {
+      if (const auto* t = std::get_if<STmaLoad>(&y.node)) on = on || pre_bars.count(t->bar);
+      if (const auto* w = std::get_if<SMbarWait>(&y.node)) on = on || pre_bars.count(w->bar);
+      if (const auto* a = std::get_if<SMbarArrive>(&y.node)) on = on || pre_bars.count(a->bar);
+      return false;
+    });
+    return on;
+  };
+  for (size_t i = 0; i < L && !pre_bars.empty(); ++i) {
+    if (const auto* a = std::get_if<SAssign>(&body[i].node); a && i > 0) {
+      const auto* w = std::get_if<SMbarWait>(&body[i - 1].node);
+      if (w && pre_bars.count(w->bar)) q_phases.insert(a->name);
+    }
+  }
   for (size_t i = 0; i < L; ++i) {
     SStmt& s = body[i];
     if (static_cast<int>(i) == init) continue;
+    if (const auto* b = std::get_if<SMbarInit>(&s.node); b && pre_bars.count(b->bar)) continue;
     if (const auto* v = std::get_if<SVar>(&s.node); v && v->name == phase) continue;
+    if (const auto* v = std::get_if<SVar>(&s.node); v && q_phases.count(v->name)) {
+      if (!v->init || ir::FoldInt(*v->init) != std::optional<int64_t>(0)) return no + "a TMA copy's phase bit starts at 1";
+      continue;
+    }
     if (std::holds_alternative<SAsyncCommit>(s.node)) continue;
+    if (!pre_bars.empty() && on_pre_bar(s)) {
+      // The issue: thread 0's boxes into whole shared tiles and one arrival, all on one barrier.
+      if (const auto* g = std::get_if<SIf>(&s.node); g && IsThreadZeroGuard(*g)) {
+        std::string bar;
+        bool ok = !g->then_body.empty() && std::holds_alternative<SMbarArrive>(g->then_body.back().node);
+        for (const SStmt& y : g->then_body) {
+          const auto* t = std::get_if<STmaLoad>(&y.node);
+          const auto* a = std::get_if<SMbarArrive>(&y.node);
+          if (!t && !a) ok = false;
+          const std::string& b = t ? t->bar : a ? a->bar : bar;
+          if (bar.empty()) bar = b;
+          ok = ok && b == bar && (!t || (!t->multicast && ir::FoldInt(t->bar_index) == std::optional<int64_t>(0)));
+          ok = ok && (!a || (!a->each_thread && !a->peer && ir::FoldInt(a->index) == std::optional<int64_t>(0)));
+          if (t) q_dst.insert(t->dst);
+        }
+        if (!ok || q_seen[bar] != 0) return no + "an unexpected TMA copy before the k-loop";
+        q_seen[bar] = 1;
+        q_issue.push_back(s);
+        continue;
+      }
+      if (const auto* w = std::get_if<SMbarWait>(&s.node)) {
+        if (q_seen[w->bar] != 1 || ir::FoldInt(w->index) != std::optional<int64_t>(0) || i + 1 >= L) {
+          return no + "an unexpected wait for a TMA copy before the k-loop";
+        }
+        const auto* a = std::get_if<SAssign>(&body[i + 1].node);
+        if (!a || !q_phases.count(a->name)) return no + "a TMA copy's wait before the k-loop without its phase flip";
+        q_seen[w->bar] = 3;
+        q_wait.push_back(s);
+        q_wait.push_back(body[i + 1]);
+        ++i;
+        continue;
+      }
+      return no + "an unexpected mbarrier statement before the k-loop";
+    }
+    if (const auto* a = std::get_if<SAssign>(&s.node); a && q_phases.count(a->name)) {
+      return no + "a TMA copy's phase bit changes outside its wait";
+    }
     if (Has<STmaLoad>(SBlock{s})) {
       const auto* g = std::get_if<SIf>(&s.node);
       if (static_cast<int>(i) < init || !g || !g->else_body.empty()) return no + "an unexpected TMA prologue";
@@ -558,6 +682,51 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   }
   NamesOf(lp.start, &names);
   NamesOf(lp.stop, &names);
+  // Tiles copied by TMA before the loop (persistent only, see the file
+  // comment): their memory (by offsets, so a buffer sharing it counts too)
+  // is touched only by that copy and read (wgmma or loads) by the compute:
+  // no stage's, none of the rest of pre... or of post... (O staged through
+  // Q's tile: the next tile's Q could only be loaded at the tile's end, no
+  // earlier than the consumers load it themselves -- refused, so the kernel
+  // is lowered as without GpuLowerOptions::tma_pre_copies).
+  if (!pre_bars.empty()) {
+    for (const auto& [bar, seen] : q_seen) {
+      if (seen != 3) return no + "a TMA copy before the k-loop is not waited for";
+    }
+    if (q_seen.size() != pre_bars.size()) return no + "a TMA barrier before the k-loop is not used";
+    auto in_q = [&](const std::string& name) {
+      auto it = bufs.find(name);
+      if (it == bufs.end() || it->second->space != Space::kShared) return false;
+      const auto [lo, hi] = span(*it->second);
+      for (const std::string& q : q_dst) {
+        const auto [qlo, qhi] = span(*bufs.at(q));
+        if (lo < qhi && qlo < hi) return true;
+      }
+      return false;
+    };
+    for (const std::string& q : q_dst) {
+      if (in_stages(q)) return no + "persistent: " + q + " (copied before the k-loop) shares a stage's memory";
+    }
+    std::string why_q;
+    if (!Accesses(pre, [&](const std::string& name, char) {
+          if (why_q.empty() && in_q(name)) why_q = name + " (in the memory of a tile copied before the k-loop) is accessed before the k-loop";
+        })) {
+      return no + "statements before the k-loop this form cannot judge";
+    }
+    Accesses(compute, [&](const std::string& name, char how) {
+      if (why_q.empty() && in_q(name) && how == 'w') why_q = name + " (in the memory of a tile copied before the k-loop) is written in the k-loop";
+    });
+    if (why_q.empty() && !Accesses(post, [&](const std::string& name, char) {
+          if (why_q.empty() && in_q(name)) why_q = name + " (in the memory of a tile copied before the k-loop) is accessed after the k-loop";
+        })) {
+      why_q = "statements after the k-loop this form cannot judge";
+    }
+    if (!why_q.empty()) return no + "persistent: " + why_q;
+    std::set<std::string> q_names;
+    SBlock issue = q_issue;
+    if (!ProducerCopy(issue, "", I(0), &q_names)) return no + "an unexpected TMA copy before the k-loop";
+    names.insert(q_names.begin(), q_names.end());
+  }
   SBlock lets;  // pure lets of the consumers' that the producer needs, recomputed (as the GEMM form)
   for (auto it = pre.rbegin(); it != pre.rend(); ++it) {
     const auto* l = std::get_if<SLet>(&it->node);
@@ -604,16 +773,19 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       shared_end = at + bytes;
     }
   }
-  // Shared memory for the empty barriers; registers as the GEMM form.
+  // Shared memory for the empty barriers (and the pre-loop tile's); registers as the GEMM form.
   const std::string empty = full.bar + "_empty";
+  const std::string q_full = pre_bars.empty() ? std::string() : pre_bars.begin()->first;
+  const std::string q_empty = q_full + "_empty";
+  const int64_t q_bytes = pre_bars.empty() ? 0 : 8;
   const int64_t off = (shared_end + 7) / 8 * 8;
-  if (off + 8 * S > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
+  if (off + 8 * S + q_bytes > shared_budget_bytes) return no + "no shared memory left for the empty barriers";
   const int64_t threads = T + 128;
   int64_t reg_elements = 0;
   for (const SimtBuffer& b : k->buffers) {
     if (b.space == Space::kRegister) reg_elements += b.elements;
   }
-  const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
+  const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + q_bytes + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
   const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
   const int64_t dec = 40;
   const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / T / 8 * 8, 240);
@@ -630,7 +802,9 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       auto it = bufs.find(name);
       pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
     };
-    if (!Accesses(pre, shared) || !Accesses(post, shared)) pre_post_shared = true;  // not judged: keep the barrier
+    // (With the pre-loop tile loaded by the producer, post... alone needs no barrier: its shared tiles are
+    // next written in the next tile's post..., after the barrier that follows that tile's k-loop.)
+    if (!Accesses(pre, shared) || (q_bytes == 0 && !Accesses(post, shared))) pre_post_shared = true;  // not judged: keep the barrier
     // A statement before the pipeline stays outside the tile loop, computed from the launched block
     // index: none may read a block index (none does today: the lowering puts the pipeline first).
     for (const SStmt& h : head) {
@@ -646,11 +820,18 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     if (moved.count(b.name)) b.shared_offset = moved[b.name];
   }
   k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
-  k->shared_bytes = off + 8 * S;
+  if (q_bytes) k->buffers.push_back({q_empty, Space::kShared, ir::DType::kU64, 1, off + 8 * S, {1}, SmemSwizzle::kNone});
+  k->shared_bytes = off + 8 * S + q_bytes;
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // i = k - k0
   const PersistentTileOrder order = persistent ? TileOrderOf(*k, grid, tiles, G, lets, lp) : PersistentTileOrder{};
+  // The producer's load of the pre-loop tile: thread 0's issue, unguarded.
+  SBlock q_load = q_issue;
+  {
+    std::set<std::string> unused;
+    ProducerCopy(q_load, "", I(0), &unused);
+  }
   SBlock producer = ProducerRole(*k, T, dec, S, empty, lp, std::move(lets), std::move(fill_block),
-                                 grid, tiles, G, order);  // grid: empty unless persistent
+                                 grid, tiles, G, order, q_empty, std::move(q_load));  // grid: empty unless persistent
   // Consumers: the statements before the loop, published to every consumer
   // and to the async proxy (the named barrier prints its proxy fence) before
   // the first wgmma reads them; per k-step the full wait, the compute (a
@@ -658,9 +839,11 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
   if (persistent) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
+  for (const std::string& q : q_phases) consumer.push_back(SStmt{SVar{q, ir::DType::kI32, I(0)}});
   const size_t first = consumer.size();  // (persistent: from here on the tile loop's body)
   NameBarriers(pre, T);
   for (SStmt& s : pre) consumer.push_back(std::move(s));
+  for (SStmt& s : q_wait) consumer.push_back(std::move(s));  // the pre-loop tile (its phase bit as lowered)
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   {
     SBlock step;
@@ -684,6 +867,13 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     }
     consumer.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
   }
+  // The pre-loop tile's release (lane 0 of each warp, as a stage's): after
+  // the k-loop, whose wgmma units retired every read of it (each k-step ends
+  // in wait_group 0; only wgmma and loads read it, nothing writes it).
+  if (q_bytes) {
+    consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
+                                 {SStmt{SMbarArrive{q_empty, I(0), true}}}, {}}});
+  }
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
@@ -704,6 +894,10 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   SBlock out = std::move(head);
   out.push_back(SStmt{full});
   out.push_back(SStmt{SMbarInit{empty, S, reads_stage ? T : T / 32}});
+  if (q_bytes) {
+    out.push_back(SStmt{SMbarInit{q_full, 1, 1}});
+    out.push_back(SStmt{SMbarInit{q_empty, 1, T / 32}});
+  }
   out.push_back(SStmt{SWarpRoles{T, std::move(producer), std::move(consumer)}});
   k->body = std::move(out);
   k->threads = threads;
@@ -720,7 +914,8 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
          std::to_string(inc) +
          (persistent ? "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" : "") +
          (order.kind != PersistentTileOrder::Kind::kBlockOrder ? " in a work-balanced order: " + PersistentTileOrderName(order)
-                                                                : "");
+                                                                : "") +
+         (q_bytes ? kProducerLoadsNote + *q_dst.begin() + " on " + q_full + ", released after the k-loop)" : "");
 }
 
 // The deferred-wgmma GEMM form (the first half of the file comment); the
@@ -1092,7 +1287,9 @@ std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_byte
   const std::string no = "not warp-specialized: ";
   if (persistent_blocks <= 0 || note.rfind(no, 0) != 0) return note;
   const std::string plain = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, 0);
-  if (plain.rfind("warp-specialized: ", 0) != 0) return plain;  // refused anyway: that reason
+  // Refused anyway: that reason (but where only persistence could take the tiles copied by TMA before
+  // the k-loop, GpuLowerOptions::tma_pre_copies, the persistent form's: LowerToSimt reports it).
+  if (plain.rfind("warp-specialized: ", 0) != 0) return plain.find("tma_pre_copies") != std::string::npos ? note : plain;
   const std::string why = note.substr(no.size());
   return plain + "; not persistent: " + (why.rfind("persistent: ", 0) == 0 ? why.substr(12) : why);
 }

@@ -231,6 +231,13 @@ struct GpuLowerOptions {
   // (with warp_specialize; 0: off) a persistent kernel over this many SMs
   // (WarpSpecializeGemmPipeline's persistent_blocks).
   int64_t persistent_sms = 0;
+  // (with tma_copies) global -> shared copies at the kernel's top level
+  // before its first pipeline (FlashAttention's Q tile) as TMA boxes on a
+  // one-stage mbarrier of their own, which the persistent synchronous-compute
+  // warp specialization hands to the producer warpgroup. LowerToSimt sets it
+  // itself for a persistent sm_90a lowering and keeps the result only where
+  // the producer took those copies (else the kernel is lowered without it).
+  bool tma_pre_copies = false;
   // (with warp_specialize; sm_90a) honour the kernel's `hint cluster 2`
   // (T.Kernel(..., cluster_dims=2)): ClusterMulticast below. Off (every
   // other target): the hint is ignored, as hints may be.
@@ -375,6 +382,10 @@ SBlock PersistentTileLets(const std::vector<std::string>& block_vars, const std:
 // issue (wait_pending -1), the arrival and wgmma.wait_group 0. Returns the
 // note: applied, or "no warpgroup pingpong: <why>" with the kernel as it was.
 inline constexpr int64_t kPingpongBarrier = 2;
+// Notes: the lowering's for each GpuLowerOptions::tma_pre_copies copy (followed by "SRC -> DST on BAR"),
+// WarpSpecializeGemmPipeline's where its producer took them.
+inline constexpr const char* kPreTmaNote = "TMA before the pipeline: copy ";
+inline constexpr const char* kProducerLoadsNote = "; the producer loads the tiles copied before the k-loop (";
 std::string WarpgroupPingpong(SimtKernel* k);
 
 // ---------------------------------------------------------------------------
