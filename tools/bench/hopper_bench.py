@@ -161,7 +161,12 @@ FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # 2026-12-04 21:40: D64 S4096 1.124 ms (cuDNN 1.144), S16384 4.241 ms (cuDNN 4.721), causal S16384
               # 2.225 ms (2.378); with overlap 18-35 % slower, persistent slower still. D128 does not compile
               # (P kept in shared memory at 128 registers a thread needs 174 KiB: `fits` skips it).
-              (192, 128, 384, 2), (192, 128, 384, 3))
+              (192, 128, 384, 2), (192, 128, 384, 3),
+              # Persistent, as session 11 rebuilt it (unmeasured: no device): no consumer spills (the thread index
+              # re-read per tile), a work-balanced tile order on causal rows, and the producer loading the next
+              # tile's Q while O leaves through its own tile (own_o_tile); the row winners' tiles in that form.
+              (128, 128, 256, 2, "overlap", "pingpong", "persistent"), (128, 128, 256, 2, "overlap", "persistent"),
+              (192, 128, 384, 2, "persistent"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
 # kernels.quant_gemm.quant_matmul with stage_scales off / on, "lut" is kernels.quant_gemm.w4_lut_matmul
