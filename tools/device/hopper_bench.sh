@@ -122,6 +122,15 @@ device_env() {
   fi
 }
 
+# `precompile [args]`: only the on-device compile of every config (CPU work, no GPU: session_gpu.sh runs it
+# beside the validation), TL_DEVICE_PRECOMPILE (default 16) jobs at a time.
+precompile() {
+  local out py
+  device_env || return 1
+  (cd "$repo" && bench_env && timeout 300 "$py" tools/bench/hopper_bench.py --precompile --jobs "${TL_DEVICE_PRECOMPILE:-16}" \
+    "$@" 2>&1 | grep -E "^(FAILED|precompile:)")
+}
+
 run() {
   local out py
   device_env || return 1
@@ -186,10 +195,12 @@ case "${1:-}" in
   build) build ;;
   profile) profile ;;
   run) shift; run "$@" ;;
+  precompile) shift; precompile "$@" ;;
   *)
     echo "usage: $0 build   (here: stage .gpu/ and precompile the benchmark kernels)" >&2
     echo "       $0 run [hopper_bench.py args, e.g. --only w4a16]   (on the device machine, with .gpu carried)" >&2
     echo "       $0 profile (on the device machine: ncu on the best GEMM / FlashAttention configs)" >&2
+    echo "       $0 precompile [args]   (on the device machine: only compile the configs into the cache)" >&2
     exit 2
     ;;
 esac
