@@ -7,8 +7,8 @@ GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does fo
   non-persistent kernel even where the environment says TL_CUDA_PERSISTENT=1, which otherwise applies (each form
   is its own cache entry: a stale hit would fail these checks). ptxas (where nvcc is installed) compiles the
   persistent kernel without spills.
-- The persistent kernel's epilogue is warp 0's bulk copies; TL_CUDA_BULK_STORE=0 (a build switch of the cache
-  key) the consumers' stores.
+- The persistent kernel's epilogue: the consumers' stores by default; with pass_configs {"tl.bulk_store": True}
+  (opt-in, TL_CUDA_BULK_STORE=1: a build switch of the cache key) warp 0's bulk copies.
 - Bad values are refused naming the key and what it takes (1 is ambiguous: the environment's 1 means 132 SMs).
 - On the CPU target the key changes nothing: the same GEMM against float64.
 - hopper_bench's "persistent" GEMM configs carry the key; the 8192x8192x1024 one is persistent on sm_90a, and a

@@ -172,8 +172,8 @@ def _run_tl_pack(args, what, target=None, env=None):
 
 
 # tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
-# generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=0: A/B of the sm_90a GEMM's
-# bulk-copy epilogue, opt-in with TL_CUDA_BULK_STORE=1 or pass_configs {"tl.bulk_store": True}).
+# generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=1: the sm_90a GEMM's opt-in
+# bulk-copy epilogue, also pass_configs {"tl.bulk_store": True}; 0 or unset: the consumers' stores).
 BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE")
 
 

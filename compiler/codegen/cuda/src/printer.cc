@@ -492,7 +492,13 @@ class Printer {
           [&](const auto& n) {
             using T = std::decay_t<decltype(n)>;
             if constexpr (std::is_same_v<T, gpu::SLet>) {
-              if (n.opaque && (n.dtype == DType::kI32 || n.dtype == DType::kU32)) {
+              if (n.opaque && n.dtype != DType::kI32 && n.dtype != DType::kU32) {
+                // (A plain let would be printed `const T x = x;` where the value reads the name it shadows.)
+                err_ = "kernel '" + k_.name + "': an opaque let of " + std::string(ir::DTypeName(n.dtype)) + " " + n.name +
+                       " (only 32-bit integers go through the asm move)";
+                return;
+              }
+              if (n.opaque) {
                 // Through a register the compiler cannot see into (SLet::opaque); a fresh name, as the
                 // let may shadow the name its value reads.
                 const std::string tmp = n.name + "_opq" + std::to_string(opaque_lets_++);

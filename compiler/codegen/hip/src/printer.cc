@@ -387,6 +387,9 @@ class Printer {
           [&](const auto& n) {
             using T = std::decay_t<decltype(n)>;
             if constexpr (std::is_same_v<T, gpu::SLet>) {
+              // SLet::opaque comes only from the sm_90a warp specialization; printed plainly it could read
+              // the name it shadows in its own initializer.
+              if (n.opaque) Fail("an opaque let (" + n.name + "): the sm_90a warp specialization's, not HIP's");
               o << pad << "const " << ValueType(n.dtype) << " " << n.name << " = " << E(n.value) << ";\n";
             } else if constexpr (std::is_same_v<T, gpu::SVar>) {
               vars_[n.name] = n.dtype;

@@ -1930,16 +1930,22 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
     GpuLowerOptions pre = options;
     pre.tma_pre_copies = true;
     StatusOr<SimtKernel> r = LowerToSimt(input, pre);
-    if (!r.ok()) return r;
-    bool made = false, taken = false;
-    std::string ws;
-    for (const std::string& n : r->notes) {
-      made = made || n.rfind(kPreTmaNote, 0) == 0;
-      taken = taken || n.find(kProducerLoadsNote) != std::string::npos;
-      if (n.rfind("warp-specialized: ", 0) == 0 || n.rfind("not warp-specialized: ", 0) == 0) ws = n;
+    if (!r.ok()) {
+      // The attempt's own failure (e.g. no shared memory left for Q's barrier in a tile sized to the
+      // budget) is not the program's: the kernel is lowered as without it, the reason in the note.
+      pre_note = "tile copies before the pipeline stay with the consumers (the producer-loaded form failed: " +
+                 r.status().message() + ")";
+    } else {
+      bool made = false, taken = false;
+      std::string ws;
+      for (const std::string& n : r->notes) {
+        made = made || n.rfind(kPreTmaNote, 0) == 0;
+        taken = taken || n.find(kProducerLoadsNote) != std::string::npos;
+        if (n.rfind("warp-specialized: ", 0) == 0 || n.rfind("not warp-specialized: ", 0) == 0) ws = n;
+      }
+      if (!made || taken) return r;
+      pre_note = "tile copies before the pipeline stay with the consumers (as TMA: " + ws + ")";
     }
-    if (!made || taken) return r;
-    pre_note = "tile copies before the pipeline stay with the consumers (as TMA: " + ws + ")";
   }
   ir::Function f = input;
   s = passes::CheckSingleKernel(f);

@@ -803,7 +803,9 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       pre_post_shared = pre_post_shared || (it != bufs.end() && it->second->space == Space::kShared);
     };
     // (With the pre-loop tile loaded by the producer, post... alone needs no barrier: its shared tiles are
-    // next written in the next tile's post..., after the barrier that follows that tile's k-loop.)
+    // next written in the next tile's post..., after the named barrier every consumer passes right after
+    // its Q wait at the start of that tile -- so after every consumer finished this tile's post... -- and
+    // again after the barrier that follows that tile's k-loop.)
     if (!Accesses(pre, shared) || (q_bytes == 0 && !Accesses(post, shared))) pre_post_shared = true;  // not judged: keep the barrier
     // A statement before the pipeline stays outside the tile loop, computed from the launched block
     // index: none may read a block index (none does today: the lowering puts the pipeline first).
