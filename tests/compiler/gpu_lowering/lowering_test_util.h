@@ -123,6 +123,13 @@ inline tl::StatusOr<std::string> EmitTileIr(const std::string& module, const std
   return r.out;
 }
 
+// kernels.attention.flash_attention(`args`)'s Tile IR (EmitTileIr), or "" with python's message in *err.
+inline std::string AttentionIr(const std::string& args, std::string* err) {
+  tl::StatusOr<std::string> ir = EmitTileIr("kernels.attention", "flash_attention", args, "fa");
+  if (!ir.ok()) *err = ir.status().message();
+  return ir.ok() ? *ir : "";
+}
+
 // EmitTileIr's text parsed: its first function, or the emission's / the parser's error.
 inline tl::StatusOr<tl::ir::Function> EmitFunction(const std::string& module, const std::string& factory,
                                                    const std::string& args, const std::string& name) {

@@ -32,6 +32,7 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::GemmStrategy;
 using tl::gpu::SmemSwizzle;
+using tl::gpu::test::AttentionIr;
 using tl::gpu::test::Notes;
 using tl::gpu::test::Parse;
 using tl::gpu::test::Sm90;
@@ -802,25 +803,6 @@ TEST(Wgmma, RegisterOperandA) {
         << notes;
     EXPECT_NE(notes.find("fragment P_f kept in shared memory"), std::string::npos) << notes;
   }
-}
-
-// The repository root (TL_FRONTEND_GOLDEN_DIR is tests/python/frontend/golden
-// seen from this directory).
-std::string RepoRoot() { return std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../.."; }
-
-// Tile IR of kernels/attention.py's flash_attention (the library kernel,
-// emitted by the Python frontend with Debian's python3), or empty.
-std::string AttentionIr(const std::string& args, std::string* err) {
-  const std::string root = RepoRoot();
-  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
-      {"/usr/bin/python3", "-c",
-       "import tilelang\nfrom kernels.attention import flash_attention\nprint(tilelang.emit(flash_attention(" + args + "), 'fa'))\n"},
-      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
-  if (r.exit_code != 0) {
-    *err = r.err;
-    return "";
-  }
-  return r.out;
 }
 
 struct FaCase {

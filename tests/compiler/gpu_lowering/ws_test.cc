@@ -33,6 +33,7 @@ namespace {
 namespace cu = tl::codegen::cuda;
 using tl::gpu::SBlock;
 using tl::gpu::SStmt;
+using tl::gpu::test::AttentionIr;
 using tl::gpu::test::Notes;
 using tl::gpu::test::Parse;
 using tl::gpu::test::Sm90a;
@@ -698,18 +699,6 @@ TEST(WarpSpecialize, SynchronousGemmLoopMatchesFloat64) {
     EXPECT_FALSE(Roles(*off));
     EXPECT_NE(Notes(*off).find("not warp-specialized: turned off"), std::string::npos) << Notes(*off);
   }
-}
-
-// Tile IR of kernels/attention.py's flash_attention (emitted by the Python
-// frontend with Debian's python3), or empty with `err` set.
-std::string AttentionIr(const std::string& args, std::string* err) {
-  const std::string root = std::string(TL_FRONTEND_GOLDEN_DIR) + "/../../../..";
-  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess(
-      {"/usr/bin/python3", "-c",
-       "import tilelang\nfrom kernels.attention import flash_attention\nprint(tilelang.emit(flash_attention(" + args + "), 'fa'))\n"},
-      root, {"PYTHONPATH=" + root + "/compiler/python:" + root});
-  if (r.exit_code != 0) *err = r.err;
-  return r.exit_code == 0 ? r.out : "";
 }
 
 struct FaCase {

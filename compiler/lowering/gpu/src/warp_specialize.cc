@@ -518,16 +518,19 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   auto span = [&](const SimtBuffer& b) {
     return std::pair<int64_t, int64_t>{b.shared_offset, b.shared_offset + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8)};
   };
-  auto in_stages = [&](const std::string& name) {  // a stage, or a shared buffer in a stage's memory
-    if (stages_of.count(name)) return true;
+  // Whether shared buffer `name` overlaps the memory of any buffer of `of`.
+  auto overlaps = [&](const std::string& name, const std::set<std::string>& of) {
     auto it = bufs.find(name);
     if (it == bufs.end() || it->second->space != Space::kShared) return false;
     const auto [lo, hi] = span(*it->second);
-    for (const std::string& st : stages_of) {
-      const auto [slo, shi] = span(*bufs.at(st));
-      if (lo < shi && slo < hi) return true;
+    for (const std::string& o : of) {
+      const auto [olo, ohi] = span(*bufs.at(o));
+      if (lo < ohi && olo < hi) return true;
     }
     return false;
+  };
+  auto in_stages = [&](const std::string& name) {  // a stage, or a shared buffer in a stage's memory
+    return stages_of.count(name) > 0 || overlaps(name, stages_of);
   };
   // The compute reads the stages through wgmma (each unit retired by its
   // own wait_group 0, .sync.aligned: every lane of a warp is past it) or
@@ -694,16 +697,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       if (seen != 3) return no + "a TMA copy before the k-loop is not waited for";
     }
     if (q_seen.size() != pre_bars.size()) return no + "a TMA barrier before the k-loop is not used";
-    auto in_q = [&](const std::string& name) {
-      auto it = bufs.find(name);
-      if (it == bufs.end() || it->second->space != Space::kShared) return false;
-      const auto [lo, hi] = span(*it->second);
-      for (const std::string& q : q_dst) {
-        const auto [qlo, qhi] = span(*bufs.at(q));
-        if (lo < qhi && qlo < hi) return true;
-      }
-      return false;
-    };
+    auto in_q = [&](const std::string& name) { return overlaps(name, q_dst); };
     for (const std::string& q : q_dst) {
       if (in_stages(q)) return no + "persistent: " + q + " (copied before the k-loop) shares a stage's memory";
     }
