@@ -315,6 +315,13 @@ def test_sm90a_overlap_source(causal, bm, bn, D, tmp_path, monkeypatch):
     pv_at = loop.index("acc_o += acc_s_cast (registers) * V_s")
     assert "wgmma.wait_group" not in loop[s_at:pv_at], "S's group is waited for before P V is issued"
     assert "wgmma.wait_group.sync.aligned 1;" in loop[pv_at:]
+    # S is issued only in the steps that have a KV block (k < n_blocks); the last step (k = n_blocks) issues
+    # P_{n-1} V_{n-1} alone -- before, it issued S on K_{n-1} again and dropped it (half a k-step of tensor work
+    # per query block).
+    assert loop.count("acc_s += Q_s * K_s") == 1 and loop.count("acc_o += acc_s_cast (registers) * V_s") == 2
+    assert re.search(r"if \(\(k < [^{]*\{\s*\{  // wgmma\.\S+ k-step: acc_s \+= Q_s \* K_s", loop), loop[:2000]
+    last = loop[loop.rindex("acc_s += Q_s * K_s"):]
+    assert re.search(r"\} else \{\s*if \(\(k > 0\)\) \{\s*\{  // wgmma\.\S+ k-step: acc_o \+= acc_s_cast", last)
     # P is cast at the end of step k and read by P V at step k + 1, after S_{k+1} overwrote acc_s: the copy
     # stays, packed -- bf16x2 registers, half of acc_s's f32 ones (at 128x128 64 f32 scores per thread would
     # cost 64 more registers and spill) -- one cvt.rn.bf16x2.f32 per slot pair, which P V reads unpacked.
@@ -355,7 +362,9 @@ def test_sm90a_pingpong_source(causal, bn, D, overlap, tmp_path, monkeypatch):
     assert s2 < s3 < issue < commit < a3 < a2
     assert "wgmma.wait_group" not in loop[issue:a2]
     assert loop.count("bar.sync 2, 256;") == 1 and loop.count("bar.sync 3, 256;") == 1
-    assert src.count("bar.arrive") == (4 if overlap else 2)
+    # The overlap loop hands over on each of its four paths (S_k with or without P_{k-1} V_{k-1}; the last
+    # step's P V alone, or nothing when there is no KV block).
+    assert src.count("bar.arrive") == (8 if overlap else 2)
     if os.access(NVCC, os.X_OK):
         info = ptxas_v(src, tmp_path, "fa_pp")
         if not overlap:

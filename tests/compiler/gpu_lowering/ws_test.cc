@@ -963,6 +963,44 @@ std::vector<std::pair<int64_t, bool>> NamedBarriers(const SBlock& b) {
   return out;
 }
 
+// The overlap k-loop issues its gemms inside the branches of its step
+// kinds (`if (k < n) {S; [P V]; ...; wait 0} else {if (k > 0) {P V; wait
+// 0}}`): the warp specialization takes it because every path retires its
+// groups within the k-step, and refuses it where one path does not (the
+// consumers would release the stage while that path's P V still reads V).
+TEST(WarpSpecialize, OverlapLoopEveryPathRetiresItsGroups) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
+  std::string err;
+  const std::string ir = AttentionIr(PingpongArgs(260, 260, 64, true, 64, 2, true, false), &err);
+  ASSERT_FALSE(ir.empty()) << "kernels/attention.py did not emit Tile IR: " << err;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(ir), Sm90a(false));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const int64_t budget = 227 * 1024;
+  tl::gpu::SimtKernel ok = *k;
+  EXPECT_EQ(tl::gpu::WarpSpecializeGemmPipeline(&ok, budget).rfind("warp-specialized: ", 0), 0u);
+  // Drop the wait_group 0 of the last step's P V (the else branch of the
+  // k-loop's top-level if that holds the wgmmas).
+  tl::gpu::SimtKernel bad = *k;
+  int dropped = 0;
+  for (SStmt& s : bad.body) {
+    auto* f = std::get_if<tl::gpu::SFor>(&s.node);
+    if (!f) continue;
+    for (SStmt& x : f->body) {
+      auto* i = std::get_if<tl::gpu::SIf>(&x.node);
+      if (!i || i->else_body.empty() || !Count<tl::gpu::SWgmma>(i->then_body)) continue;
+      Walk(i->else_body, [&](SStmt& y) {
+        auto* inner = std::get_if<tl::gpu::SIf>(&y.node);
+        if (!inner || inner->then_body.empty() || !std::holds_alternative<tl::gpu::SWgmmaWait>(inner->then_body.back().node)) return;
+        inner->then_body.pop_back();
+        ++dropped;
+      });
+    }
+  }
+  ASSERT_EQ(dropped, 1) << tl::gpu::Dump(*k);
+  EXPECT_EQ(tl::gpu::WarpSpecializeGemmPipeline(&bad, budget),
+            "not warp-specialized: a wgmma group left in flight (wg_wait) is not retired (wait_group 0) within its k-step");
+}
+
 TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 to emit kernels/attention.py";
   struct PpCase {
@@ -1000,11 +1038,13 @@ TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
     const tl::gpu::SFor* loop = ConsumerLoop(*r);
     ASSERT_TRUE(loop) << dump;
     // The k-step: one sync per warpgroup before the issue, one arrival on
-    // the other's barrier after it (the overlap loop's handover sits in both
-    // branches of its `if (k > 0)`); nothing else among the consumers.
+    // the other's barrier after it (the overlap loop's handover sits on each
+    // of its four paths: `if (k < n) { S; if (k > 0) {P V} else {} } else
+    // { if (k > 0) {P V} else {} }`); nothing else among the consumers.
     const std::vector<std::pair<int64_t, bool>> bars = NamedBarriers(loop->body);
     const std::vector<std::pair<int64_t, bool>> want =
-        c.overlap ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true}, {2, true}}
+        c.overlap ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true},
+                                                          {2, true}, {3, true}, {2, true}, {3, true}, {2, true}}
                   : std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}};
     EXPECT_EQ(bars, want) << dump;
     EXPECT_EQ(NamedBarriers(r->producer).size(), 0u);

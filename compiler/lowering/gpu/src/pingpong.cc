@@ -108,6 +108,71 @@ SStmt Guarded(Expr cond, SStmt s) { return SStmt{SIf{std::move(cond), {std::move
 SStmt Sync(int64_t id) { return SStmt{SNamedBarrier{id, 256, false, false}}; }
 SStmt Arrive(int64_t id) { return SStmt{SNamedBarrier{id, 256, true, false}}; }
 
+// Puts `handover` on every path through `b` (which starts holding the turn)
+// exactly once, right after the path's first issues: a synchronous first
+// wgmma becomes its issue, the handover, then its wait_group 0; a run of
+// asynchronous issues is followed by the handover, or where an if holding
+// wgmmas follows the run, each of its branches gets one (recursively); an if
+// holding the path's first wgmma passes the turn into both branches; a path
+// with no wgmma hands over at once. `top`: b is the k-step itself, where
+// later statements may issue more (the plain loop's P V); inside a branch
+// nothing is issued after the handover (the other warpgroup's turn). "" or
+// why not; `what` describes the first form placed.
+std::string PlaceHandover(SBlock* b, const SStmt& handover, bool top, std::string* what) {
+  size_t first = 0;
+  while (first < b->size() && !HasWgmma(SBlock{(*b)[first]})) ++first;
+  if (first == b->size()) {
+    b->insert(b->begin(), handover);
+    return "";
+  }
+  auto issued_after = [&](size_t from) {
+    return !top && HasWgmma(SBlock(b->begin() + static_cast<std::ptrdiff_t>(from), b->end()));
+  };
+  if (auto* br = std::get_if<SIf>(&(*b)[first].node)) {
+    for (SBlock* arm : {&br->then_body, &br->else_body}) {
+      if (std::string why = PlaceHandover(arm, handover, false, what); !why.empty()) return why;
+    }
+    if (issued_after(first + 1)) return "a wgmma is issued after the if that holds the k-step's first issues";
+    if (top) *what = "in each branch of the k-step's if: " + *what;
+    return "";
+  }
+  auto* w = std::get_if<SWgmma>(&(*b)[first].node);
+  if (!w) return "the k-step's first wgmma is nested in a loop";
+  if (w->wait_pending != 0 && w->wait_pending != -1) {
+    return "the k-step's first wgmma keeps " + std::to_string(w->wait_pending) + " older groups in flight";
+  }
+  if (w->wait_pending == 0) {
+    // Synchronous (the plain k-loop's QK^T): issue, hand over, then wait.
+    SWgmma issue = *w;
+    issue.wait_pending = -1;
+    (*b)[first] = SStmt{issue};
+    b->insert(b->begin() + static_cast<std::ptrdiff_t>(first) + 1, handover);
+    b->insert(b->begin() + static_cast<std::ptrdiff_t>(first) + 2, SStmt{SWgmmaWait{0, {issue.c}}});
+    if (what->empty()) *what = "its first wgmma (" + issue.c + ") issued, then wait_group 0";
+    if (issued_after(first + 3)) return "a branch issues a wgmma after its first, synchronous one";
+    return "";
+  }
+  // Asynchronous issues (the overlap k-loop): the run of issues, and where
+  // an if follows, the issues at the head of each branch.
+  const size_t end = IssueRun(*b, first);
+  if (what->empty()) *what = std::to_string(end - first) + " asynchronous wgmma issue(s)";
+  if (auto* br = end < b->size() ? std::get_if<SIf>(&(*b)[end].node) : nullptr; br && HasWgmma(br->then_body)) {
+    for (SBlock* arm : {&br->then_body, &br->else_body}) {
+      const size_t e = IssueRun(*arm, 0);
+      if (HasWgmma(SBlock(arm->begin() + static_cast<std::ptrdiff_t>(e), arm->end()))) {
+        return "a branch after the first wgmma issues more than leading asynchronous wgmmas";
+      }
+      arm->insert(arm->begin() + static_cast<std::ptrdiff_t>(e), handover);
+    }
+    if (what->find("both branches") == std::string::npos) *what += " and the leading issues of both branches of the if after them";
+    if (issued_after(end + 1)) return "a wgmma is issued after the if that follows the first issues";
+    return "";
+  }
+  b->insert(b->begin() + static_cast<std::ptrdiff_t>(end), handover);
+  if (issued_after(end + 1)) return "a branch issues a wgmma after its leading issues";
+  return "";
+}
+
 }  // namespace
 
 std::string WarpgroupPingpong(SimtKernel* k) {
@@ -178,54 +243,24 @@ std::string WarpgroupPingpong(SimtKernel* k) {
              ") may differ between the warpgroups";
     }
   }
-  // The first wgmma of the k-step: a top-level statement.
+  // The first statement of the k-step holding a wgmma: a wgmma, or an if
+  // whose branches each start their own issues (the overlap form's step
+  // kinds); the turn is taken right before it.
   SBlock& body = lp.body;
   size_t first = 0;
   while (first < body.size() && !HasWgmma(SBlock{body[first]})) ++first;
   if (first == body.size()) return no + "no wgmma in the k-loop";
-  auto* w = std::get_if<SWgmma>(&body[first].node);
-  if (!w) return no + "the k-step's first wgmma is nested in a loop or a branch";
-  if (w->wait_pending != 0 && w->wait_pending != -1) {
-    return no + "the k-step's first wgmma keeps " + std::to_string(w->wait_pending) + " older groups in flight";
-  }
   const Expr kv = ir::MakeVar(lp.var, ir::ExprDType(lp.start));
   const Expr not_first = Bin(ir::BinaryOp::kGt, kv, lp.start);
   const Expr not_last =
       Bin(ir::BinaryOp::kLt, Bin(ir::BinaryOp::kAdd, kv, ir::MakeInt(1, ir::ExprDType(lp.start))), lp.stop);
   const SStmt handover = ByWarpgroup({Arrive(B)}, {Guarded(not_last, Arrive(A))});
-  std::string what;
   SBlock out(std::make_move_iterator(body.begin()), std::make_move_iterator(body.begin() + static_cast<std::ptrdiff_t>(first)));
   out.push_back(ByWarpgroup({Guarded(not_first, Sync(A))}, {Sync(B)}));
-  if (w->wait_pending == 0) {
-    // Synchronous (the plain k-loop's QK^T): issue, hand over, then wait.
-    SWgmma issue = *w;
-    issue.wait_pending = -1;
-    out.push_back(SStmt{issue});
-    out.push_back(handover);
-    out.push_back(SStmt{SWgmmaWait{0, {issue.c}}});
-    what = "its first wgmma (" + issue.c + ") issued, then wait_group 0";
-    for (size_t i = first + 1; i < body.size(); ++i) out.push_back(std::move(body[i]));
-  } else {
-    // Asynchronous issues (the overlap k-loop): the run of issues, and where
-    // an if follows, the issues at the head of each branch.
-    const size_t end = IssueRun(body, first);
-    for (size_t i = first; i < end; ++i) out.push_back(std::move(body[i]));
-    what = std::to_string(end - first) + " asynchronous wgmma issue(s)";
-    if (auto* br = end < body.size() ? std::get_if<SIf>(&body[end].node) : nullptr; br && HasWgmma(br->then_body)) {
-      for (SBlock* b : {&br->then_body, &br->else_body}) {
-        const size_t e = IssueRun(*b, 0);
-        if (HasWgmma(SBlock(b->begin() + static_cast<std::ptrdiff_t>(e), b->end()))) {
-          return no + "a branch after the first wgmma issues more than leading asynchronous wgmmas";
-        }
-        b->insert(b->begin() + static_cast<std::ptrdiff_t>(e), handover);
-      }
-      what += " and the leading issues of both branches of the if after them";
-      for (size_t i = end; i < body.size(); ++i) out.push_back(std::move(body[i]));
-    } else {
-      out.push_back(handover);
-      for (size_t i = end; i < body.size(); ++i) out.push_back(std::move(body[i]));
-    }
-  }
+  SBlock rest(std::make_move_iterator(body.begin() + static_cast<std::ptrdiff_t>(first)), std::make_move_iterator(body.end()));
+  std::string what;
+  if (std::string why = PlaceHandover(&rest, handover, true, &what); !why.empty()) return no + why;
+  for (SStmt& s : rest) out.push_back(std::move(s));
   body = std::move(out);
   k->body.back().node = std::move(roles);
   return "warpgroup pingpong: the two consumer warpgroups take turns issuing " + what + " per k-step (bar.sync " +

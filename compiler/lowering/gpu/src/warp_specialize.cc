@@ -411,6 +411,30 @@ bool Accesses(const SBlock& b, const std::function<void(const std::string&, char
 // The k-loop of a TMA pipeline whose compute waits for its own wgmma groups
 // (FlashAttention: QK^T, softmax on register fragments, P V), as producer
 // and consumers; `enabled`, persistent_blocks as WarpSpecializeGemmPipeline.
+// Whether some path through `b`, entered with groups in flight or not
+// (`in_flight`), leaves a wgmma group in flight at its end: a wgmma with
+// wait_group 0 or a wait_group 0 retires everything before it (groups
+// retire in order); an if leaves groups in flight where either branch does;
+// a loop holding an asynchronous wgmma counts as leaving it in flight (no
+// kernel needs more yet).
+bool GroupsLeftInFlight(const SBlock& b, bool in_flight) {
+  for (const SStmt& s : b) {
+    if (const auto* w = std::get_if<SWgmma>(&s.node)) {
+      in_flight = w->wait_pending != 0;
+    } else if (const auto* wait = std::get_if<SWgmmaWait>(&s.node)) {
+      if (wait->pending == 0) in_flight = false;
+    } else if (const auto* i = std::get_if<SIf>(&s.node)) {
+      in_flight = GroupsLeftInFlight(i->then_body, in_flight) || GroupsLeftInFlight(i->else_body, in_flight);
+    } else if (Any(SBlock{s}, [](const SStmt& y) {
+                 const auto* nested = std::get_if<SWgmma>(&y.node);
+                 return nested && nested->wait_pending != 0;
+               })) {
+      in_flight = true;
+    }
+  }
+  return in_flight;
+}
+
 std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
   SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
@@ -494,18 +518,11 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     return no + "TMA or mbarrier statements in the k-loop's compute";
   }
   // Groups a gemm leaves in flight (wg_wait != 0) must be retired inside the k-step: the
-  // consumers release the stage at its end. So a top-level wait_group 0 follows the last
-  // top-level statement holding a wgmma.
-  if (Any(compute, [](const SStmt& y) {
-        const auto* w = std::get_if<SWgmma>(&y.node);
-        return w && w->wait_pending != 0;
-      })) {
-    size_t last = 0, drain = 0;
-    for (size_t i = 0; i < compute.size(); ++i) {
-      if (Has<SWgmma>(SBlock{compute[i]})) last = i + 1;
-      if (const auto* w = std::get_if<SWgmmaWait>(&compute[i].node); w && w->pending == 0) drain = i + 1;
-    }
-    if (drain <= last) return no + "a wgmma group left in flight (wg_wait) is not retired (wait_group 0) within its k-step";
+  // consumers release the stage at its end. So on every path through the compute a wait_group 0
+  // follows the last wgmma issued (GroupsLeftInFlight; the overlap k-loop issues its gemms inside
+  // the branches of its step kinds, each ending in its own wait).
+  if (GroupsLeftInFlight(compute, false)) {
+    return no + "a wgmma group left in flight (wg_wait) is not retired (wait_group 0) within its k-step";
   }
   // The stages (the refill's destinations) and the shared memory they span.
   std::set<std::string> stages_of;
