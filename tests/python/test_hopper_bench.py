@@ -471,3 +471,61 @@ def test_w4a16_split_config_checks_the_workspace(env):
     args[4][:] = 1.0  # as if the cast kernel had not zeroed it
     x["_w"] = args[4]
     assert case.check(be, x, out) == float("inf")
+
+
+def test_canaries_drop_the_configs_that_hang_or_fail():
+    """--canary-timeout's parent (run_canaries): each unproven config (UNPROVEN: GEMM "bulk", FlashAttention
+    "persistent", ...) runs once in a child per kind of row; a child that outlives the timeout is killed and
+    its config dropped from every row ("hung"), a child that exits nonzero drops it with its last line, one
+    that exits 0 keeps it. The children here are stand-ins (sleep / exit 3 / exit 0) chosen by config."""
+    import hopper_bench as hb
+    cases = hb.all_cases(only=("gemm", "attention"), gemm_shapes=((4096, 4096, 4096), (128, 8192, 8192)))
+    plan = hb.canary_plan(cases)
+    assert plan and all(hb.unproven(c, cfg) for c, cfg in plan)
+    # one child per config and kind of row: GEMM's first fitting row; attention's first causal and non-causal
+    gemm_bulk = [cfg for c, cfg in plan if c.group == "gemm"]
+    assert len(gemm_bulk) == len(set(gemm_bulk)) and all("bulk" in cfg or "gemm_pingpong" in cfg for cfg in gemm_bulk)
+    fa = [(c.params["causal"], cfg) for c, cfg in plan if c.group == "attention"]
+    assert len(fa) == len(set(fa)) and {causal for causal, _ in fa} == {False, True}
+    assert all("persistent" in cfg for _, cfg in fa)
+    hang, fail = gemm_bulk[0], fa[0][1]
+
+    def command(case, cfg):
+        if cfg == hang:
+            return [sys.executable, "-c", "import time; time.sleep(60)"]
+        if cfg == fail:
+            return [sys.executable, "-c", "print('canary: rel. error 3.1e-01'); raise SystemExit(3)"]
+        return [sys.executable, "-c", "pass"]
+
+    lines = []
+    dropped = hb.run_canaries(cases, [], timeout_s=3, jobs=8, log=lines.append, command=command)
+    assert {cfg for _, cfg in dropped} == {hang, fail}, dropped
+    # dropped from every row that lists the config, with the reason
+    rows_with_hang = [c.label for c in cases if c.group == "gemm" and hang in [tuple(x) for x in c.configs]]
+    assert rows_with_hang and all((label, hang) in dropped for label in rows_with_hang)
+    assert "hung: no result within 3 s (killed)" in dropped[(rows_with_hang[0], hang)]
+    fail_why = next(w for (_, cfg), w in dropped.items() if cfg == fail)
+    assert "failed (exit 3): canary: rel. error 3.1e-01" in fail_why
+    assert any("config(s) dropped" in line for line in lines)
+
+
+def test_canary_child_argv_drops_the_parents_own_options():
+    import hopper_bench as hb
+    argv = ["--only", "gemm", "--json", "x.json", "--canary-timeout", "60", "--budget-s=300", "--canary-jobs", "2",
+            "--gemm-shapes", "4096x4096x4096"]
+    assert hb.canary_child_argv(argv) == ["--only", "gemm", "--gemm-shapes", "4096x4096x4096"]
+
+
+def test_canary_one_runs_a_config_on_the_cpu(env):
+    """The child itself (--self-test selects the CPU device and the tiny rows): exit 0 with the error printed for a
+    correct config, 4 for a config the row does not list."""
+    import hopper_bench as hb
+    case = hb.all_cases(tiny=True, only=("gemm",))[0]
+    cfg = next(c for c in case.configs if hb.fits(case, c) and "bulk" in c)
+    r = subprocess.run([sys.executable, BENCH, "--self-test", "--only", "gemm", "--canary-one",
+                        json.dumps([case.label, list(cfg)])], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"canary: {case.label} cfg={tuple(cfg)}: rel. error" in r.stdout
+    r = subprocess.run([sys.executable, BENCH, "--self-test", "--only", "gemm", "--canary-one",
+                        json.dumps([case.label, [1, 2, 3]])], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 4 and "canary: no row" in r.stdout, r.stdout + r.stderr

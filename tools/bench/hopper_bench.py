@@ -1255,8 +1255,116 @@ def precompile(cases, jobs):
     return 1 if failed else 0
 
 
-def run_case(case, be, target, rng, log):
-    """Ours for every fitting config (checked, then timed), then every peer the backend has."""
+# Variants that have not run on a GPU yet (built in sessions 11-12 without a device). With --canary-timeout
+# each config carrying one first runs alone in a child process (compile from the cache, one launch, the
+# float64 check) under that timeout, before the table: a hang (an mbarrier wait that never completes) or a
+# fault (a sticky error poisons the process's CUDA context, so every later config and peer would fail)
+# then costs that config, which the table skips with the reason, not the rows after it. One child per
+# config and kind of row (GEMM: the first row it fits; attention: the first causal and the first
+# non-causal row, whose tile orders differ), --canary-jobs at a time.
+UNPROVEN = {"gemm": ("bulk", "gemm_pingpong"), "attention": ("persistent",)}
+
+
+def unproven(case, cfg):
+    return any(isinstance(e, str) and e in UNPROVEN.get(case.group, ()) for e in cfg)
+
+
+def canary_plan(cases):
+    """[(case, cfg)]: the unproven configs, each on one representative row per kind (see UNPROVEN)."""
+    plan, seen = [], set()
+    for case in cases:
+        kind = (case.group, case.params.get("causal", False))
+        for cfg in case.configs:
+            if unproven(case, cfg) and fits(case, cfg) and (kind, tuple(cfg)) not in seen:
+                seen.add((kind, tuple(cfg)))
+                plan.append((case, cfg))
+    return plan
+
+
+def canary_child_argv(argv):
+    """The parent's arguments for a child, without the ones only the parent acts on."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a in ("--json", "--canary-timeout", "--canary-jobs", "--budget-s"):
+            skip = True
+            continue
+        if a.split("=", 1)[0] in ("--json", "--canary-timeout", "--canary-jobs", "--budget-s"):
+            continue
+        out.append(a)
+    return out
+
+
+def run_canaries(cases, argv, timeout_s, jobs, log=print, command=None):
+    """Runs canary_plan(cases) in child processes; returns {(label, cfg tuple): reason} of the configs that
+    hung, failed or computed a wrong result. A config that failed on its representative row is dropped from
+    every row (it is the same kernel protocol). `command(case, cfg)`: the child's argv (default: this script
+    with the parent's arguments and --canary-one)."""
+    import subprocess
+    plan = canary_plan(cases)
+    if not plan:
+        return {}
+    log(f"canaries: {len(plan)} unproven config runs, {jobs} at a time, {timeout_s:.0f} s each")
+    base = [sys.executable, os.path.abspath(__file__)] + canary_child_argv(argv)
+    command = command or (lambda case, cfg: base + ["--canary-one", json.dumps([case.label, list(cfg)])])
+    bad, pending, running = {}, list(plan), []
+    t0 = time.perf_counter()
+    while pending or running:
+        while pending and len(running) < jobs:
+            case, cfg = pending.pop(0)
+            p = subprocess.Popen(command(case, cfg), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            running.append((p, case, cfg, time.perf_counter()))
+        time.sleep(0.2)
+        for item in list(running):
+            p, case, cfg, started = item
+            reason = None
+            if p.poll() is None:
+                if time.perf_counter() - started < timeout_s:
+                    continue
+                p.kill()
+                p.wait()
+                reason = f"hung: no result within {timeout_s:.0f} s (killed)"
+            running.remove(item)
+            text = p.stdout.read() if p.stdout else ""
+            if reason is None and p.returncode != 0:
+                tail = [line for line in text.strip().splitlines() if line.strip()][-1:] or [f"exit {p.returncode}"]
+                reason = f"failed (exit {p.returncode}): {tail[0][:300]}"
+            if reason:
+                for c in cases:
+                    if c.group == case.group and tuple(cfg) in [tuple(x) for x in c.configs]:
+                        bad[(c.label, tuple(cfg))] = f"canary on {case.label}: {reason}"
+            log(f"canary {case.label} cfg={cfg}: {reason or 'ok'} ({time.perf_counter() - started:.1f} s)")
+    log(f"canaries: {len(plan)} run in {time.perf_counter() - t0:.1f} s, {len({k[1] for k in bad})} config(s) dropped")
+    return bad
+
+
+def canary_one(cases, spec, be, target):
+    """--canary-one '[label, cfg]' (a child of run_canaries): that config on that row, once, checked. Exit 0
+    when correct, 3 when the result is wrong, 4 when the row or config is unknown (an exception: 1)."""
+    import numpy as np
+    label, cfg = json.loads(spec)
+    cfg = tuple(cfg)
+    case = next((c for c in cases if c.label == label), None)
+    if case is None or cfg not in [tuple(c) for c in case.configs]:
+        print(f"canary: no row {label!r} with config {cfg!r}")
+        return 4
+    x = case.make(be, np.random.default_rng(11))
+    k, _ = compile_case(case, cfg, target)
+    shape, dtype = case.out_spec
+    out = be.nan(shape, dtype)
+    args = case.args(x, out, cfg) if getattr(case, "args_by_cfg", False) else case.args(x, out)
+    k(*args)
+    be.sync()
+    err = case.check(be, x, out) if be.all_finite(out) else float("inf")
+    print(f"canary: {label} cfg={cfg}: rel. error {err:.2e}")
+    return 0 if err < 2e-2 else 3
+
+
+def run_case(case, be, target, rng, log, dropped=None):
+    """Ours for every fitting config (checked, then timed), then every peer the backend has; `dropped`:
+    {(label, cfg): reason} of configs not to run (run_canaries)."""
     import numpy as np  # noqa: F401
     row = {"group": case.group, "label": case.label, "params": case.params, "unit": case.unit, "flops": case.flops,
            "min_bytes": case.min_bytes, "dtype": case.dtype, "ours_configs": [], "peers": {}}
@@ -1267,6 +1375,10 @@ def run_case(case, be, target, rng, log):
         row["ours_configs"].append(entry)
         if not fits(case, cfg):
             entry["skipped"] = "tile does not fit the shape"
+            continue
+        if dropped and (case.label, tuple(cfg)) in dropped:
+            entry["skipped"] = dropped[(case.label, tuple(cfg))]
+            log(f"ours {case.label} cfg={cfg}: SKIPPED ({entry['skipped']})")
             continue
         try:
             k, secs = compile_case(case, cfg, target)
@@ -1416,7 +1528,7 @@ def read_floor_table(rows):
     return "\n".join(lines)
 
 
-def run_all(cases, be, target, json_path, log=print, budget_s=None):
+def run_all(cases, be, target, json_path, log=print, budget_s=None, dropped=None):
     import numpy as np
     rng = np.random.default_rng(11)
     machine = {"kind": "machine", "device": be.name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -1452,7 +1564,7 @@ def run_all(cases, be, target, json_path, log=print, budget_s=None):
             rows.append({"group": "skipped", "label": case.label, "error": f"past the time budget of {budget_s:.0f} s"})
             continue
         try:
-            rows.append(run_case(case, be, target, rng, log))
+            rows.append(run_case(case, be, target, rng, log, dropped))
         except Exception as e:  # noqa: BLE001 - one case must not hide the others
             import traceback
             traceback.print_exc()
@@ -1508,6 +1620,8 @@ def self_test(args):
     """Tiny shapes on the CPU device, numpy peers: every group's first config (all with --all-configs)."""
     be = NumpyBackend()
     cases = all_cases(tiny=True, only=args.only)
+    if args.canary_one:
+        return canary_one(cases, args.canary_one, be, "cpu")
     full = all_cases(tiny=False, only=args.only)
     problems = []
     for c in full:  # kernel selection at the real sizes: at least one config fits every case
@@ -1606,6 +1720,11 @@ def main():
     ap.add_argument("--gemm-dtypes", default="bfloat16,float16", help="GEMM rows only for these dtypes")
     ap.add_argument("--gemm-configs", help="GEMM configs instead of the built-in lists, as a Python literal list of "
                     "tuples, e.g. \"[(128, 256, 64, 256, 3, 0, 1, 'persistent', 'cluster2')]\" (a probe of a few)")
+    ap.add_argument("--canary-timeout", type=float, default=0,
+                    help="first run each config of a variant that has not run on a GPU yet (UNPROVEN) alone in a "
+                         "child process with this timeout (s); those that hang or fail are skipped in the table")
+    ap.add_argument("--canary-jobs", type=int, default=4, help="--canary-timeout: children at a time")
+    ap.add_argument("--canary-one", metavar="JSON", help=argparse.SUPPRESS)  # run_canaries' child
     args = ap.parse_args()
     args.only = tuple(g for g in args.only.split(",") if g)
     gemm_kw = {"gemm_dtypes": tuple(d for d in args.gemm_dtypes.split(",") if d)}
@@ -1636,8 +1755,15 @@ def main():
     cases = select_w4(all_cases(only=args.only, **gemm_kw), args.w4_kinds, args.w4_ms)
     if args.precompile:
         return precompile(cases, args.jobs)
+    if args.canary_one:
+        return canary_one(cases, args.canary_one, TorchBackend(flush=args.flush), "cuda")
+    dropped = {}
+    if args.canary_timeout > 0:
+        t0 = time.perf_counter()
+        dropped = run_canaries(cases, sys.argv[1:], args.canary_timeout, args.canary_jobs)
+        args.budget_s = max(1.0, args.budget_s - (time.perf_counter() - t0))
     be = TorchBackend(flush=args.flush)
-    machine, rows = run_all(cases, be, "cuda", args.json, budget_s=args.budget_s)
+    machine, rows = run_all(cases, be, "cuda", args.json, budget_s=args.budget_s, dropped=dropped)
     print("\n=== hopper benchmark table ===")
     print(table(rows, machine))
     if read_floor_table(rows):
@@ -1652,6 +1778,10 @@ def main():
         print(f"\nnot run (time budget): {skipped}")
     if failed:
         print(f"\nno correct config of ours: {failed}")
+    if dropped:
+        print(f"\nconfigs dropped by their canary run (hung or failed alone; --canary-timeout):")
+        for cfg, why in sorted({(str(list(c)), w.split(': ', 1)[1]) for (_, c), w in dropped.items()}):
+            print(f"  {cfg}: {why}")
     return 0
 
 

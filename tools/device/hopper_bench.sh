@@ -142,7 +142,8 @@ run() {
       "$@" 2>&1 | grep -E "^(FAILED|precompile:)")
   fi
   echo "=== hopper benchmarks (tools/bench/hopper_bench.py, $py) ==="
-  (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout 540 "$py" tools/bench/hopper_bench.py \
+  # TL_BENCH_TIMEOUT: the bench's wall-clock cap (session_gpu.sh sets it from the call's time left)
+  (cd "$repo" && bench_env && PYTHONUNBUFFERED=1 timeout "${TL_BENCH_TIMEOUT:-540}" "$py" tools/bench/hopper_bench.py \
     --json "$out/hopper_bench.json" "$@") 2>&1 | tee "$out/hopper_bench.log"
   local rc=${PIPESTATUS[0]}
   sed -n '/^=== hopper benchmark table ===/,$p' "$out/hopper_bench.log" >"$out/hopper_bench.md"

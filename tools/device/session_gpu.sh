@@ -23,7 +23,8 @@
 #      gpu_check.sh run-python under CUDA_FORCE_PTX_JIT=1 (conformance from the PTX), c_cases_gpu.sh run
 #      (the cases from C, cubins and PTX JIT); then gpu_check.sh run-compat (upstream's examples, 200 s cap);
 #      Meanwhile the benchmark kernels are compiled (hopper_bench.sh precompile, 16 jobs: CPU only).
-#   2. the benchmark table (hopper_bench.sh run, alone on the GPU: timings never overlap the validation)
+#   2. the benchmark table (hopper_bench.sh run, alone on the GPU: timings never overlap the validation;
+#      first the canaries: each config of a variant that never ran on a GPU alone in a child process, 60 s cap)
 #      with the time left (--budget-s: 530 s minus what step 1 took; skipped, with a line saying so, when that
 #      is under 90 s; the bench checks its budget before each case, so the last one may run past it by its own
 #      length); arguments after `run` go to hopper_bench.py (e.g. `--only attention --fa-configs "..."`).
@@ -84,7 +85,11 @@ run() {
     return $status
   fi
   echo "##### bench (validation and precompile took $((SECONDS - t0)) s; --budget-s $left)"
-  OUT=$out/bench bash "$here/hopper_bench.sh" run --budget-s "$left" "$@" >"$out/bench/stdout.log" 2>&1
+  # The configs of variants that never ran on a GPU first run alone under a 60 s timeout (hopper_bench.py
+  # --canary-timeout: a hang or a sticky fault then drops that config, not the rows after it); the bench is
+  # killed 45 s past its budget, inside the call's 600 s, so the logs and the JSON written so far come back.
+  OUT=$out/bench TL_BENCH_TIMEOUT=$((left + 45)) bash "$here/hopper_bench.sh" run --budget-s "$left" \
+    --canary-timeout 60 --canary-jobs 8 "$@" >"$out/bench/stdout.log" 2>&1
   echo "hopper_bench: exit $?"
   sed -n '/=== hopper benchmark table ===/,$p' "$out/bench/stdout.log"
   return $status
