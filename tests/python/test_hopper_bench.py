@@ -529,3 +529,27 @@ def test_canary_one_runs_a_config_on_the_cpu(env):
     r = subprocess.run([sys.executable, BENCH, "--self-test", "--only", "gemm", "--canary-one",
                         json.dumps([case.label, [1, 2, 3]])], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 4 and "canary: no row" in r.stdout, r.stdout + r.stderr
+
+
+def test_worst_block_error_finds_one_misplaced_tile():
+    """The canary child's full check (_worst_block_err, torch on the device; numpy here, the same operators): one
+    128 x 128 tile of C stored in another tile's place -- in an 8192^2 C 1/4096 of the elements, ~2 % of its
+    Frobenius norm, at the 2e-2 bound of a whole-matrix error -- is an error of ~1.4 in its block; bf16 rounding
+    is not."""
+    import numpy as np
+    import hopper_bench as hb
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((512, 384)).astype(np.float32)
+    rounded = ref * (1 + rng.uniform(-2 ** -8, 2 ** -8, ref.shape).astype(np.float32))
+    assert hb._worst_block_err(rounded, ref, (128, 128)) < 5e-3
+    swapped = rounded.copy()
+    swapped[128:256, 0:128], swapped[256:384, 256:384] = rounded[256:384, 256:384], rounded[128:256, 0:128]
+    assert hb.rel_err(swapped, ref) < 1.0 and hb._worst_block_err(swapped, ref, (128, 128)) > 1.0
+    nan = rounded.copy()
+    nan[-1, -1] = np.nan
+    assert hb._worst_block_err(nan, ref, (128, 128)) == float("inf")
+    # attention's blocks: (batch * heads, S, D) in 64-row blocks; one head's rows 64..127 from another head
+    o = rng.standard_normal((6, 256, 64)).astype(np.float32)
+    bad = o.copy()
+    bad[3, 64:128] = o[4, 64:128]
+    assert hb._worst_block_err(o, o, (64, 64)) == 0.0 and hb._worst_block_err(bad, o, (64, 64)) > 1.0
