@@ -553,3 +553,29 @@ def test_worst_block_error_finds_one_misplaced_tile():
     bad = o.copy()
     bad[3, 64:128] = o[4, 64:128]
     assert hb._worst_block_err(o, o, (64, 64)) == 0.0 and hb._worst_block_err(bad, o, (64, 64)) > 1.0
+
+
+def test_profile_list_picks_the_missed_rows_slowest_first(tmp_path):
+    """--profile-list (hopper_bench.sh profile-best's choice of what ncu looks at): the GEMM / attention rows where
+    ours is slower than the first peer, slowest ratio first, capped; split-K configs profile their split kernel."""
+    def row(group, label, ours, peer, cfg):
+        first = "cuBLAS" if group == "gemm" else "SDPA-cuDNN"
+        return {"group": group, "label": label, "ours_ms": ours, "ours_cfg": cfg,
+                "peers": {first: {"ms": peer}, "other": {"ms": ours * 10}}}
+    rows = [row("gemm", "GEMM bfloat16 4096x4096x4096", 0.190, 0.182, [128, 256, 64, 256, 3, 0, 1, "persistent"]),
+            row("gemm", "GEMM bfloat16 8192x8192x8192", 1.47, 1.48, [128, 256, 64, 256, 4, 8]),  # met: not listed
+            row("gemm", "GEMM bfloat16 128x8192x8192", 0.050, 0.044, [128, 128, 64, 256, 5, 0, 2]),
+            row("attention", "FA fwd bfloat16 B4 H32 S4096 D128 causal", 1.06, 0.94, [128, 64, 256, 2, "nows"]),
+            row("w4a16", "W4A16 g128 128x8192x8192", 0.06, 0.04, [128, 128, 128, 4, 256, "wgmma_sp", 2]),  # not GEMM
+            {"group": "attention", "label": "FA failed", "peers": {"SDPA-cuDNN": {"ms": 1.0}}}]  # no ours: skipped
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps([{"kind": "machine"}] + rows))
+    r = subprocess.run([sys.executable, BENCH, "--profile-list", str(path), "--profile-max", "2"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert [ln.split(" ", 2)[:2] for ln in lines] == [["gemm_bfloat16_128x8192x8192", "^main_k0"],
+                                                     ["fa_fwd_bfloat16_b4_h32_s4096_d128_causal", "^main"]]
+    assert json.loads(lines[1].split(" ", 2)[2]) == ["FA fwd bfloat16 B4 H32 S4096 D128 causal", [128, 64, 256, 2, "nows"]]
+    r = subprocess.run([sys.executable, BENCH, "--profile-list", str(path)], capture_output=True, text=True, timeout=120)
+    assert len(r.stdout.strip().splitlines()) == 3 and "gemm_bfloat16_4096x4096x4096 ^main " in r.stdout

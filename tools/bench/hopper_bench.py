@@ -1371,9 +1371,32 @@ def run_canaries(cases, argv, timeout_s, jobs, log=print, command=None):
     return bad
 
 
-def canary_one(cases, spec, be, target):
-    """--canary-one '[label, cfg]' (a child of run_canaries): that config on that row, once, checked. Exit 0
-    when correct, 3 when the result is wrong, 4 when the row or config is unknown (an exception: 1)."""
+def profile_list(rows, limit):
+    """--profile-list JSON: the GEMM and attention rows of a bench JSON where ours is slower than the row's first
+    peer (cuBLAS, SDPA-cuDNN), slowest ratio first, at most `limit`: [(name, '[label, cfg]')] for
+    hopper_bench.sh profile-best, which runs each under ncu (the issue asks what the profile shows is the
+    limiter of every missed target); with the kernel name ncu is to pick: ^main_k0 for a split-K config (its
+    call launches the split kernel, then the cast), ^main otherwise: [(name, regex, '[label, cfg]')]."""
+    picked = []
+    for r in rows:
+        if r.get("group") not in ("gemm", "attention") or "ours_ms" not in r or not r.get("peers"):
+            continue
+        peer = next(iter(r["peers"].values()))
+        if "ms" not in peer or peer["ms"] >= r["ours_ms"]:
+            continue
+        name = "".join(ch if ch.isalnum() else "_" for ch in r["label"]).strip("_").lower()
+        cfg = r["ours_cfg"]
+        split = r["group"] == "gemm" and len(cfg) > 6 and isinstance(cfg[6], int) and cfg[6] > 1
+        picked.append((peer["ms"] / r["ours_ms"], name, "^main_k0" if split else "^main",
+                       json.dumps([r["label"], cfg])))
+    return [(name, regex, spec) for _, name, regex, spec in sorted(picked)[:limit]]
+
+
+def canary_one(cases, spec, be, target, reps=1):
+    """--canary-one '[label, cfg]' (a child of run_canaries; also what hopper_bench.sh profile-best runs under
+    ncu, with --canary-reps 2: the second launch is profiled): that config on that row, `reps` launches, the
+    last one's output checked. Exit 0 when correct, 3 when the result is wrong, 4 when the row or config is
+    unknown (an exception: 1)."""
     import numpy as np
     label, cfg = json.loads(spec)
     cfg = tuple(cfg)
@@ -1386,7 +1409,8 @@ def canary_one(cases, spec, be, target):
     shape, dtype = case.out_spec
     out = be.nan(shape, dtype)
     args = case.args(x, out, cfg) if getattr(case, "args_by_cfg", False) else case.args(x, out)
-    k(*args)
+    for _ in range(max(1, reps)):
+        k(*args)
     be.sync()
     err = case.check(be, x, out) if be.all_finite(out) else float("inf")
     full = getattr(case, "full_check", None)
@@ -1655,7 +1679,7 @@ def self_test(args):
     be = NumpyBackend()
     cases = all_cases(tiny=True, only=args.only)
     if args.canary_one:
-        return canary_one(cases, args.canary_one, be, "cpu")
+        return canary_one(cases, args.canary_one, be, "cpu", args.canary_reps)
     full = all_cases(tiny=False, only=args.only)
     problems = []
     for c in full:  # kernel selection at the real sizes: at least one config fits every case
@@ -1759,6 +1783,10 @@ def main():
                          "child process with this timeout (s); those that hang or fail are skipped in the table")
     ap.add_argument("--canary-jobs", type=int, default=4, help="--canary-timeout: children at a time")
     ap.add_argument("--canary-one", metavar="JSON", help=argparse.SUPPRESS)  # run_canaries' child
+    ap.add_argument("--canary-reps", type=int, default=1, help=argparse.SUPPRESS)  # profile-best: 2 launches
+    ap.add_argument("--profile-list", metavar="JSON", help="print the missed GEMM / attention rows of a bench JSON "
+                    "(ours slower than cuBLAS / SDPA-cuDNN), slowest first, as 'name kernel-regex [label, cfg]' lines")
+    ap.add_argument("--profile-max", type=int, default=4, help="--profile-list: at most this many")
     args = ap.parse_args()
     args.only = tuple(g for g in args.only.split(",") if g)
     gemm_kw = {"gemm_dtypes": tuple(d for d in args.gemm_dtypes.split(",") if d)}
@@ -1784,13 +1812,19 @@ def main():
             ap.error(f"--fa-configs: expected a tuple of (block_M, block_N, threads, num_stages[, variant...]) "
                      f"tuples, got {args.fa_configs!r}")
         FA_CONFIGS = cfgs
+    if args.profile_list:
+        with open(args.profile_list) as f:
+            data = json.load(f)
+        for name, regex, spec in profile_list(data[1:], args.profile_max):
+            print(name, regex, spec)
+        return 0
     if args.self_test:
         return self_test(args)
     cases = select_w4(all_cases(only=args.only, **gemm_kw), args.w4_kinds, args.w4_ms)
     if args.precompile:
         return precompile(cases, args.jobs)
     if args.canary_one:
-        return canary_one(cases, args.canary_one, TorchBackend(flush=args.flush), "cuda")
+        return canary_one(cases, args.canary_one, TorchBackend(flush=args.flush), "cuda", args.canary_reps)
     dropped = {}
     if args.canary_timeout > 0:
         t0 = time.perf_counter()

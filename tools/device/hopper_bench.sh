@@ -192,15 +192,48 @@ w4a16_wgmmasp_m128 w4a16 128 8192 8192 128 128 128 4 256 wgmma_sp 2
 LIST
 }
 
+# `profile-best [JSON [N]]`: ncu on our best config of each GEMM / attention row of a bench JSON (default: this
+# $OUT's hopper_bench.json) that missed its peer, slowest first, at most N (default 4): hopper_bench.py
+# --profile-list picks them, and each runs as `hopper_bench.py --canary-one '[label, cfg]' --canary-reps 2` (the
+# bench's own program, pass_configs and inputs) under ncu on the second launch of `main_kernel` (of `main_k0`,
+# the split kernel, for a split-K config). The issue asks,
+# for every missed target, what the profile shows is the limiter. $OUT/ncu_<row>.txt.
+profile_best() {
+  local out py ncu= json=${1:-} n=${2:-4}
+  device_env || return 1
+  json=${json:-$out/hopper_bench.json}
+  for d in "$(command -v ncu 2>/dev/null)" /usr/local/cuda/bin/ncu /usr/local/cuda-13*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    if [ -n "$d" ] && [ -x "$d" ]; then ncu=$d; break; fi
+  done
+  if [ -z "$ncu" ]; then
+    echo "profile-best: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
+  fi
+  local name regex spec
+  (cd "$repo" && bench_env && "$py" tools/bench/hopper_bench.py --profile-list "$json" --profile-max "$n") |
+    while read -r name regex spec; do
+      [ -n "$name" ] || continue
+      echo "=== ncu $name: $spec ==="
+      (cd "$repo" && bench_env && timeout 120 "$ncu" --target-processes all -k "regex:$regex" --launch-skip 1 --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
+        "$py" tools/bench/hopper_bench.py --canary-one "$spec" --canary-reps 2) >"$out/ncu_$name.txt" 2>&1
+      echo "rc=$?" >>"$out/ncu_$name.txt"
+      grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|rc=|ERR|Error" \
+        "$out/ncu_$name.txt" | head -30
+    done
+}
+
 case "${1:-}" in
   build) build ;;
   profile) profile ;;
+  profile-best) shift; profile_best "$@" ;;
   run) shift; run "$@" ;;
   precompile) shift; precompile "$@" ;;
   *)
     echo "usage: $0 build   (here: stage .gpu/ and precompile the benchmark kernels)" >&2
     echo "       $0 run [hopper_bench.py args, e.g. --only w4a16]   (on the device machine, with .gpu carried)" >&2
     echo "       $0 profile (on the device machine: ncu on the best GEMM / FlashAttention configs)" >&2
+    echo "       $0 profile-best [JSON [N]] (on the device machine: ncu on the best config of each missed row)" >&2
     echo "       $0 precompile [args]   (on the device machine: only compile the configs into the cache)" >&2
     exit 2
     ;;
