@@ -107,10 +107,12 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       (128, 256, 64, 256, 4, 8, 1, "bulk"),
                       # session 12 (unmeasured: no device): the ping-pong schedule of 128x128x64 tiles (two consumer
                       # warpgroups each on its own tile; 4 stages + two epilogue tiles: 196 KiB of shared memory),
-                      # block order and rasterized; "bulk" is not combined yet (the build note says it is ignored)
+                      # block order and rasterized, 3 stages, and with the bulk-store epilogue (each warpgroup's
+                      # warp 0 stores its own tile)
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
-                      (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"))
+                      (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"),
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "bulk"))
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),

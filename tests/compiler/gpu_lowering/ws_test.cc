@@ -2000,7 +2000,7 @@ TEST(WarpSpecialize, GemmPingpongBrokenProtocolsAreCaught) {
 TEST(WarpSpecialize, GemmPingpongIgnoredWithReason) {
   const WsCase t128{"pp_ignored_t128", 200, 136, 456, 128, 128, 64, 128, false, "f16", "f32", 2, false};
   const WsCase t256{"pp_ignored_t256", 200, 136, 456, 128, 128, 64, 256, false, "f16", "f32", 2, false};
-  const WsCase staged{"pp_ignored_bulk", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false};
+  const WsCase staged{"pp_staged", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false};
   struct Want {
     const WsCase* c;
     int64_t sms;
@@ -2010,7 +2010,6 @@ TEST(WarpSpecialize, GemmPingpongIgnoredWithReason) {
   for (const Want& w : std::vector<Want>{
            {&t128, 0, false, "not persistent (the two consumer warpgroups alternate a block's tiles: tl.persistent)"},
            {&t256, 1, false, "256 consumer threads (each consumer warpgroup owns a whole tile"},
-           {&staged, 1, true, "not combined with bulk_store"},
        }) {
     SCOPED_TRACE(w.c->name);
     tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(*w.c, w.sms, true, w.bulk), plain = LowerPingpong(*w.c, w.sms, false, w.bulk);
@@ -2088,6 +2087,85 @@ TEST(WarpSpecialize, GemmPingpongSourceAndRegisters) {
   EXPECT_GT(count("HGMMA"), 0u);
   EXPECT_GT(count("UTMALDG"), 0u);
   EXPECT_GT(count("STSM"), 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// bulk_store composes with the ping-pong: each warpgroup's warp 0 stores its own tile (warpgroup 1's from its
+// copy) as bulk copies, waited for (.read) before that warpgroup's next epilogue and fully after its tile loop;
+// C bit for bit the cooperative bulk kernel's; a missing .read wait in warpgroup 1 is caught.
+TEST(WarpSpecialize, GemmPingpongBulkStore) {
+  for (const WsCase& c : {WsCase{"pp_bulk_s4_f16", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false},
+                          WsCase{"pp_bulk_s3_bf16_k1", 300, 264, 40, 128, 128, 64, 128, true, "bf16", "bf16", 3, true}}) {
+    for (int64_t sms : {1, 2}) {
+      SCOPED_TRACE(c.name + " over " + std::to_string(sms) + " SMs");
+      tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(c, sms, true, true), coop = LowerPingpong(c, sms, false, true);
+      ASSERT_TRUE(k.ok() && coop.ok()) << k.status().ToString() << coop.status().ToString();
+      const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
+      ASSERT_NE(notes.find("warp-specialized: ping-pong"), std::string::npos) << notes;
+      EXPECT_NE(notes.find("; epilogue stored by each warpgroup's warp 0 as one bulk copy per row (waited for before its next "
+                           "tile's epilogue)"),
+                std::string::npos)
+          << notes;
+      EXPECT_EQ(k->param_align.at("C"), 16);
+      for (int w = 0; w < 2; ++w) {
+        SBlock& b = PingpongWarpgroup(*k, w);
+        EXPECT_EQ(Count<tl::gpu::SBulkStore>(b), 1) << dump;
+        EXPECT_EQ(Count<tl::gpu::SBulkWait>(b), 2) << dump;
+        int from = 0;
+        Walk(b, [&](SStmt& x) {
+          const auto* bs = std::get_if<tl::gpu::SBulkStore>(&x.node);
+          from += bs && bs->src == (w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1");
+        });
+        EXPECT_EQ(from, 1) << dump;
+      }
+      for (const tl::gpu::SimtBuffer& b : k->buffers) {
+        if (b.name.rfind("tl_epi_C_f", 0) == 0) {
+          EXPECT_EQ(b.shared_offset % 16, 0) << b.name;
+        }
+      }
+      double worst = 0, worst_coop = 0;
+      std::vector<double> out, out_coop;
+      const tl::Status st = RunWs(c, *k, &worst, 0, &out), sc = RunWs(c, *coop, &worst_coop, 0, &out_coop);
+      ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+      ASSERT_TRUE(sc.ok()) << sc.ToString();
+      EXPECT_LE(worst, 4e-3);
+      EXPECT_EQ(out, out_coop);
+      // Mutant: warpgroup 1 without its .read wait: its next tile's stmatrix rewrites its tile while the copies of
+      // it are pending (needs a second tile for warpgroup 1, block 0 four tiles: 4 tiles on 1 SM, 9 on 2).
+      const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm), G = std::min(tiles, sms);
+      if ((tiles + G - 1) / G < 4) continue;
+      tl::gpu::SimtKernel m = *k;
+      int removed = 0;
+      Walk(PingpongWarpgroup(m, 1), [&](SStmt& x) {
+        auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
+        if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+      });
+      EXPECT_EQ(removed, 1);
+      const tl::Status sm = RunWs(c, m, &worst);
+      EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
+      EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
+    }
+  }
+  // ptxas: hopper_bench's 8192x8192x1024 ping-pong config with the bulk store.
+  const WsCase big{"pp_bulk_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false};
+  tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(big, 132, true, true);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_NE(Notes(*k).find("bulk copy per row"), std::string::npos) << Notes(*k);
+  tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_NE(src->source.find("tl_bulk_store(&C["), std::string::npos);
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, big.name, "sm_90a");
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  std::printf("[ %s ping-pong + bulk store sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", big.name.c_str(),
+              code->registers, code->spill_stores, static_cast<long long>(k->shared_bytes));
+  EXPECT_EQ(code->spill_stores, 0) << code->log;
+  EXPECT_EQ(code->spill_loads, 0) << code->log;
+  EXPECT_EQ(code->stack_bytes, 0) << code->log;
 }
 
 }  // namespace

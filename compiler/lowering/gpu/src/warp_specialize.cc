@@ -1118,6 +1118,8 @@ bool RenameForWarpgroup(SBlock& b, const std::map<std::string, std::string>& to,
     } else if (auto* m = std::get_if<SStmatrix>(&s.node)) {
       name(m->buffer), expr(m->index);
       for (Expr& x : m->values) expr(x);
+    } else if (auto* bs = std::get_if<SBulkStore>(&s.node)) {
+      name(bs->src), name(bs->dst), expr(bs->src_index), expr(bs->dst_index), expr(bs->bytes);
     } else if (auto* n = std::get_if<SNamedBarrier>(&s.node)) {
       if (n->id == 1) n->id = bar;
     } else {
@@ -1207,7 +1209,9 @@ bool RenameForWarpgroup(SBlock& b, const std::map<std::string, std::string>& to,
 // barriers: warpgroup w's bar.sync 1, 128 becomes 1 + w (ids 2-4 must be
 // unused). Registers: 384 threads, one block per SM: 168 at entry,
 // 128 x 40 + 256 x 232 <= 65536 (the 128x128 f32 accumulator is 128 a
-// thread). Risks: the consumer body is printed twice (instruction cache);
+// thread). bulk_store composes: each warpgroup's warp 0 stores its own
+// tile, waited for (.read) before its own next epilogue. Risks: the
+// consumer body is printed twice (instruction cache);
 // the order barriers serialize the two warpgroups' k-loops, so a block with
 // one tile runs no faster than the cooperative form; not measured on a GPU
 // yet (built in session 12 without one).
@@ -1251,7 +1255,9 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
     hi = std::max(hi, off + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8));
     to[b.name] = b.name + "_wg1";
   }
-  const int64_t copies = to.empty() ? shared_end : (shared_end + 127) / 128 * 128;
+  // (The copies keep the originals' offsets mod 1024: a swizzled buffer's atom alignment, the bulk
+  // store's 16 bytes.)
+  const int64_t copies = to.empty() ? shared_end : (shared_end - lo % 1024 + 1023) / 1024 * 1024 + lo % 1024;
   const int64_t end = to.empty() ? shared_end : copies + (hi - lo);
   const std::string empty = full.bar + "_empty";
   const int64_t off = (end + 7) / 8 * 8;
@@ -1259,8 +1265,14 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
     return no("no shared memory for warpgroup 1's own " + std::to_string(hi - lo) + " bytes of epilogue buffers (" +
               std::to_string(off + 8 * S) + " bytes in all, the budget is " + std::to_string(shared_budget_bytes) + ")");
   }
+  // The epilogue's copy to global memory as bulk copies (bulk_store; UseBulkEpilogue): each
+  // warpgroup's warp 0 issues its own tile's rows (warpgroup 1's from its copy of the tile), and its
+  // lanes wait (.read) before that warpgroup's next post-drain barrier -- the one ahead of its next
+  // writes of its tile -- and for completion after its tile loop, as in the cooperative form.
+  SBlock post_b = post_in;
+  const std::string bulk_dst = UseBulkEpilogue(*k, post_b, moved);
   // The consumers' statements before and after the k-loop, per warpgroup.
-  SBlock pre[2] = {pre_in, pre_in}, post[2] = {post_in, post_in};
+  SBlock pre[2] = {pre_in, pre_in}, post[2] = {post_b, post_b};
   for (int w = 0; w < 2; ++w) {
     NameBarriers(pre[w], T);
     NameBarriers(post[w], T);
@@ -1349,11 +1361,16 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
     tile.push_back(drain);  // wait_group 0
     tile.push_back(lane0(SStmt{SMbarArrive{empty, TMod(Bin(ir::BinaryOp::kAdd, cbase, I(Kt - 1)), S), true}}));
     const int64_t epi = w == 0 ? 1 : kEpi1;
+    if (!bulk_dst.empty()) tile.push_back(BulkWait(true));  // this warpgroup's previous tile's store
     tile.push_back(SStmt{SNamedBarrier{epi, T}});
     for (SStmt& x : post[w]) tile.push_back(std::move(x));
-    if (!known || pre_shared) tile.push_back(SStmt{SNamedBarrier{epi, T}});  // as the cooperative form
+    if (!known || pre_shared) {  // as the cooperative form
+      if (!bulk_dst.empty()) tile.push_back(BulkWait(true));
+      tile.push_back(SStmt{SNamedBarrier{epi, T}});
+    }
     tile.push_back(SStmt{SAssign{"tl_pp_j", Bin(ir::BinaryOp::kAdd, V("tl_pp_j"), I(2))}});
     c.push_back(SStmt{SFor{"tl_tile", Bin(ir::BinaryOp::kAdd, b, I(w * G)), I(tiles), I(2 * G), false, std::move(tile)}});
+    if (!bulk_dst.empty()) c.push_back(BulkWait(false));  // its last tile's store, before the kernel exits
   }
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
@@ -1382,6 +1399,7 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
   k->block[0] = threads;
   k->min_blocks = 1;
   k->bulk_epilogues.clear();
+  if (!bulk_dst.empty()) k->param_align[bulk_dst] = std::max<int64_t>(k->param_align[bulk_dst], 16);
   k->grid = {ir::MakeInt(G)};
   std::string own;
   for (const auto& [from, unused] : to) own += (own.empty() ? "" : ", ") + from;
@@ -1391,7 +1409,10 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
          " k-steps a tile); registers " + std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) +
          ", 1)), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " + std::to_string(inc) +
          (own.empty() ? std::string() : "; warpgroup 1's own " + own + " (" + std::to_string(hi - lo) + " bytes)") +
-         "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles";
+         "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" +
+         (bulk_dst.empty() ? std::string()
+                           : "; epilogue stored by each warpgroup's warp 0 as one bulk copy per row (waited for before "
+                             "its next tile's epilogue)");
 }
 
 std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
@@ -1575,8 +1596,6 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
     } else if (T != 128) {
       pingpong_ignored = std::to_string(T) + " consumer threads (each consumer warpgroup owns a whole tile: the program's block "
                          "must be one warpgroup, 128 threads)";
-    } else if (!k->bulk_epilogues.empty()) {
-      pingpong_ignored = "not combined with bulk_store (one bulk group per warpgroup and tile is not built yet)";
     } else {
       std::string why;
       std::string note = PingpongGemm(k, shared_budget_bytes, persistent_blocks, S, full, lp, *stage, *wait, *mma, body[L + 1],

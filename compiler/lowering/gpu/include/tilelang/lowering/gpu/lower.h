@@ -335,7 +335,7 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // consumer warpgroups running alternate tiles of the block, one ring of
 // stages (warp_specialize.cc, PingpongGemm, states the protocol); anywhere
 // else the option is ignored and the note ends "; gemm_pingpong ignored:
-// <why>".
+// <why>". Composes with the bulk-store epilogue (per warpgroup).
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
                                        int64_t persistent_blocks = 0, bool gemm_pingpong = false);
 
