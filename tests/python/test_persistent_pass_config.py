@@ -9,6 +9,9 @@ GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does fo
   persistent kernel without spills.
 - The persistent kernel's epilogue: the consumers' stores by default; with pass_configs {"tl.bulk_store": True}
   (opt-in, TL_CUDA_BULK_STORE=1: a build switch of the cache key) warp 0's bulk copies.
+- pass_configs {"tl.gemm_pingpong": True} (opt-in, TL_CUDA_GEMM_PINGPONG=1: a build switch of the cache key): a
+  persistent 128-thread GEMM as two consumer warpgroups on alternate tiles (384 threads, order barriers 3/4); without
+  tl.persistent, or for a 256-thread block, the kernel is the one built without the key; a non-bool is refused.
 - Bad values are refused naming the key and what it takes (1 is ambiguous: the environment's 1 means 132 SMs).
 - On the CPU target the key changes nothing: the same GEMM against float64.
 - hopper_bench's "persistent" GEMM configs carry the key; the 8192x8192x1024 one is persistent on sm_90a, and a
@@ -103,6 +106,44 @@ def test_bulk_store_epilogue_switch(monkeypatch, tmp_path):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
+def test_gemm_pingpong_switch(monkeypatch, tmp_path):
+    """pass_configs {"tl.gemm_pingpong": True} (opt-in: not yet run on a GPU) on a persistent 128x128 GEMM of one
+    128-thread warpgroup: the ping-pong schedule (two consumer warpgroups each on its own tile, 384 threads, the
+    order barriers 3/4, warpgroup 1's tile loop offset by one tile); ignored without tl.persistent and for a
+    256-thread block (the same source as without the key); a build switch of the cache key; a non-bool refused."""
+    from tilelang import compiler
+    assert "TL_CUDA_GEMM_PINGPONG" in compiler.BUILD_SWITCHES
+    assert compiler.build_env_for({"tl.gemm_pingpong": True}) == {"TL_CUDA_GEMM_PINGPONG": "1"}
+    assert compiler.build_env_for({tilelang.PassConfigKey.TL_GEMM_PINGPONG: False}) == {"TL_CUDA_GEMM_PINGPONG": "0"}
+    for bad in ("yes", 2, 1.0, None):
+        with pytest.raises(TileLangError, match=r"pass_configs\['tl.gemm_pingpong'\] must be True or False, got "):
+            compiler.build_env_for({"tl.gemm_pingpong": bad})
+    monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
+    monkeypatch.delenv("TL_CUDA_GEMM_PINGPONG", raising=False)
+    monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
+
+    def source(threads, pass_configs):
+        prog = gemm.matmul(512, 512, 512, dtype="bfloat16", out_dtype="bfloat16", block_M=128, block_N=128,
+                           block_K=64, num_stages=4, threads=threads)
+        parts = source_parts(cuda_kernel_source(prog, pass_configs=pass_configs))
+        return next(v for n, v in parts.items() if n.endswith(".sm_90a.cu"))
+
+    on = source(128, {"tl.persistent": True, "tl.gemm_pingpong": True})
+    coop = source(128, {"tl.persistent": True})
+    assert "__launch_bounds__(384, 1)" in on and "if (tl_tid >= 256) {" in on
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in on
+    for b in ("bar.sync 3, 256;", "bar.arrive 3, 256;", "bar.sync 4, 256;", "bar.arrive 4, 256;", "bar.sync 2, 128;"):
+        assert b in on, b
+    assert "for (int tl_tile = (bx + 16); tl_tile < 16; tl_tile += 32)" in on  # warpgroup 1: t_1, t_3, ...
+    assert "bar.sync 3, 256;" not in coop and "__launch_bounds__(256," in coop
+    assert source(128, {"tl.gemm_pingpong": True}) == source(128, None)  # not persistent: ignored
+    assert source(256, {"tl.persistent": True, "tl.gemm_pingpong": True}) == source(256, {"tl.persistent": True})
+    if os.access(NVCC, os.X_OK):
+        info = ptxas_v(on, tmp_path, "pingpong")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+        assert "Used 168 registers" in info, info
+
+
 def test_the_key_is_known():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an unknown key warns
@@ -146,11 +187,13 @@ def test_hopper_bench_persistent_configs(monkeypatch):
     persistent = [c for c in hb.GEMM_CONFIGS_LARGE + hb.GEMM_CONFIGS_M128 + hb.GEMM_CONFIGS_M16 if "persistent" in c[7:]]
     assert len(persistent) >= 3
     case = hb.gemm_case(8192, 8192, 1024, "bfloat16", hb.GEMM_CONFIGS_LARGE)
-    for cfg in case.configs:  # "bulk": the opt-in bulk-store epilogue (tl.bulk_store) besides
+    for cfg in case.configs:  # "bulk" / "gemm_pingpong": the opt-in tl.bulk_store / tl.gemm_pingpong besides
         want = {**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
-                **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {})}
+                **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {}),
+                **({"tl.gemm_pingpong": True} if "gemm_pingpong" in cfg[7:] else {})}
         assert case.pass_configs(cfg) == (want or None), cfg
     assert any("bulk" in c[7:] and "persistent" in c[7:] for c in case.configs)
+    assert any("gemm_pingpong" in c[7:] and "persistent" in c[7:] for c in case.configs)
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
 
@@ -162,5 +205,11 @@ def test_hopper_bench_persistent_configs(monkeypatch):
     assert cfg in hb.GEMM_CONFIGS_LARGE
     src = source(cfg, case.pass_configs(cfg))
     assert tile_strides(src) == [("2048", "132")] * 2 and "__launch_bounds__(384, 1)" in src
+    # The ping-pong configs (128x128x64, 128 threads): two consumer warpgroups on alternate tiles of 132 blocks.
+    for cfg in [c for c in case.configs if "gemm_pingpong" in c[7:]]:
+        pp = source(cfg, case.pass_configs(cfg))
+        assert "bar.sync 4, 256;" in pp and "__launch_bounds__(384, 1)" in pp, cfg
+        # warpgroup 1's tiles: b + 132, b + 3 * 132, ... (b: bx, or the rasterized order's linear block index)
+        assert re.search(r"for \(int tl_tile = \(\w+ \+ 132\); tl_tile < 4096; tl_tile \+= 264\)", pp), cfg
     four = source((128, 256, 64, 256, 4), {"tl.persistent": True})
     assert "tl_tile" not in four and "__launch_bounds__(384, 1)" in four and "setmaxnreg.inc" in four

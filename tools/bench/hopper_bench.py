@@ -71,6 +71,9 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11, not yet run on a
 # GPU) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
 # deferred to the next tile's epilogue, so the store overlaps the next k-loop.
+# "gemm_pingpong" as an element after the 7th (with "persistent"): pass_configs {"tl.gemm_pingpong": True} (opt-in,
+# session 12, not yet run on a GPU) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
+# warpgroups on alternate tiles of the persistent block (384 threads), one's epilogue under the other's k-loop.
 # The best one is reported.
 # Pruned after the H200 table of 2026-12-04 19:50 (session 10), so the whole table fits one device call with its
 # validation: a config stays where it came within 10 % of the row's best on some row (the ratio in brackets is
@@ -101,7 +104,15 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # session 11 (unmeasured: no device): the persistent winners with the bulk-store epilogue,
                       # and the non-persistent 8192^3 winner with it (its one store per block, not overlapped)
                       (128, 256, 64, 256, 3, 0, 1, "persistent", "bulk"), (128, 256, 64, 256, 3, 8, 1, "persistent", "bulk"),
-                      (128, 256, 64, 256, 4, 8, 1, "bulk"))
+                      (128, 256, 64, 256, 4, 8, 1, "bulk"),
+                      # session 12 (unmeasured: no device): the ping-pong schedule of 128x128x64 tiles (two consumer
+                      # warpgroups each on its own tile; 4 stages + two epilogue tiles: 196 KiB of shared memory),
+                      # block order and rasterized, 3 stages, and with the bulk-store epilogue (each warpgroup's
+                      # warp 0 stores its own tile)
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
+                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
+                      (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"),
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "bulk"))
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),
@@ -504,7 +515,8 @@ def gemm_case(M, N, K, dtype, configs):
 
     case.full_check = full_check
     case.pass_configs = lambda cfg: ({**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
-                                      **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {})} or None)
+                                      **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {}),
+                                      **({"tl.gemm_pingpong": True} if "gemm_pingpong" in cfg[7:] else {})} or None)
     return case
 
 

@@ -173,8 +173,10 @@ def _run_tl_pack(args, what, target=None, env=None):
 
 # tl-pack's build switches read from the environment (cuda_bundle.cc): they change the code it
 # generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=1: the sm_90a GEMM's opt-in
-# bulk-copy epilogue, also pass_configs {"tl.bulk_store": True}; 0 or unset: the consumers' stores).
-BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE")
+# bulk-copy epilogue, also pass_configs {"tl.bulk_store": True}; 0 or unset: the consumers' stores;
+# TL_CUDA_GEMM_PINGPONG=1: the persistent sm_90a GEMM's opt-in ping-pong schedule, also pass_configs
+# {"tl.gemm_pingpong": True}).
+BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE", "TL_CUDA_GEMM_PINGPONG")
 
 
 def build_env_for(pass_configs):
@@ -182,7 +184,9 @@ def build_env_for(pass_configs):
     TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway); tl.persistent ->
     TL_CUDA_PERSISTENT (persistent_switch); tl.bulk_store (this project's own, opt-in while it has not run on a
     GPU) -> TL_CUDA_BULK_STORE=1 for a true value, 0 for a false one (the sm_90a warp-specialized GEMM's epilogue
-    as per-row cp.async.bulk copies)."""
+    as per-row cp.async.bulk copies); tl.gemm_pingpong (this project's own, opt-in while it has not run on a GPU)
+    -> TL_CUDA_GEMM_PINGPONG=1 / 0 (a persistent sm_90a GEMM whose block is one 128-thread warpgroup as two
+    consumer warpgroups on alternate tiles, CUTLASS's ping-pong; elsewhere ignored with a note)."""
     env = {}
     if pass_configs and pass_configs.get("tl.disable_warp_specialized"):
         env["TL_CUDA_WS"] = "0"
@@ -191,6 +195,11 @@ def build_env_for(pass_configs):
         if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
             raise TileLangError(f"pass_configs['tl.bulk_store'] must be True or False, got {value!r}")
         env["TL_CUDA_BULK_STORE"] = "1" if value else "0"
+    if pass_configs and "tl.gemm_pingpong" in pass_configs:
+        value = pass_configs["tl.gemm_pingpong"]
+        if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
+            raise TileLangError(f"pass_configs['tl.gemm_pingpong'] must be True or False, got {value!r}")
+        env["TL_CUDA_GEMM_PINGPONG"] = "1" if value else "0"
     if pass_configs and "tl.persistent" in pass_configs:
         env["TL_CUDA_PERSISTENT"] = persistent_switch(pass_configs["tl.persistent"])
     return env

@@ -10,8 +10,11 @@ as a persistent kernel, as TL_CUDA_PERSISTENT does for a whole build; False
 turns it off for this compile even where the environment sets it;
 compiler.persistent_switch) and tl.bulk_store (True: the sm_90a warp-specialized
 GEMM's epilogue as per-row cp.async.bulk copies, as TL_CUDA_BULK_STORE=1 does
-for a whole build; opt-in until it has run on a GPU). All are part of the
-bundle cache key.
+for a whole build; opt-in until it has run on a GPU) and tl.gemm_pingpong
+(True: a persistent sm_90a GEMM whose block is one 128-thread warpgroup as
+CUTLASS's ping-pong schedule -- two consumer warpgroups on alternate tiles --
+as TL_CUDA_GEMM_PINGPONG=1 does for a whole build; opt-in until it has run on
+a GPU). All are part of the bundle cache key.
 """
 
 import enum
@@ -32,6 +35,7 @@ class PassConfigKey(str, enum.Enum):
     TL_DISABLE_WARP_SPECIALIZED = "tl.disable_warp_specialized"
     TL_PERSISTENT = "tl.persistent"  # this project's own: see the module docstring
     TL_BULK_STORE = "tl.bulk_store"  # this project's own: see the module docstring
+    TL_GEMM_PINGPONG = "tl.gemm_pingpong"  # this project's own: see the module docstring
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"

@@ -5,6 +5,7 @@
 #include "tilelang/lowering/gpu/wgmma.h"
 #include "wgmma_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -115,6 +116,7 @@ struct Machine {
   // its register operand A is an error: the race the hardware would have, reported where it happens.
   struct WgmmaGroup {
     const SWgmma* n = nullptr;
+    size_t base = 0;  // its first thread (a ping-pong consumer warpgroup's own, SWarpRoles::consumer_groups)
     std::vector<int64_t> a_start, b_start;  // [ks * warpgroups + wg]
     std::map<std::string, std::set<int64_t>> reads;  // shared elements it reads
   };
@@ -209,7 +211,7 @@ struct Machine {
     std::mutex mu;
     std::condition_variable cv;
     int turn = -1;
-    int n = 2;                  // agents: 2 (one block), 4 (a cluster of 2)
+    int n = 2;                  // agents: 2 (one block), 4 (a cluster of 2), 3 (consumer_groups 2: producer, wg 0, wg 1)
     bool done[4] = {false, false, false, false};
     int64_t steps = 0;          // statements any agent executed
     int64_t blocked_at[4] = {-1, -1, -1, -1};  // `steps` when the agent last gave way
@@ -217,6 +219,24 @@ struct Machine {
   Roles* roles = nullptr;
   int role = -1;              // the role running now (-1: the whole block)
   int agent = -1;             // the agent running now on this block (rank * 2 + role)
+  // SWarpRoles::consumer_groups > 1 (the ping-pong GEMM): each consumer
+  // group (a warpgroup of its own tile) is an agent of its own, its wgmma
+  // groups retired by its own wait_group only; my_base is the running
+  // group's first thread (0 otherwise).
+  int64_t ws_groups = 1;
+  size_t my_base = 0;
+  // With consumer groups as agents their named barriers also block live (a
+  // bar.sync gives way until its phase completes): the ping-pong's order
+  // barriers are what keeps a warpgroup's mbarrier parity waits exact, so
+  // they must hold here too (the replay still checks the counts at the end).
+  struct LiveBar {
+    int64_t arrived = 0, gen = 0;
+  };
+  std::map<int64_t, LiveBar> live_bars = {};
+  int RoleOf(int me) const { return roles && roles->n == 3 ? (me > 0 ? 1 : 0) : me % 2; }
+  size_t BaseOf(int me) const {
+    return roles && roles->n == 3 && me > 0 ? static_cast<size_t>((me - 1) * (ws_consumers / ws_groups)) : 0;
+  }
 
   // Named barriers (SNamedBarrier, bar.sync / bar.arrive id, threads). The
   // threads of a role run in lockstep, so one warp waiting here for another
@@ -321,8 +341,9 @@ struct Machine {
     roles->turn = next;
     roles->cv.notify_all();
     roles->cv.wait(l, [&] { return roles->turn == me; });
-    role = me % 2;
+    role = RoleOf(me);
     agent = me;
+    my_base = BaseOf(me);
     return true;
   }
   void RunRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
@@ -337,30 +358,60 @@ struct Machine {
     Roles r;
     roles = &r;
     ws_consumers = n.consumers;
+    // consumer_groups 2: the consumer body run by each group as an agent of
+    // its own (threads [0, C/2) and [C/2, C)), so the two meet only at
+    // mbarriers and named barriers, as on the hardware.
+    ws_groups = n.consumer_groups == 2 && n.consumers % 2 == 0 ? 2 : 1;
+    if (n.consumer_groups != 1 && ws_groups != 2) {
+      error = "warp roles with " + std::to_string(n.consumer_groups) + " consumer groups";
+      return;
+    }
+    r.n = ws_groups == 2 ? 3 : 2;
+    live_bars.clear();
+    std::vector<std::vector<uint8_t>> gm(2, std::vector<uint8_t>(mask.size(), 0));
+    for (size_t t = 0; t < mask.size(); ++t) {
+      if (static_cast<int64_t>(t) < n.consumers) gm[static_cast<size_t>(t) < static_cast<size_t>(n.consumers / 2) ? 0 : 1][t] = mask[t];
+    }
     auto run = [&](int me, const SBlock* b, const std::vector<uint8_t>* m) {
       {
         std::unique_lock<std::mutex> l(r.mu);
         r.cv.wait(l, [&] { return r.turn == me; });
-        role = me;
+        role = RoleOf(me);
         agent = me;
+        my_base = BaseOf(me);
       }
       Exec(*b, *m);
       std::unique_lock<std::mutex> l(r.mu);
       r.done[me] = true;
-      r.turn = 1 - me;
+      // The next agent not done (blocked or not: it checks its phase again).
+      r.turn = -1;
+      for (int i = 1; i < r.n; ++i) {
+        if (!r.done[(me + i) % r.n]) {
+          r.turn = (me + i) % r.n;
+          break;
+        }
+      }
       r.cv.notify_all();
     };
-    std::thread producer(run, 0, &n.producer, &pm), consumer(run, 1, &n.consumer, &cm);
+    std::vector<std::thread> agents;
+    agents.emplace_back(run, 0, &n.producer, &pm);
+    if (ws_groups == 2) {
+      agents.emplace_back(run, 1, &n.consumer, &gm[0]);
+      agents.emplace_back(run, 2, &n.consumer, &gm[1]);
+    } else {
+      agents.emplace_back(run, 1, &n.consumer, &cm);
+    }
     {
       std::lock_guard<std::mutex> l(r.mu);
       r.turn = 0;
     }
     r.cv.notify_all();
-    producer.join();
-    consumer.join();
+    for (std::thread& t : agents) t.join();
     roles = nullptr;
     role = -1;
     ws_consumers = 0;
+    ws_groups = 1;
+    my_base = 0;
   }
 
   // The roles of both blocks of a cluster (this one rank 0, peer rank 1) as four agents.
@@ -582,6 +633,7 @@ struct Machine {
   std::vector<double>& Buf(const std::string& name, size_t t) {
     if (!wgmma_running) {
       for (const WgmmaGroup& g : wgmma_groups) {
+        if (t < g.base || t >= g.base + static_cast<size_t>(128 * g.n->warpgroups)) continue;  // another group's registers
         if (g.n->c == name && error.empty()) {
           error = "accumulator " + name + " accessed while a wgmma group writing it is in flight (no wait_group retired it)";
         }
@@ -597,8 +649,10 @@ struct Machine {
   }
 
   double Var(const std::string& n, size_t t) {
-    if (n == "tl_tid") return static_cast<double>(t);
     auto it = env[t].find(n);
+    // tl_tid is the block's thread index unless a let rebinds it (a ping-pong consumer warpgroup's
+    // own index, tl_tid - 128, at the start of its body; persistent FlashAttention's opaque re-read).
+    if (n == "tl_tid") return it != env[t].end() ? it->second : static_cast<double>(t);
     if (it != env[t].end()) return it->second;
     for (size_t i = 0; i < k.block_vars.size(); ++i) {
       if (k.block_vars[i] == n) return static_cast<double>(block_idx[i]);
@@ -993,13 +1047,14 @@ struct Machine {
   void Wgmma(const SWgmma& n, const std::vector<uint8_t>& mask) {
     // Every thread of its warpgroups; under warp roles the threads past them
     // (the producer warpgroup) are not.
-    const size_t wg_threads = static_cast<size_t>(128 * n.warpgroups);
+    // (A ping-pong consumer group, SWarpRoles::consumer_groups: its own warpgroups from my_base.)
+    const size_t wg_threads = static_cast<size_t>(128 * n.warpgroups), base = roles ? my_base : 0;
     for (size_t t = 0; t < mask.size(); ++t) {
-      if (!mask[t] && t < wg_threads) {
+      if (!mask[t] && t >= base && t < base + wg_threads) {
         error = "wgmma under divergence (thread " + std::to_string(t) + " inactive)";
         return;
       }
-      if (mask[t] && t >= wg_threads) {
+      if (mask[t] && (t < base || t >= base + wg_threads)) {
         error = "wgmma executed by thread " + std::to_string(t) + ", outside its " + std::to_string(n.warpgroups) + " warpgroups";
         return;
       }
@@ -1032,9 +1087,10 @@ struct Machine {
     // The descriptors' starts as the threads evaluate them at issue.
     WgmmaGroup g;
     g.n = &n;
+    g.base = base;
     for (int64_t ks = 0; ks < n.k_steps; ++ks)
     for (int64_t wg = 0; wg < n.warpgroups; ++wg) {
-      const size_t t0 = static_cast<size_t>(wg * 128);
+      const size_t t0 = base + static_cast<size_t>(wg * 128);
       const Expr& sb = n.b.starts[static_cast<size_t>(ks)];
       const Expr& sa = n.a_frag.empty() ? n.a.starts[static_cast<size_t>(ks)] : sb;  // register A: no descriptor
       const int64_t a_start = static_cast<int64_t>(Eval(sa, t0)), b_start = static_cast<int64_t>(Eval(sb, t0));
@@ -1054,10 +1110,18 @@ struct Machine {
     if (n.wait_pending >= 0) WgmmaRetire(n.wait_pending);  // -1: in flight until an SWgmmaWait
   }
   // wait_group `pending`: run the oldest groups until at most `pending` remain.
+  // (Ping-pong consumer groups: only the running group's own, oldest first.)
   void WgmmaRetire(int64_t pending) {
-    while (static_cast<int64_t>(wgmma_groups.size()) > pending && error.empty()) {
-      WgmmaGroup g = std::move(wgmma_groups.front());
-      wgmma_groups.erase(wgmma_groups.begin());
+    const size_t base = roles ? my_base : 0;
+    auto mine = [&] {
+      int64_t n = 0;
+      for (const WgmmaGroup& g : wgmma_groups) n += g.base == base;
+      return n;
+    };
+    while (mine() > pending && error.empty()) {
+      auto it = std::find_if(wgmma_groups.begin(), wgmma_groups.end(), [&](const WgmmaGroup& g) { return g.base == base; });
+      WgmmaGroup g = std::move(*it);
+      wgmma_groups.erase(it);
       wgmma_running = true;
       WgmmaRun(&g, false);
       wgmma_running = false;
@@ -1086,7 +1150,7 @@ struct Machine {
     };
     for (int64_t ks = 0; ks < n.k_steps && error.empty(); ++ks)
     for (int64_t wg = 0; wg < n.warpgroups && error.empty(); ++wg) {
-      const size_t t0 = static_cast<size_t>(wg * 128);
+      const size_t t0 = g->base + static_cast<size_t>(wg * 128);
       const size_t at = static_cast<size_t>(ks * n.warpgroups + wg);
       const int64_t a_start = g->a_start[at], b_start = g->b_start[at];
       for (int64_t j = 0; j < n.m_tiles && error.empty(); ++j) {
@@ -1280,8 +1344,12 @@ struct Machine {
             if constexpr (std::is_same_v<T, SAmdMma>) AmdMma(n, mask);
             if constexpr (std::is_same_v<T, SWgmma>) Wgmma(n, mask);
             if constexpr (std::is_same_v<T, SWgmmaWait>) {
-              const size_t all = roles ? static_cast<size_t>(ws_consumers) : mask.size();  // the consumers under warp roles
-              for (size_t t = 0; t < mask.size(); ++t) {
+              // The consumers under warp roles (a ping-pong consumer group: its own threads).
+              const size_t lo = roles ? my_base : 0,
+                           all = roles ? (ws_groups > 1 ? my_base + static_cast<size_t>(ws_consumers / ws_groups)
+                                                        : static_cast<size_t>(ws_consumers))
+                                       : mask.size();
+              for (size_t t = lo; t < mask.size(); ++t) {
                 if (!mask[t] && t < all && error.empty()) error = "wgmma.wait_group under divergence (thread " + std::to_string(t) + " inactive)";
               }
               WgmmaRetire(n.pending);
@@ -1354,6 +1422,25 @@ struct Machine {
                   error = what + " executed by " + std::to_string(on) + " threads of warp " + std::to_string(w0 / 32);
                 } else {
                   bar_ops[w0 / 32].push_back({n.id, n.threads, n.arrive});
+                }
+              }
+              if (roles && ws_groups > 1 && error.empty()) {
+                int64_t on = 0;
+                for (uint8_t m : mask) on += m;
+                LiveBar& lb = live_bars[n.id];
+                const int64_t gen = lb.gen;
+                lb.arrived += on;
+                if (lb.arrived >= n.threads) {
+                  lb.arrived = 0;
+                  ++lb.gen;
+                } else if (!n.arrive) {
+                  while (lb.gen == gen && error.empty()) {
+                    if (!Yield()) {
+                      error = "deadlock: " + what + " waits forever (" + std::to_string(lb.arrived) +
+                              " threads arrived; no warp role can go on)";
+                      return;
+                    }
+                  }
                 }
               }
             }

@@ -84,7 +84,8 @@ double Round(double v, const std::string& dt) {
 // Random inputs, the kernel in the interpreter; the status and the worst
 // relative error of C against float64. With scaled_loops > 0 the kernel is
 // that many k-loops that each halve C after every k-step (ScaledLoops).
-tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst, int scaled_loops = 0) {
+tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst, int scaled_loops = 0,
+                 std::vector<double>* out = nullptr) {
   std::mt19937 rng(static_cast<uint32_t>(c.M * 31 + c.N * 7 + c.K));
   std::uniform_real_distribution<double> d(-1, 1);
   std::map<std::string, std::vector<double>> t;
@@ -95,6 +96,7 @@ tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst, i
   t["C"].assign(static_cast<size_t>(c.M * c.N), -7);
   const std::vector<double> a = t["A"], b = t["B"];
   const tl::Status st = tl::gpu::test::Interpret(k, &t);
+  if (out) *out = t["C"];
   *worst = 0;
   for (int64_t i = 0; i < c.M; ++i) {
     for (int64_t j = 0; j < c.N; ++j) {
@@ -1809,6 +1811,361 @@ TEST(WarpSpecialize, StmatrixSourceAndSass) {
     }
   }
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The ping-pong GEMM (GpuLowerOptions::gemm_pingpong, PingpongGemm in
+// warp_specialize.cc): two consumer warpgroups each running alternate tiles
+// of a persistent block, one ring of stages across tiles, the order
+// barriers 3/4. The interpreter runs each consumer warpgroup as an agent of
+// its own (SWarpRoles::consumer_groups) with live named barriers, so a
+// wrong stage or parity, or a missing handover, shows as a race, a wrong
+// number or a deadlock.
+
+namespace {
+
+tl::StatusOr<tl::gpu::SimtKernel> LowerPingpong(const WsCase& c, int64_t sms, bool pingpong = true, bool bulk = false) {
+  tl::gpu::GpuLowerOptions o = Sm90a();
+  o.persistent_sms = sms;
+  o.gemm_pingpong = pingpong;
+  o.bulk_store = bulk;
+  return tl::gpu::LowerToSimt(Parse(Text(c)), o);
+}
+
+// Warpgroup w's branch of the ping-pong consumers (`if (tl_tid < 128) W(0) else W(1)`).
+// Whether a stmatrix or vector copy of b names shared buffer `name` (the staged epilogue's tile).
+bool Stages(SBlock& b, const std::string& name) {
+  bool on = false;
+  Walk(b, [&](SStmt& s) {
+    if (const auto* m = std::get_if<tl::gpu::SStmatrix>(&s.node)) on = on || m->buffer == name;
+    if (const auto* v = std::get_if<tl::gpu::SCopyVec>(&s.node)) on = on || v->src == name || v->dst == name;
+  });
+  return on;
+}
+
+SBlock& PingpongWarpgroup(tl::gpu::SimtKernel& k, int w) {
+  auto& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
+  auto& i = std::get<tl::gpu::SIf>(r.consumer.back().node);
+  return w == 0 ? i.then_body : i.else_body;
+}
+
+TEST(WarpSpecialize, GemmPingpongMatchesFloat64AndCooperative) {
+  struct Case {
+    WsCase c;
+    std::vector<int64_t> sms;
+  };
+  const std::vector<Case> cases = {
+      // 2 x 2 tiles, 8 k-steps (> S = 2): 1 SM (4 tiles a block: even), 3 SMs (2 and 1 tiles: fewer than 2 G).
+      {{"pp_128x128_s2_f32", 200, 136, 456, 128, 128, 64, 128, false, "f16", "f32", 2, false}, {1, 3}},
+      // 3 x 3 tiles, ONE k-step, bf16 C staged through a shared tile (warpgroup 1's own copy), an epilogue:
+      // 2 SMs (5 and 4 tiles), 4 SMs (3, 2, 2, 2).
+      {{"pp_128x128_s3_bf16_k1", 300, 264, 40, 128, 128, 64, 128, true, "bf16", "bf16", 3, true}, {2, 4}},
+      // 2 x 2 tiles, 9 k-steps (not a multiple of S = 4: each tile starts elsewhere in the ring), f16 C staged.
+      {{"pp_128x128_s4_f16", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false}, {1, 2}},
+  };
+  for (const Case& pc : cases) {
+    const WsCase& c = pc.c;
+    for (int64_t sms : pc.sms) {
+      SCOPED_TRACE(c.name + " over " + std::to_string(sms) + " SMs");
+      tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(c, sms), coop = LowerPingpong(c, sms, false);
+      ASSERT_TRUE(k.ok() && coop.ok()) << k.status().ToString() << coop.status().ToString();
+      const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
+      const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm), G = std::min(tiles, sms);
+      const int64_t Kt = (c.K + c.bk - 1) / c.bk;
+      ASSERT_NE(notes.find("warp-specialized: ping-pong: two 128-thread consumer warpgroups"), std::string::npos) << notes;
+      EXPECT_NE(notes.find(std::to_string(c.stages) + " stages on full/empty mbarriers in one ring across tiles (" +
+                           std::to_string(Kt) + " k-steps a tile); registers 168 at entry (__launch_bounds__(384, 1)), "
+                           "producer setmaxnreg.dec 40, consumers setmaxnreg.inc 232"),
+                std::string::npos)
+          << notes;
+      EXPECT_NE(notes.find("; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles"),
+                std::string::npos)
+          << notes;
+      EXPECT_EQ(Notes(*coop).find("ping-pong"), std::string::npos) << Notes(*coop);
+      EXPECT_EQ(k->threads, 384);
+      const tl::gpu::SWarpRoles* r = Roles(*k);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->consumers, 256);
+      EXPECT_EQ(r->consumer_groups, 2);
+      // A staged epilogue: warpgroup 1 stages its tile in its own copy, none overlapping another buffer it uses.
+      const bool staged = notes.find("stored through a shared tile") != std::string::npos;
+      EXPECT_EQ(staged, c.cdt != "f32") << notes;
+      EXPECT_EQ(notes.find("warpgroup 1's own tl_epi_C_f (") != std::string::npos, staged) << notes;
+      if (staged) {
+        const tl::gpu::SimtBuffer *a = nullptr, *b = nullptr;
+        for (const tl::gpu::SimtBuffer& x : k->buffers) {
+          if (x.name == "tl_epi_C_f") a = &x;
+          if (x.name == "tl_epi_C_f_wg1") b = &x;
+        }
+        ASSERT_TRUE(a && b);
+        EXPECT_GE(b->shared_offset, a->shared_offset + a->elements * 2);
+        EXPECT_TRUE(Stages(PingpongWarpgroup(*k, 1), "tl_epi_C_f_wg1"));
+        EXPECT_FALSE(Stages(PingpongWarpgroup(*k, 1), "tl_epi_C_f"));
+        EXPECT_TRUE(Stages(PingpongWarpgroup(*k, 0), "tl_epi_C_f"));
+        EXPECT_FALSE(Stages(PingpongWarpgroup(*k, 0), "tl_epi_C_f_wg1"));
+      }
+      double worst = 0, worst_coop = 0;
+      std::vector<double> out, out_coop;
+      const tl::Status st = RunWs(c, *k, &worst, 0, &out), sc = RunWs(c, *coop, &worst_coop, 0, &out_coop);
+      ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+      ASSERT_TRUE(sc.ok()) << sc.ToString();
+      EXPECT_LE(worst, c.cdt == "f32" ? 1e-5 : 4e-3) << dump;
+      EXPECT_EQ(out, out_coop);  // bit for bit the cooperative persistent kernel's C
+      std::printf("[ %s ] ping-pong over %lld blocks (%lld tiles, %lld k-steps a tile)%s, worst relative error %.3g\n",
+                  c.name.c_str(), static_cast<long long>(G), static_cast<long long>(tiles), static_cast<long long>(Kt),
+                  staged ? ", staged epilogue" : "", worst);
+    }
+  }
+}
+
+// Broken ping-pong protocols the interpreter catches (4 tiles on one block, 9 k-steps, 2 stages: warpgroup
+// 1's tiles start at odd places in the ring, so a tile-local stage or parity differs from the global one).
+TEST(WarpSpecialize, GemmPingpongBrokenProtocolsAreCaught) {
+  const WsCase c{"pp_mutants", 200, 136, 520, 128, 128, 64, 128, false, "f16", "f32", 2, false};
+  tl::StatusOr<tl::gpu::SimtKernel> good = LowerPingpong(c, 1);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  double worst = 0;
+  ASSERT_TRUE(RunWs(c, *good, &worst).ok());
+  auto broken = [&](const tl::Status& st, double w) { return !st.ok() || w > 1e-5; };
+  // 1. Warpgroup 1 waits on the tile-local stage and parity (its tiles' place in the ring forgotten).
+  {
+    tl::gpu::SimtKernel k = *good;
+    int changed = 0;
+    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
+      auto* l = std::get_if<tl::gpu::SLet>(&s.node);
+      if (l && l->name == "tl_pp_base") l->value = tl::ir::MakeInt(0), ++changed;
+    });
+    EXPECT_EQ(changed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_TRUE(broken(st, worst)) << st.ToString();
+    // (Seen: the producer refills a stage warpgroup 1's in-flight group still reads.)
+    EXPECT_NE(st.ToString().find("while a wgmma group reading it is in flight"), std::string::npos) << st.ToString();
+    std::printf("[ mutant: warpgroup 1 tile-local stages ] %s, worst %.3g\n", st.ToString().c_str(), worst);
+  }
+  // 2. Warpgroup 1's full wait with the wrong parity (the stage right).
+  {
+    tl::gpu::SimtKernel k = *good;
+    int changed = 0;
+    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
+      auto* w = std::get_if<tl::gpu::SMbarWait>(&s.node);
+      if (w) w->parity = tl::ir::MakeBinary(tl::ir::BinaryOp::kBitXor, w->parity, tl::ir::MakeInt(1)), ++changed;
+    });
+    EXPECT_EQ(changed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_TRUE(broken(st, worst)) << st.ToString();
+    EXPECT_NE(st.ToString().find("deadlock: "), std::string::npos) << st.ToString();
+    std::printf("[ mutant: warpgroup 1 parity flipped ] %s, worst %.3g\n", st.ToString().c_str(), worst);
+  }
+  // 3. Warpgroup 0 never hands the turn over (no bar.arrive 4): warpgroup 1 waits forever.
+  {
+    tl::gpu::SimtKernel k = *good;
+    int removed = 0;
+    Walk(PingpongWarpgroup(k, 0), [&](SStmt& s) {
+      auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+      if (n && n->arrive) s.node = tl::gpu::SComment{"no handover"}, ++removed;
+    });
+    EXPECT_EQ(removed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("deadlock: bar.sync 4, 256 waits forever"), std::string::npos) << st.ToString();
+  }
+  // 4. Warpgroup 1 does not wait for its turn (no bar.sync 4): it reads the ring a round early.
+  {
+    tl::gpu::SimtKernel k = *good;
+    int removed = 0;
+    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
+      auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+      if (n && n->id == 4 && !n->arrive) s.node = tl::gpu::SComment{"no order wait"}, ++removed;
+    });
+    EXPECT_EQ(removed, 1);
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_TRUE(broken(st, worst)) << st.ToString();
+    EXPECT_NE(st.ToString().find("deadlock: wait on tl_mbar1["), std::string::npos) << st.ToString();
+    std::printf("[ mutant: warpgroup 1 without its order wait ] %s, worst %.3g\n", st.ToString().c_str(), worst);
+  }
+  // 5. The empty barriers count both warpgroups' warps (8): a stage is never released.
+  {
+    tl::gpu::SimtKernel k = *good;
+    for (SStmt& s : k.body) {
+      auto* i = std::get_if<tl::gpu::SMbarInit>(&s.node);
+      if (i && i->bar.find("_empty") != std::string::npos) i->arrivals = 8;
+    }
+    const tl::Status st = RunWs(c, k, &worst);
+    EXPECT_NE(st.ToString().find("deadlock: wait on "), std::string::npos) << st.ToString();
+  }
+}
+
+// Where the ping-pong does not apply the kernel is lowered as without the option and the note says why.
+TEST(WarpSpecialize, GemmPingpongIgnoredWithReason) {
+  const WsCase t128{"pp_ignored_t128", 200, 136, 456, 128, 128, 64, 128, false, "f16", "f32", 2, false};
+  const WsCase t256{"pp_ignored_t256", 200, 136, 456, 128, 128, 64, 256, false, "f16", "f32", 2, false};
+  const WsCase staged{"pp_staged", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false};
+  struct Want {
+    const WsCase* c;
+    int64_t sms;
+    bool bulk;
+    std::string why;
+  };
+  for (const Want& w : std::vector<Want>{
+           {&t128, 0, false, "not persistent (the two consumer warpgroups alternate a block's tiles: tl.persistent)"},
+           {&t256, 1, false, "256 consumer threads (each consumer warpgroup owns a whole tile"},
+       }) {
+    SCOPED_TRACE(w.c->name);
+    tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(*w.c, w.sms, true, w.bulk), plain = LowerPingpong(*w.c, w.sms, false, w.bulk);
+    ASSERT_TRUE(k.ok() && plain.ok()) << k.status().ToString() << plain.status().ToString();
+    EXPECT_NE(Notes(*k).find("; gemm_pingpong ignored: " + w.why), std::string::npos) << Notes(*k);
+    EXPECT_EQ(Notes(*k).find("ping-pong"), std::string::npos);
+    EXPECT_EQ(tl::gpu::Dump(*k), tl::gpu::Dump(*plain));
+  }
+  // A shared-memory budget without room for warpgroup 1's epilogue tile.
+  {
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = 1;
+    o.gemm_pingpong = true;
+    o.shared_budget_bytes = 200000;  // 4 stages (131072) + the moved tile (34816) fit, a second one does not
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(staged)), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    EXPECT_NE(Notes(*k).find("; gemm_pingpong ignored: no shared memory for warpgroup 1's own 34816 bytes of epilogue buffers"),
+              std::string::npos)
+        << Notes(*k);
+  }
+}
+
+// The printed CUDA and ptxas: hopper_bench's ping-pong GEMM config (bf16, 128x128x64, 128 threads, 4 stages)
+// persistent over 132 SMs, 8192 x 8192 x 1024.
+TEST(WarpSpecialize, GemmPingpongSourceAndRegisters) {
+  const WsCase c{"pp_bench_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false};
+  tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(c, 132);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_NE(Notes(*k).find("ping-pong"), std::string::npos) << Notes(*k);
+  ASSERT_NE(Notes(*k).find("; persistent: 132 blocks over 4096 tiles"), std::string::npos) << Notes(*k);
+  tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const std::string& s = src->source;
+  EXPECT_NE(s.find("__launch_bounds__(384, 1)"), std::string::npos);
+  EXPECT_NE(s.find("if (tl_tid >= 256) {"), std::string::npos) << s;
+  EXPECT_NE(s.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos);
+  EXPECT_NE(s.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+  EXPECT_NE(s.find("for (int tl_tile = (bx + 132); tl_tile < 4096; tl_tile += 264) {"), std::string::npos) << s;
+  for (const char* b : {"bar.sync 3, 256;", "bar.sync 4, 256;", "bar.arrive 3, 256;", "bar.arrive 4, 256;", "bar.sync 1, 128;",
+                        "bar.sync 2, 128;"}) {
+    EXPECT_NE(s.find(b), std::string::npos) << b << "\n" << s;
+  }
+  EXPECT_EQ(s.find("__syncthreads();", s.find("if (tl_tid >= 256) {")), std::string::npos);
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
+  tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, c.name, "sm_90a");
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  std::printf("[ %s ping-pong sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", c.name.c_str(),
+              code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
+  if (code->registers >= 0) {
+    EXPECT_EQ(code->registers, 168) << code->log;
+  }
+  EXPECT_EQ(code->spill_stores, 0) << code->log;
+  EXPECT_EQ(code->spill_loads, 0) << code->log;
+  EXPECT_EQ(code->stack_bytes, 0) << code->log;
+  EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+  std::string cuobjdump;
+  for (const char* x : {"/usr/local/cuda/bin/cuobjdump", "/usr/bin/cuobjdump"}) {
+    if (cuobjdump.empty() && std::filesystem::exists(x)) cuobjdump = x;
+  }
+  if (cuobjdump.empty()) return;
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / "tl_ws_pingpong.cubin";
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(code->bytes.data()),
+                                           static_cast<std::streamsize>(code->bytes.size()));
+  tl::toolchain::ProcessResult r = tl::toolchain::RunProcess({cuobjdump, "-sass", p.string()});
+  std::filesystem::remove(p);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto count = [&](const std::string& op) {
+    size_t n = 0;
+    for (size_t at = r.out.find(op); at != std::string::npos; at = r.out.find(op, at + 1)) ++n;
+    return n;
+  };
+  std::printf("[ %s ping-pong SASS ] %zu HGMMA, %zu UTMALDG, %zu STSM, %zu BAR.SYNC, %zu BAR.ARV\n", c.name.c_str(),
+              count("HGMMA"), count("UTMALDG"), count("STSM"), count("BAR.SYNC"), count("BAR.ARV"));
+  EXPECT_GT(count("HGMMA"), 0u);
+  EXPECT_GT(count("UTMALDG"), 0u);
+  EXPECT_GT(count("STSM"), 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// bulk_store composes with the ping-pong: each warpgroup's warp 0 stores its own tile (warpgroup 1's from its
+// copy) as bulk copies, waited for (.read) before that warpgroup's next epilogue and fully after its tile loop;
+// C bit for bit the cooperative bulk kernel's; a missing .read wait in warpgroup 1 is caught.
+TEST(WarpSpecialize, GemmPingpongBulkStore) {
+  for (const WsCase& c : {WsCase{"pp_bulk_s4_f16", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false},
+                          WsCase{"pp_bulk_s3_bf16_k1", 300, 264, 40, 128, 128, 64, 128, true, "bf16", "bf16", 3, true}}) {
+    for (int64_t sms : {1, 2}) {
+      SCOPED_TRACE(c.name + " over " + std::to_string(sms) + " SMs");
+      tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(c, sms, true, true), coop = LowerPingpong(c, sms, false, true);
+      ASSERT_TRUE(k.ok() && coop.ok()) << k.status().ToString() << coop.status().ToString();
+      const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
+      ASSERT_NE(notes.find("warp-specialized: ping-pong"), std::string::npos) << notes;
+      EXPECT_NE(notes.find("; epilogue stored by each warpgroup's warp 0 as one bulk copy per row (waited for before its next "
+                           "tile's epilogue)"),
+                std::string::npos)
+          << notes;
+      EXPECT_EQ(k->param_align.at("C"), 16);
+      for (int w = 0; w < 2; ++w) {
+        SBlock& b = PingpongWarpgroup(*k, w);
+        EXPECT_EQ(Count<tl::gpu::SBulkStore>(b), 1) << dump;
+        EXPECT_EQ(Count<tl::gpu::SBulkWait>(b), 2) << dump;
+        int from = 0;
+        Walk(b, [&](SStmt& x) {
+          const auto* bs = std::get_if<tl::gpu::SBulkStore>(&x.node);
+          from += bs && bs->src == (w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1");
+        });
+        EXPECT_EQ(from, 1) << dump;
+      }
+      for (const tl::gpu::SimtBuffer& b : k->buffers) {
+        if (b.name.rfind("tl_epi_C_f", 0) == 0) {
+          EXPECT_EQ(b.shared_offset % 16, 0) << b.name;
+        }
+      }
+      double worst = 0, worst_coop = 0;
+      std::vector<double> out, out_coop;
+      const tl::Status st = RunWs(c, *k, &worst, 0, &out), sc = RunWs(c, *coop, &worst_coop, 0, &out_coop);
+      ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+      ASSERT_TRUE(sc.ok()) << sc.ToString();
+      EXPECT_LE(worst, 4e-3);
+      EXPECT_EQ(out, out_coop);
+      // Mutant: warpgroup 1 without its .read wait: its next tile's stmatrix rewrites its tile while the copies of
+      // it are pending (needs a second tile for warpgroup 1, block 0 four tiles: 4 tiles on 1 SM, 9 on 2).
+      const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm), G = std::min(tiles, sms);
+      if ((tiles + G - 1) / G < 4) continue;
+      tl::gpu::SimtKernel m = *k;
+      int removed = 0;
+      Walk(PingpongWarpgroup(m, 1), [&](SStmt& x) {
+        auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
+        if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+      });
+      EXPECT_EQ(removed, 1);
+      const tl::Status sm = RunWs(c, m, &worst);
+      EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
+      EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
+    }
+  }
+  // ptxas: hopper_bench's 8192x8192x1024 ping-pong config with the bulk store.
+  const WsCase big{"pp_bulk_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false};
+  tl::StatusOr<tl::gpu::SimtKernel> k = LowerPingpong(big, 132, true, true);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_NE(Notes(*k).find("bulk copy per row"), std::string::npos) << Notes(*k);
+  tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_NE(src->source.find("tl_bulk_store(&C["), std::string::npos);
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit: " << tc.status().ToString();
+  tl::StatusOr<cu::CompiledCode> code = tc->Compile(src->source, big.name, "sm_90a");
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  std::printf("[ %s ping-pong + bulk store sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", big.name.c_str(),
+              code->registers, code->spill_stores, static_cast<long long>(k->shared_bytes));
+  EXPECT_EQ(code->spill_stores, 0) << code->log;
+  EXPECT_EQ(code->spill_loads, 0) << code->log;
+  EXPECT_EQ(code->stack_bytes, 0) << code->log;
 }
 
 }  // namespace

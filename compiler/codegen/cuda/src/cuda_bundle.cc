@@ -149,6 +149,15 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // faster in hopper_bench's "bulk" GEMM configs).
   const char* bulk_env = std::getenv("TL_CUDA_BULK_STORE");
   l90.bulk_store = bulk_env && std::string(bulk_env) == "1";
+  // TL_CUDA_GEMM_PINGPONG=1 at build time (pass_configs {"tl.gemm_pingpong":
+  // True} per compile): a persistent warp-specialized GEMM whose block is one
+  // 128-thread warpgroup (128x128 tiles) as CUTLASS's ping-pong schedule --
+  // two consumer warpgroups on alternate tiles, one's epilogue under the
+  // other's k-loop (GpuLowerOptions::gemm_pingpong). Off by default: built
+  // and checked in the SIMT interpreter and by ptxas in session 12 without a
+  // GPU; ignored (with a note) where it does not apply.
+  const char* pingpong_env = std::getenv("TL_CUDA_GEMM_PINGPONG");
+  l90.gemm_pingpong = pingpong_env && std::string(pingpong_env) == "1";
   // TL_CUDA_WS=0 at build time: no warp specialization (the pipelined wgmma
   // GEMM keeps every thread both waiting for TMA and issuing wgmma).
   const char* ws_env = std::getenv("TL_CUDA_WS");

@@ -340,6 +340,9 @@ std::string ClusterMulticast(SimtKernel* kernel, int64_t cluster) {
     return no + "the kernel's second mbarrier (" + einit.bar + ") is not the empty barrier of " + fbar;
   }
   SWarpRoles& wr = std::get<SWarpRoles>(k.body[static_cast<size_t>(roles)].node);
+  // The ping-pong GEMM (GpuLowerOptions::gemm_pingpong): its ring runs across tiles in an order the
+  // multicast pairing does not know (untested together): not clustered.
+  if (wr.consumer_groups != 1) return no + "the kernel is the ping-pong GEMM (gemm_pingpong)";
   if (k.block_vars.empty() || k.grid.empty()) return no + "no grid";
   // The elected producer thread's block.
   SBlock* elected = nullptr;

@@ -138,6 +138,10 @@
 // Both roles bind the block indices from that one order (a mismatch would
 // feed one tile's K/V to another tile's compute, or deadlock on a k-step
 // count the two disagree on). The GEMM form keeps the block order.
+// Ping-pong (GpuLowerOptions::gemm_pingpong, persistent GEMM of a 128-thread
+// block only): two consumer warpgroups on alternate tiles sharing one ring
+// of stages across tiles, their k-loops ordered by named barriers 3/4 (the
+// protocol and its proofs at PingpongGemm below).
 #include <functional>
 #include <type_traits>
 
@@ -989,9 +993,438 @@ std::string UseBulkEpilogue(const SimtKernel& k, SBlock& post, const std::map<st
 // Warp 0's lanes (the bulk copies' issuers): `if (tl_tid < 32) cp.async.bulk.wait_group[.read] 0`.
 SStmt BulkWait(bool read) { return SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(32)), {SStmt{SBulkWait{0, read}}}, {}}}; }
 
-std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
+// ---------------------------------------------------------------------------
+// The ping-pong GEMM (GpuLowerOptions::gemm_pingpong; the persistent form
+// only; see the comment at PingpongGemm below).
+
+// How often expression e reads name n.
+int CountName(const Expr& e, const std::string& n) {
+  int c = 0;
+  ir::WalkExpr(e, [&](const Expr& x) {
+    const auto* v = ir::As<ir::VarRef>(x);
+    c += v && v->name == n;
+  });
+  return c;
+}
+// The ring's stage of a tile-local k-step made global: every truncmod(x, S)
+// of e whose x reads `kv` becomes truncmod(x + base, S) (the lowering's
+// stage index of iteration k is truncmod(k - k0 [+ S - 1], S)); false where
+// kv is read outside such a truncmod (a coordinate, which must stay
+// tile-local: refused rather than guessed).
+bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
+  const int total = CountName(e, kv);
+  int inside = 0;
+  e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+    const auto* c = ir::As<ir::Call>(x);
+    if (!c || c->op != ir::CallOp::kTruncMod || c->args.size() != 2 || ir::FoldInt(c->args[1]) != std::optional<int64_t>(S)) {
+      return std::nullopt;
+    }
+    const int n = CountName(c->args[0], kv);
+    if (n == 0) return std::nullopt;
+    inside += n;
+    const ir::DType t = ir::ExprDType(c->args[0]);
+    return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
+  });
+  return inside == total;
+}
+// ShiftStages on every expression of the statements a consumer k-step's
+// wgmma unit (or loop of units) and its stage let are made of; false for
+// any other statement or a k read outside a stage index.
+bool ShiftStagesIn(SBlock& b, const std::string& kv, const Expr& base, int64_t S) {
+  for (SStmt& s : b) {
+    bool ok = true;
+    if (auto* l = std::get_if<SLet>(&s.node)) {
+      ok = ShiftStages(l->value, kv, base, S);
+    } else if (auto* w = std::get_if<SWgmma>(&s.node)) {
+      for (Expr& e : w->a.starts) ok = ok && ShiftStages(e, kv, base, S);
+      for (Expr& e : w->b.starts) ok = ok && ShiftStages(e, kv, base, S);
+    } else if (auto* f = std::get_if<SFor>(&s.node)) {
+      ok = CountName(f->start, kv) == 0 && CountName(f->stop, kv) == 0 && CountName(f->step, kv) == 0 &&
+           ShiftStagesIn(f->body, kv, base, S);
+    } else if (auto* i = std::get_if<SIf>(&s.node)) {
+      ok = CountName(i->cond, kv) == 0 && ShiftStagesIn(i->then_body, kv, base, S) && ShiftStagesIn(i->else_body, kv, base, S);
+    } else if (!std::holds_alternative<SComment>(s.node) && !std::holds_alternative<SWgmmaWait>(s.node)) {
+      ok = false;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+// The producer's fill (ProducerCopy's output: lets, ifs, TMA boxes, the
+// arrival) with the stage indices -- the boxes' destinations and barriers,
+// the arrival's barrier -- made global; coordinates and guards stay
+// tile-local. False where k reaches a stage index other than through a
+// truncmod by S, or a stage index reads a let of the fill (which could
+// carry k past the rewrite: refused, not followed).
+bool ShiftFillStages(SBlock& b, const std::string& kv, const Expr& base, int64_t S, std::set<std::string>* lets) {
+  auto stage = [&](Expr& e) {
+    std::set<std::string> names;
+    NamesOf(e, &names);
+    for (const std::string& n : names) {
+      if (lets->count(n)) return false;
+    }
+    return ShiftStages(e, kv, base, S);
+  };
+  for (SStmt& s : b) {
+    bool ok = true;
+    if (auto* l = std::get_if<SLet>(&s.node)) {
+      lets->insert(l->name);
+    } else if (auto* t = std::get_if<STmaLoad>(&s.node)) {
+      ok = stage(t->dst_index) && stage(t->bar_index);
+    } else if (auto* a = std::get_if<SMbarArrive>(&s.node)) {
+      ok = stage(a->index);
+    } else if (auto* i = std::get_if<SIf>(&s.node)) {
+      ok = ShiftFillStages(i->then_body, kv, base, S, lets) && ShiftFillStages(i->else_body, kv, base, S, lets);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+// Warpgroup 1's copy of the consumers' statements before / after the
+// k-loop: shared buffers renamed to its own copies (`to`), named barriers
+// 1 -> `bar`. False for a statement that names a renamed buffer in a way
+// this does not rewrite.
+bool RenameForWarpgroup(SBlock& b, const std::map<std::string, std::string>& to, int64_t bar) {
+  auto name = [&](std::string& n) {
+    auto it = to.find(n);
+    if (it != to.end()) n = it->second;
+  };
+  auto expr = [&](Expr& e) {
+    e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+      const auto* l = ir::As<ir::Load>(x);
+      if (!l || !to.count(l->buffer)) return std::nullopt;
+      return ir::MakeLoad(to.at(l->buffer), l->indices, l->dtype);
+    });
+  };
+  for (SStmt& s : b) {
+    bool ok = true;
+    if (auto* l = std::get_if<SLet>(&s.node)) {
+      expr(l->value);
+    } else if (auto* v = std::get_if<SVar>(&s.node)) {
+      if (v->init) expr(*v->init);
+    } else if (auto* a = std::get_if<SAssign>(&s.node)) {
+      expr(a->value);
+    } else if (auto* st = std::get_if<SStore>(&s.node)) {
+      name(st->buffer), expr(st->index), expr(st->value);
+      if (st->hi) expr(*st->hi);
+    } else if (auto* f = std::get_if<SFor>(&s.node)) {
+      expr(f->start), expr(f->stop), expr(f->step);
+      ok = RenameForWarpgroup(f->body, to, bar);
+    } else if (auto* i = std::get_if<SIf>(&s.node)) {
+      expr(i->cond);
+      ok = RenameForWarpgroup(i->then_body, to, bar) && RenameForWarpgroup(i->else_body, to, bar);
+    } else if (auto* c = std::get_if<SCopyVec>(&s.node)) {
+      name(c->dst), name(c->src), expr(c->dst_index), expr(c->src_index);
+    } else if (auto* m = std::get_if<SStmatrix>(&s.node)) {
+      name(m->buffer), expr(m->index);
+      for (Expr& x : m->values) expr(x);
+    } else if (auto* bs = std::get_if<SBulkStore>(&s.node)) {
+      name(bs->src), name(bs->dst), expr(bs->src_index), expr(bs->dst_index), expr(bs->bytes);
+    } else if (auto* n = std::get_if<SNamedBarrier>(&s.node)) {
+      if (n->id == 1) n->id = bar;
+    } else {
+      for (const auto& [from, unused] : to) ok = ok && !Mentions(s, from);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The ping-pong schedule of a persistent deferred-wgmma GEMM whose block is
+// one warpgroup (CUTLASS's KernelTmaWarpSpecializedPingpong). Why: with the
+// cooperative form (both consumer warpgroups on one tile) no wgmma runs
+// while a tile's epilogue moves the accumulators out (registers -> shared ->
+// global); on the H200 the tensor pipe idled ~8 % of a 4096^3 GEMM, mostly
+// there. Here each consumer warpgroup owns whole tiles: block b's tiles are
+// t_j = b + j G (j = 0, 1, ...), warpgroup w runs those with j % 2 == w, so
+// one warpgroup's epilogue runs under the other's k-loop.
+//
+//   mbarrier.init full[S] (1 arrival + bytes), empty[S] (4 arrivals: the owning warpgroup's warps)
+//   if (tid >= 256) {                                    producer warpgroup
+//     setmaxnreg.dec 40
+//     if (tid == 256) { base = 0
+//       for tile in [b, tiles) step G { lets; for k { g = base + k - k0
+//         if (g >= S) wait empty[g % S] parity (g / S + 1) & 1
+//         boxes of k (tile-local coordinates) -> stage g % S on full[g % S] }
+//         base += Kt } }
+//   } else {                                             consumers: setmaxnreg.inc 232
+//     if (tid < 128) W(0) else { let tl_tid = tl_tid - 128 (opaque); W(1) }
+//   }
+//   W(w): j = w; for tile in [b + w G, tiles) step 2 G { base = j Kt; pre...
+//     w = 0: if (j > 0) bar.sync 3, 256      w = 1: bar.sync 4, 256        (the order barriers)
+//     for k { g = base + k - k0; wait full[g % S] parity (g / S) & 1; wgmma (wait_group 1)
+//             if (k > k0) lane 0 of each warp: arrive empty[(g - 1) % S] }
+//     if (tile + G < tiles) bar.arrive (w = 0: 4, w = 1: 3), 256              (hand over)
+//     wait_group 0; lane 0: arrive empty[(base + Kt - 1) % S]
+//     bar.sync 1 + w, 128; post... (barriers bar.sync 1 + w, 128; shared buffers warpgroup w's own)
+//     j += 2 }
+//
+// One ring: the producer streams the k-steps of t_0, t_1, t_2, ... in that
+// order through the S stages, its global k-step g = j Kt + (k - k0)
+// continuing across tiles (Kt: the k-loop's static trip count, the same for
+// every tile of a GEMM; refused where it is not static). Each warpgroup
+// computes the g of its own tiles' k-steps and skips the other's; the
+// empty barriers count the 4 warps of whichever warpgroup consumed the
+// stage. Stage indices: the lowering's truncmod(k - k0 [+ S - 1], S) with
+// base added inside (ShiftStages; k read anywhere else in a stage index is
+// refused), coordinates unchanged.
+// Parity exactness. An mbarrier parity wait is exact only when the waiter
+// is at most one phase away: waiting for phase n (parity n & 1) of a
+// barrier that completed c phases succeeds iff c - n is odd, so it must
+// hold that c is n or n + 1 when the wait starts. Full barrier of stage s,
+// waited for k-step g (n = g / S): (a) c <= n + 1, since phase n + 1 is the
+// fill of g + S, which the producer issues only after the release of g,
+// which the waiter itself makes after this wait; (b) c >= n, i.e. the fill
+// of g - S completed: if g - S is the waiter's own k-step it waited for it;
+// else it belongs to an earlier tile of the other warpgroup (ring order),
+// and the waiter's order-barrier sync before this tile's k-loop returned
+// only after the other warpgroup issued the last wgmma of its previous
+// tile -- after its waits for every k-step before this tile's first. (Hence
+// the sync must precede the tile's first full wait, not just its wgmma.)
+// Empty barrier of stage s at the producer's fill g (waits release g - S,
+// phase n = g / S - 1): it is the only waiter and waited for release g - 2S
+// before filling g - S, so c >= n; release g cannot precede fill g, so
+// c <= n + 1.
+// Order barriers (CUTLASS's OrderedSequenceBarrier for the math): A = 3
+// (warpgroup 0 syncs), B = 4 (warpgroup 1 syncs), 256 threads each, no
+// fence (they order issue only). For n tiles of the block: B gets
+// warpgroup 0's arrivals after t_j (j even, j + 1 < n) and warpgroup 1's
+// syncs before t_j (j odd < n): floor(n / 2) phases each; A gets warpgroup
+// 1's arrivals after t_j (j odd, j + 1 < n) and warpgroup 0's syncs before
+// t_j (j even, 2 <= j < n): floor((n - 1) / 2) each; no phase is left part
+// arrived. No phase gets a third party: warpgroup 0's arrival on B after
+// t_{j+2} follows its sync on A before t_{j+2}, which needs warpgroup 1's
+// arrival after t_{j+1}, which follows warpgroup 1's sync on B before
+// t_{j+1} -- the phase of warpgroup 0's arrival after t_j (symmetrically
+// for A). Deadlock freedom: every wait is for something earlier in the
+// order t_0's k-steps, t_1's, ...: a full wait for the producer's fill, the
+// producer's empty wait for the release S k-steps back (made by its
+// consumer after that k-step's full wait, or after the drain, which waits
+// for nothing), an order sync for the other warpgroup's issue of the
+// previous tile.
+// Shared memory: every shared buffer the consumers touch outside the
+// k-loop (the staged epilogue's tile) gets a copy for warpgroup 1 (the
+// copies keep the originals' relative offsets, so buffers sharing memory
+// still share it); refused where the copies do not fit the budget. Named
+// barriers: warpgroup w's bar.sync 1, 128 becomes 1 + w (ids 2-4 must be
+// unused). Registers: 384 threads, one block per SM: 168 at entry,
+// 128 x 40 + 256 x 232 <= 65536 (the 128x128 f32 accumulator is 128 a
+// thread). bulk_store composes: each warpgroup's warp 0 stores its own
+// tile, waited for (.read) before its own next epilogue. Risks: the
+// consumer body is printed twice (instruction cache);
+// the order barriers serialize the two warpgroups' k-loops, so a block with
+// one tile runs no faster than the cooperative form; not measured on a GPU
+// yet (built in session 12 without one).
+std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t persistent_blocks, int64_t S,
+                         const SMbarInit& full, const SFor& lp, const SLet& stage, const SMbarWait& wait, const SStmt& mma,
+                         const SStmt& drain, const SBlock& lets, const SBlock& fill_block, const SBlock& head,
+                         const SBlock& pre_in, const SBlock& post_in, const std::vector<int64_t>& grid, int64_t tiles,
+                         int64_t shared_end, const std::map<std::string, int64_t>& moved_in, std::string* why) {
+  const int64_t T = 128;
+  auto no = [&](std::string w) {
+    *why = std::move(w);
+    return std::string();
+  };
+  const std::optional<int64_t> k0 = ir::FoldInt(lp.start), kn = ir::FoldInt(lp.stop);
+  if (!k0 || !kn || *kn <= *k0) {
+    return no("the k-loop's trip count is not static and positive (each warpgroup places its tiles' k-steps in the "
+              "shared ring by it)");
+  }
+  const int64_t Kt = *kn - *k0;
+  const int64_t kEpi1 = 2, kOrderA = 3, kOrderB = 4;  // warpgroup 1's epilogue barrier; the order barriers
+  if (Any(k->body, [&](const SStmt& x) {
+        const auto* n = std::get_if<SNamedBarrier>(&x.node);
+        return n && n->id >= 2 && n->id <= 4;
+      })) {
+    return no("named barrier 2, 3 or 4 is already used");
+  }
+  std::set<std::string> stages_of;
+  Any(fill_block, [&](const SStmt& y) {
+    if (const auto* t = std::get_if<STmaLoad>(&y.node)) stages_of.insert(t->dst);
+    return false;
+  });
+  // Warpgroup 1's copies of the consumers' shared buffers outside the k-loop.
+  std::map<std::string, int64_t> moved = moved_in;
+  std::map<std::string, std::string> to;
+  int64_t lo = INT64_MAX, hi = 0;
+  for (const SimtBuffer& b : k->buffers) {
+    if (b.space != Space::kShared || (!Mentions(pre_in, b.name) && !Mentions(post_in, b.name))) continue;
+    if (stages_of.count(b.name)) return no(b.name + " (a stage) is used outside the k-loop");
+    const int64_t off = moved.count(b.name) ? moved.at(b.name) : b.shared_offset;
+    lo = std::min(lo, off);
+    hi = std::max(hi, off + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8));
+    to[b.name] = b.name + "_wg1";
+  }
+  // (The copies keep the originals' offsets mod 1024: a swizzled buffer's atom alignment, the bulk
+  // store's 16 bytes.)
+  const int64_t copies = to.empty() ? shared_end : (shared_end - lo % 1024 + 1023) / 1024 * 1024 + lo % 1024;
+  const int64_t end = to.empty() ? shared_end : copies + (hi - lo);
+  const std::string empty = full.bar + "_empty";
+  const int64_t off = (end + 7) / 8 * 8;
+  if (off + 8 * S > shared_budget_bytes) {
+    return no("no shared memory for warpgroup 1's own " + std::to_string(hi - lo) + " bytes of epilogue buffers (" +
+              std::to_string(off + 8 * S) + " bytes in all, the budget is " + std::to_string(shared_budget_bytes) + ")");
+  }
+  // The epilogue's copy to global memory as bulk copies (bulk_store; UseBulkEpilogue): each
+  // warpgroup's warp 0 issues its own tile's rows (warpgroup 1's from its copy of the tile), and its
+  // lanes wait (.read) before that warpgroup's next post-drain barrier -- the one ahead of its next
+  // writes of its tile -- and for completion after its tile loop, as in the cooperative form.
+  SBlock post_b = post_in;
+  const std::string bulk_dst = UseBulkEpilogue(*k, post_b, moved);
+  // The consumers' statements before and after the k-loop, per warpgroup.
+  SBlock pre[2] = {pre_in, pre_in}, post[2] = {post_b, post_b};
+  for (int w = 0; w < 2; ++w) {
+    NameBarriers(pre[w], T);
+    NameBarriers(post[w], T);
+  }
+  if (!RenameForWarpgroup(pre[1], to, kEpi1) || !RenameForWarpgroup(post[1], to, kEpi1)) {
+    return no("a statement outside the k-loop uses a shared buffer in a way warpgroup 1's copy cannot be given");
+  }
+  bool pre_shared = false;
+  const bool known = Accesses(pre_in, [&](const std::string& name, char) {
+    for (const SimtBuffer& b : k->buffers) pre_shared = pre_shared || (b.name == name && b.space == Space::kShared);
+  });
+  // The k-loop's pieces with global stages.
+  const std::string kv = lp.var;
+  const ir::DType kt = ir::ExprDType(lp.start);
+  const Expr kvar = ir::MakeVar(kv, kt);
+  const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, kvar, lp.start));  // k - k0
+  const Expr cbase = V("tl_pp_base"), pbase = V("tl_ws_base");
+  SBlock fill = fill_block;
+  std::set<std::string> fill_lets;
+  if (!ShiftFillStages(fill, kv, pbase, S, &fill_lets)) {
+    return no("the refill's stage index reads k other than as (k - k0) % S");
+  }
+  SBlock kstep{SStmt{stage}, mma};
+  if (!ShiftStagesIn(kstep, kv, cbase, S)) return no("the k-step's wgmma reads k other than in its stage (k - k0) % S");
+  SMbarWait cwait = wait;
+  if (!ShiftStages(cwait.index, kv, cbase, S)) return no("the k-step's full wait reads k other than in its stage");
+  // Registers (see the file comment): one block of 384 threads per SM.
+  const int64_t threads = 2 * T + 128, dec = 40;
+  const int64_t cap = 65536 / threads / 8 * 8;
+  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / (2 * T) / 8 * 8, 240);
+  const int64_t entry = std::min(cap, inc);
+  const int64_t G = std::min(tiles, persistent_blocks);
+  const PersistentTileOrder order;  // the block order (every tile of a GEMM has the same k-steps)
+  const Expr b = k->block_vars.empty() ? I(0) : ir::MakeVar(k->block_vars[0], ir::DType::kI32);
+  auto lane0 = [&](SStmt s) {
+    return SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)), {std::move(s)}, {}}};
+  };
+
+  // Producer.
+  SBlock producer;
+  {
+    const Expr g = V("tl_ws_g");
+    SBlock step;
+    step.push_back(SStmt{SLet{"tl_ws_g", ir::DType::kI32, Bin(ir::BinaryOp::kAdd, pbase, iter)}});
+    const Expr parity = Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kAdd, TDiv(g, S), I(1)), I(1));
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGe, g, I(S)), {SStmt{SMbarWait{empty, TMod(g, S), parity}}}, {}}});
+    for (SStmt& x : fill) step.push_back(std::move(x));
+    SBlock tile = PersistentTileLets(k->block_vars, grid, order);
+    for (const SStmt& x : lets) tile.push_back(x);
+    tile.push_back(SStmt{SFor{kv, lp.start, lp.stop, ir::MakeInt(1, kt), false, std::move(step)}});
+    tile.push_back(SStmt{SAssign{"tl_ws_base", Bin(ir::BinaryOp::kAdd, pbase, I(Kt))}});
+    SBlock elected;
+    elected.push_back(SStmt{SVar{"tl_ws_base", ir::DType::kI32, I(0)}});
+    elected.push_back(SStmt{SFor{"tl_tile", b, I(tiles), I(G), false, std::move(tile)}});
+    producer.push_back(SStmt{SSetMaxNReg{false, dec}});
+    producer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, Tid(), I(2 * T)), std::move(elected), {}}});
+  }
+  // Consumer warpgroup w.
+  SBlock wg[2];
+  for (int w = 0; w < 2; ++w) {
+    SBlock& c = wg[w];
+    // Warpgroup 1 runs the program's threads 0..127 as its threads 128..255: its own tl_tid (opaque: printed
+    // through a fresh name, as the let shadows the block's; the wgmma and stmatrix code reads it too).
+    if (w == 1) c.push_back(SStmt{SLet{"tl_tid", ir::DType::kI32, Bin(ir::BinaryOp::kSub, Tid(), I(T)), true}});
+    c.push_back(SStmt{SVar{"tl_pp_j", ir::DType::kI32, I(w)}});
+    SBlock tile = PersistentTileLets(k->block_vars, grid, order);
+    tile.push_back(SStmt{SLet{"tl_pp_base", ir::DType::kI32, Bin(ir::BinaryOp::kMul, V("tl_pp_j"), I(Kt))}});
+    for (SStmt& x : pre[w]) tile.push_back(std::move(x));
+    // The order barrier: this tile's first full wait (and wgmma) after the other warpgroup issued its previous
+    // tile's last wgmma (the parity argument above needs it before the wait).
+    if (w == 0) {
+      tile.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, V("tl_pp_j"), I(0)), {SStmt{SNamedBarrier{kOrderA, 2 * T, false, false}}}, {}}});
+    } else {
+      tile.push_back(SStmt{SNamedBarrier{kOrderB, 2 * T, false, false}});
+    }
+    SBlock step = kstep;
+    const Expr g = Bin(ir::BinaryOp::kAdd, cbase, iter);
+    step.insert(step.begin() + 1, SStmt{SMbarWait{full.bar, cwait.index, Bin(ir::BinaryOp::kBitAnd, TDiv(g, S), I(1))}});
+    SBlock release{lane0(SStmt{SMbarArrive{empty, TMod(Bin(ir::BinaryOp::kSub, g, I(1)), S), true}})};
+    step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, kvar, lp.start), std::move(release), {}}});
+    tile.push_back(SStmt{SFor{kv, lp.start, lp.stop, lp.step, false, std::move(step)}});
+    // Hand the turn over (every wgmma of the tile issued) where the other warpgroup has a next tile.
+    tile.push_back(SStmt{SIf{Bin(ir::BinaryOp::kLt, Bin(ir::BinaryOp::kAdd, V("tl_tile"), I(G)), I(tiles)),
+                             {SStmt{SNamedBarrier{w == 0 ? kOrderB : kOrderA, 2 * T, true, false}}},
+                             {}}});
+    tile.push_back(drain);  // wait_group 0
+    tile.push_back(lane0(SStmt{SMbarArrive{empty, TMod(Bin(ir::BinaryOp::kAdd, cbase, I(Kt - 1)), S), true}}));
+    const int64_t epi = w == 0 ? 1 : kEpi1;
+    if (!bulk_dst.empty()) tile.push_back(BulkWait(true));  // this warpgroup's previous tile's store
+    tile.push_back(SStmt{SNamedBarrier{epi, T}});
+    for (SStmt& x : post[w]) tile.push_back(std::move(x));
+    if (!known || pre_shared) {  // as the cooperative form
+      if (!bulk_dst.empty()) tile.push_back(BulkWait(true));
+      tile.push_back(SStmt{SNamedBarrier{epi, T}});
+    }
+    tile.push_back(SStmt{SAssign{"tl_pp_j", Bin(ir::BinaryOp::kAdd, V("tl_pp_j"), I(2))}});
+    c.push_back(SStmt{SFor{"tl_tile", Bin(ir::BinaryOp::kAdd, b, I(w * G)), I(tiles), I(2 * G), false, std::move(tile)}});
+    if (!bulk_dst.empty()) c.push_back(BulkWait(false));  // its last tile's store, before the kernel exits
+  }
+  SBlock consumer;
+  consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
+  consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(T)), std::move(wg[0]), std::move(wg[1])}});
+
+  // The kernel.
+  std::vector<SimtBuffer> added;
+  for (SimtBuffer& x : k->buffers) {
+    if (moved.count(x.name)) x.shared_offset = moved[x.name];
+    if (to.count(x.name)) {
+      SimtBuffer y = x;
+      y.name = to[x.name];
+      y.shared_offset = copies + (x.shared_offset - lo);
+      added.push_back(y);
+    }
+  }
+  for (SimtBuffer& y : added) k->buffers.push_back(std::move(y));
+  k->buffers.push_back({empty, Space::kShared, ir::DType::kU64, S, off, {S}, SmemSwizzle::kNone});
+  k->shared_bytes = off + 8 * S;
+  SBlock out = head;
+  out.push_back(SStmt{full});
+  out.push_back(SStmt{SMbarInit{empty, S, T / 32}});
+  out.push_back(SStmt{SWarpRoles{2 * T, std::move(producer), std::move(consumer), 2}});
+  k->body = std::move(out);
+  k->threads = threads;
+  k->block[0] = threads;
+  k->min_blocks = 1;
+  k->bulk_epilogues.clear();
+  if (!bulk_dst.empty()) k->param_align[bulk_dst] = std::max<int64_t>(k->param_align[bulk_dst], 16);
+  k->grid = {ir::MakeInt(G)};
+  std::string own;
+  for (const auto& [from, unused] : to) own += (own.empty() ? "" : ", ") + from;
+  return "warp-specialized: ping-pong: two 128-thread consumer warpgroups, each its own tile (alternate tiles of a "
+         "block; bar.sync 3/4, 256 orders their k-loops) + a 128-thread TMA producer warpgroup, " +
+         std::to_string(S) + " stages on full/empty mbarriers in one ring across tiles (" + std::to_string(Kt) +
+         " k-steps a tile); registers " + std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) +
+         ", 1)), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " + std::to_string(inc) +
+         (own.empty() ? std::string() : "; warpgroup 1's own " + own + " (" + std::to_string(hi - lo) + " bytes)") +
+         "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" +
+         (bulk_dst.empty() ? std::string()
+                           : "; epilogue stored by each warpgroup's warp 0 as one bulk copy per row (waited for before "
+                             "its next tile's epilogue)");
+}
+
+std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
+                                       bool gemm_pingpong) {
   if (!Has<STmaLoad>(k->body) || !Has<SWgmma>(k->body)) return "";
-  if (!HasDeferredWgmma(k->body)) return WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks);
+  if (!HasDeferredWgmma(k->body)) {
+    std::string note = WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks);
+    if (gemm_pingpong && note.rfind("warp-specialized: ", 0) == 0) {
+      note += "; gemm_pingpong ignored: not the deferred-wgmma GEMM k-loop (a k-loop whose compute waits for its own wgmma)";
+    }
+    return note;
+  }
   SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
   if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";
@@ -1155,6 +1588,22 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
       shared_end = at + bytes;
     }
   }
+  // GpuLowerOptions::gemm_pingpong: taken where it applies (PingpongGemm), else ignored with the reason in the note.
+  std::string pingpong_ignored;
+  if (gemm_pingpong) {
+    if (persistent_blocks <= 0) {
+      pingpong_ignored = "not persistent (the two consumer warpgroups alternate a block's tiles: tl.persistent)";
+    } else if (T != 128) {
+      pingpong_ignored = std::to_string(T) + " consumer threads (each consumer warpgroup owns a whole tile: the program's block "
+                         "must be one warpgroup, 128 threads)";
+    } else {
+      std::string why;
+      std::string note = PingpongGemm(k, shared_budget_bytes, persistent_blocks, S, full, lp, *stage, *wait, *mma, body[L + 1],
+                                      lets, fill_block, head, pre, post, grid, tiles, shared_end, moved, &why);
+      if (why.empty()) return note;
+      pingpong_ignored = why;
+    }
+  }
   // The epilogue's copy to global memory as bulk copies (bulk_store): non-persistent, waited for
   // right after the commit, at the kernel's end, only until the tile is read (.read, as CUTLASS's
   // epilogues end: a full wait would hold each block's shared memory, so the next block's start,
@@ -1286,20 +1735,21 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
          std::to_string(S) + " stages on full/empty mbarriers, no block barrier in the k-loop; registers " +
          std::to_string(entry) + " at entry (__launch_bounds__(" + std::to_string(threads) + ", " +
          std::to_string(min_blocks) + ")), producer setmaxnreg.dec " + std::to_string(dec) + ", consumers setmaxnreg.inc " +
-         std::to_string(inc) + persistent + bulk;
+         std::to_string(inc) + persistent + bulk + (pingpong_ignored.empty() ? "" : "; gemm_pingpong ignored: " + pingpong_ignored);
 }
 
 }  // namespace
 
-std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
-  const std::string note = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, persistent_blocks);
+std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
+                                       bool gemm_pingpong) {
+  const std::string note = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, persistent_blocks, gemm_pingpong);
   // A persistent schedule that cannot be had (its epilogue tile moved out of
   // the stages' memory overflows the budget: hopper_bench's 128x256x64 at 4
   // stages) must not cost the warp specialization itself: the kernel as
   // without persistent_blocks, and the note says why it is not persistent.
   const std::string no = "not warp-specialized: ";
   if (persistent_blocks <= 0 || note.rfind(no, 0) != 0) return note;
-  const std::string plain = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, 0);
+  const std::string plain = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, 0, gemm_pingpong);
   // Refused anyway: that reason (but where only persistence could take the tiles copied by TMA before
   // the k-loop, GpuLowerOptions::tma_pre_copies, the persistent form's: LowerToSimt reports it).
   if (plain.rfind("warp-specialized: ", 0) != 0) return plain.find("tma_pre_copies") != std::string::npos ? note : plain;

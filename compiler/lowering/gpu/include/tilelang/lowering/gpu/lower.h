@@ -217,6 +217,15 @@ struct GpuLowerOptions {
   // TL_CUDA_BULK_STORE=1 or pass_configs {"tl.bulk_store": True}) until it
   // has run on a GPU: built in session 11, which had none.
   bool bulk_store = false;
+  // (with warp_specialize and persistent_sms; kWgmma) a persistent
+  // deferred-wgmma GEMM whose block is one consumer warpgroup (128 threads,
+  // e.g. a 128x128 tile) as CUTLASS's ping-pong schedule: two consumer
+  // warpgroups each own whole output tiles (alternate tiles of the block),
+  // so one's epilogue runs under the other's k-loop (WarpSpecializeGemmPipeline).
+  // Off by default (tl-pack: TL_CUDA_GEMM_PINGPONG=1 or pass_configs
+  // {"tl.gemm_pingpong": True}) until it has run on a GPU: built in session
+  // 12 without one. Elsewhere ignored with a note.
+  bool gemm_pingpong = false;
   // (kWgmma with tma_copies and wgmma_overlap) a kernel whose pipelined
   // k-loop is one deferred wgmma gemm fed only by TMA copies becomes
   // warp-specialized (WarpSpecializeGemmPipeline below): one producer
@@ -320,8 +329,15 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // stage (lane 0 of each warp); no barrier in the k-loop unless the compute
 // writes shared memory (then a named one where the block barrier was);
 // persistent as above. The file comment states the invariants and the refusals.
+// With gemm_pingpong (GpuLowerOptions::gemm_pingpong) and persistent_blocks
+// > 0, a deferred-wgmma GEMM whose block is one warpgroup (T = 128) becomes
+// CUTLASS's ping-pong schedule (KernelTmaWarpSpecializedPingpong): two
+// consumer warpgroups running alternate tiles of the block, one ring of
+// stages (warp_specialize.cc, PingpongGemm, states the protocol); anywhere
+// else the option is ignored and the note ends "; gemm_pingpong ignored:
+// <why>". Composes with the bulk-store epilogue (per warpgroup).
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
-                                       int64_t persistent_blocks = 0);
+                                       int64_t persistent_blocks = 0, bool gemm_pingpong = false);
 
 // ---------------------------------------------------------------------------
 // The persistent tile order (tile_order.cc; used by WarpSpecializeGemmPipeline's

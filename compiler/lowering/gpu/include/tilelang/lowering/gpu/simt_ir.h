@@ -402,9 +402,15 @@ struct SBulkWait {
 // (wgmma); a barrier that orders only instruction issue has none.
 struct SSetMaxNReg { bool inc = false; int64_t regs = 0; };
 struct SNamedBarrier { int64_t id = 1; int64_t threads = 0; bool arrive = false; bool fence = true; };
+// `consumer_groups` 2 (the ping-pong GEMM, GpuLowerOptions::gemm_pingpong):
+// the consumers are two warpgroups that each run `consumer` on tiles of
+// their own and meet only through mbarriers and named barriers (printed the
+// same; the SIMT interpreter runs each group as an agent of its own, the
+// wgmma groups a group issues retired by its own wait_group only).
 struct SWarpRoles {
   int64_t consumers = 0;
   SBlock producer, consumer;
+  int64_t consumer_groups = 1;
 };
 
 // A call of a device function of SimtKernel::sources (T.call_extern) by this
