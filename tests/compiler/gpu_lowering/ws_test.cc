@@ -1928,62 +1928,47 @@ TEST(WarpSpecialize, GemmPingpongBrokenProtocolsAreCaught) {
   ASSERT_TRUE(good.ok()) << good.status().ToString();
   double worst = 0;
   ASSERT_TRUE(RunWs(c, *good, &worst).ok());
-  auto broken = [&](const tl::Status& st, double w) { return !st.ok() || w > 1e-5; };
-  // 1. Warpgroup 1 waits on the tile-local stage and parity (its tiles' place in the ring forgotten).
-  {
+  // Each mutant changes exactly one statement of one warpgroup's code and must fail with `want` in the
+  // interpreter's message.
+  auto mutant = [&](const char* what, int wg, const std::function<bool(SStmt&)>& mutate, const std::string& want) {
     tl::gpu::SimtKernel k = *good;
     int changed = 0;
-    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
-      auto* l = std::get_if<tl::gpu::SLet>(&s.node);
-      if (l && l->name == "tl_pp_base") l->value = tl::ir::MakeInt(0), ++changed;
-    });
-    EXPECT_EQ(changed, 1);
+    Walk(PingpongWarpgroup(k, wg), [&](SStmt& s) { changed += mutate(s) ? 1 : 0; });
+    EXPECT_EQ(changed, 1) << what;
     const tl::Status st = RunWs(c, k, &worst);
-    EXPECT_TRUE(broken(st, worst)) << st.ToString();
-    // (Seen: the producer refills a stage warpgroup 1's in-flight group still reads.)
-    EXPECT_NE(st.ToString().find("while a wgmma group reading it is in flight"), std::string::npos) << st.ToString();
-    std::printf("[ mutant: warpgroup 1 tile-local stages ] %s, worst %.3g\n", st.ToString().c_str(), worst);
-  }
+    EXPECT_TRUE(!st.ok() || worst > 1e-5) << what << ": " << st.ToString();
+    EXPECT_NE(st.ToString().find(want), std::string::npos) << what << ": " << st.ToString();
+    std::printf("[ mutant: %s ] %s, worst %.3g\n", what, st.ToString().c_str(), worst);
+  };
+  // 1. Warpgroup 1 waits on the tile-local stage and parity (its tiles' place in the ring forgotten): the
+  // producer refills a stage warpgroup 1's in-flight group still reads.
+  mutant("warpgroup 1 tile-local stages", 1, [](SStmt& s) {
+    auto* l = std::get_if<tl::gpu::SLet>(&s.node);
+    if (!l || l->name != "tl_pp_base") return false;
+    l->value = tl::ir::MakeInt(0);
+    return true;
+  }, "while a wgmma group reading it is in flight");
   // 2. Warpgroup 1's full wait with the wrong parity (the stage right).
-  {
-    tl::gpu::SimtKernel k = *good;
-    int changed = 0;
-    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
-      auto* w = std::get_if<tl::gpu::SMbarWait>(&s.node);
-      if (w) w->parity = tl::ir::MakeBinary(tl::ir::BinaryOp::kBitXor, w->parity, tl::ir::MakeInt(1)), ++changed;
-    });
-    EXPECT_EQ(changed, 1);
-    const tl::Status st = RunWs(c, k, &worst);
-    EXPECT_TRUE(broken(st, worst)) << st.ToString();
-    EXPECT_NE(st.ToString().find("deadlock: "), std::string::npos) << st.ToString();
-    std::printf("[ mutant: warpgroup 1 parity flipped ] %s, worst %.3g\n", st.ToString().c_str(), worst);
-  }
+  mutant("warpgroup 1 parity flipped", 1, [](SStmt& s) {
+    auto* w = std::get_if<tl::gpu::SMbarWait>(&s.node);
+    if (!w) return false;
+    w->parity = tl::ir::MakeBinary(tl::ir::BinaryOp::kBitXor, w->parity, tl::ir::MakeInt(1));
+    return true;
+  }, "deadlock: ");
   // 3. Warpgroup 0 never hands the turn over (no bar.arrive 4): warpgroup 1 waits forever.
-  {
-    tl::gpu::SimtKernel k = *good;
-    int removed = 0;
-    Walk(PingpongWarpgroup(k, 0), [&](SStmt& s) {
-      auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
-      if (n && n->arrive) s.node = tl::gpu::SComment{"no handover"}, ++removed;
-    });
-    EXPECT_EQ(removed, 1);
-    const tl::Status st = RunWs(c, k, &worst);
-    EXPECT_NE(st.ToString().find("deadlock: bar.sync 4, 256 waits forever"), std::string::npos) << st.ToString();
-  }
+  mutant("warpgroup 0 without its handover", 0, [](SStmt& s) {
+    auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+    if (!n || !n->arrive) return false;
+    s.node = tl::gpu::SComment{"no handover"};
+    return true;
+  }, "deadlock: bar.sync 4, 256 waits forever");
   // 4. Warpgroup 1 does not wait for its turn (no bar.sync 4): it reads the ring a round early.
-  {
-    tl::gpu::SimtKernel k = *good;
-    int removed = 0;
-    Walk(PingpongWarpgroup(k, 1), [&](SStmt& s) {
-      auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
-      if (n && n->id == 4 && !n->arrive) s.node = tl::gpu::SComment{"no order wait"}, ++removed;
-    });
-    EXPECT_EQ(removed, 1);
-    const tl::Status st = RunWs(c, k, &worst);
-    EXPECT_TRUE(broken(st, worst)) << st.ToString();
-    EXPECT_NE(st.ToString().find("deadlock: wait on tl_mbar1["), std::string::npos) << st.ToString();
-    std::printf("[ mutant: warpgroup 1 without its order wait ] %s, worst %.3g\n", st.ToString().c_str(), worst);
-  }
+  mutant("warpgroup 1 without its order wait", 1, [](SStmt& s) {
+    auto* n = std::get_if<tl::gpu::SNamedBarrier>(&s.node);
+    if (!n || n->id != 4 || n->arrive) return false;
+    s.node = tl::gpu::SComment{"no order wait"};
+    return true;
+  }, "deadlock: wait on tl_mbar1[");
   // 5. The empty barriers count both warpgroups' warps (8): a stage is never released.
   {
     tl::gpu::SimtKernel k = *good;
