@@ -139,6 +139,19 @@ std::string ScaledLoops(const WsCase& c, int loops) {
 }
 std::string TwoScaledLoops(const WsCase& c) { return ScaledLoops(c, 2); }
 
+// ptxas' report of an sm_90a kernel these tests expect: no spills, no stack, no
+// serialized wgmma (C7510 / C7515 / C7519), and where `registers` is given and
+// ptxas said, exactly that many registers at entry.
+void ExpectCleanSm90a(const cu::CompiledCode& code, int registers = -1) {
+  if (registers >= 0 && code.registers >= 0) {
+    EXPECT_EQ(code.registers, registers) << code.log;
+  }
+  EXPECT_EQ(code.spill_stores, 0) << code.log;
+  EXPECT_EQ(code.spill_loads, 0) << code.log;
+  EXPECT_EQ(code.stack_bytes, 0) << code.log;
+  EXPECT_EQ(code.log.find("serialized"), std::string::npos) << code.log;
+}
+
 const tl::gpu::SWarpRoles* Roles(const tl::gpu::SimtKernel& k) {
   for (const SStmt& s : k.body) {
     if (const auto* r = std::get_if<tl::gpu::SWarpRoles>(&s.node)) return r;
@@ -411,9 +424,7 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
     std::printf("[ %s persistent sm_90a, bulk store %s ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
                 big.name.c_str(), bulk ? "on" : "off", code->registers, code->spill_stores, code->stack_bytes,
                 static_cast<long long>(k->shared_bytes));
-    EXPECT_EQ(code->spill_stores, 0) << code->log;
-    EXPECT_EQ(code->spill_loads, 0) << code->log;
-    EXPECT_EQ(code->stack_bytes, 0) << code->log;
+    ExpectCleanSm90a(*code);
   }
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
@@ -596,10 +607,7 @@ TEST(WarpSpecialize, CudaSourceAndRegisters) {
     if (code->registers >= 0) {
       EXPECT_EQ(code->registers, b.regs) << code->log;
     }
-    EXPECT_EQ(code->spill_stores, 0) << code->log;
-    EXPECT_EQ(code->spill_loads, 0) << code->log;
-    EXPECT_EQ(code->stack_bytes, 0) << code->log;
-    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+    ExpectCleanSm90a(*code);
   }
   // Persistent over 132 SMs (the block variables shadowed per tile; ptxas accepts it, no spills).
   {
@@ -925,13 +933,7 @@ TEST(WarpSpecialize, LibraryFlashAttentionRegisters) {
     ASSERT_TRUE(code.ok()) << code.status().ToString();
     std::printf("[ flash_attention %s sm_90a, warp-specialized ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
                 c.Args().c_str(), code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
-    if (code->registers >= 0) {
-      EXPECT_EQ(code->registers, 168) << code->log;
-    }
-    EXPECT_EQ(code->spill_stores, 0) << code->log;
-    EXPECT_EQ(code->spill_loads, 0) << code->log;
-    EXPECT_EQ(code->stack_bytes, 0) << code->log;
-    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+    ExpectCleanSm90a(*code, 168);
   }
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
@@ -1648,9 +1650,7 @@ TEST(WarpSpecialize, PersistentFlashAttentionQByProducerSource) {
     ASSERT_TRUE(code.ok()) << code.status().ToString();
     std::printf("[ flash_attention %s sm_90a persistent ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
                 args.c_str(), code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
-    EXPECT_EQ(code->spill_stores, 0) << code->log;
-    EXPECT_EQ(code->spill_loads, 0) << code->log;
-    EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+    ExpectCleanSm90a(*code);
   }
   if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
 }
@@ -1779,9 +1779,7 @@ TEST(WarpSpecialize, StmatrixSourceAndSass) {
       ASSERT_TRUE(code.ok()) << code.status().ToString();
       std::printf("[ %s%s, %s ] %d registers, %d spill bytes, %d stack bytes\n", c.name.c_str(), sms ? " persistent" : "",
                   stsm ? "stmatrix" : "element stores", code->registers, code->spill_stores, code->stack_bytes);
-      EXPECT_EQ(code->spill_stores, 0) << code->log;
-      EXPECT_EQ(code->spill_loads, 0) << code->log;
-      EXPECT_EQ(code->stack_bytes, 0) << code->log;
+      ExpectCleanSm90a(*code);
       std::string cuobjdump;
       for (const char* x : {"/usr/local/cuda/bin/cuobjdump", "/usr/bin/cuobjdump"}) {
         if (cuobjdump.empty() && std::filesystem::exists(x)) cuobjdump = x;
@@ -2044,13 +2042,7 @@ TEST(WarpSpecialize, GemmPingpongSourceAndRegisters) {
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   std::printf("[ %s ping-pong sm_90a ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n", c.name.c_str(),
               code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
-  if (code->registers >= 0) {
-    EXPECT_EQ(code->registers, 168) << code->log;
-  }
-  EXPECT_EQ(code->spill_stores, 0) << code->log;
-  EXPECT_EQ(code->spill_loads, 0) << code->log;
-  EXPECT_EQ(code->stack_bytes, 0) << code->log;
-  EXPECT_EQ(code->log.find("serialized"), std::string::npos) << code->log;
+  ExpectCleanSm90a(*code, 168);
   std::string cuobjdump;
   for (const char* x : {"/usr/local/cuda/bin/cuobjdump", "/usr/bin/cuobjdump"}) {
     if (cuobjdump.empty() && std::filesystem::exists(x)) cuobjdump = x;
@@ -2148,9 +2140,7 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
   ASSERT_TRUE(code.ok()) << code.status().ToString();
   std::printf("[ %s ping-pong + bulk store sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", big.name.c_str(),
               code->registers, code->spill_stores, static_cast<long long>(k->shared_bytes));
-  EXPECT_EQ(code->spill_stores, 0) << code->log;
-  EXPECT_EQ(code->spill_loads, 0) << code->log;
-  EXPECT_EQ(code->stack_bytes, 0) << code->log;
+  ExpectCleanSm90a(*code);
 }
 
 }  // namespace
