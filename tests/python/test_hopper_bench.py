@@ -149,6 +149,7 @@ def test_profile_kernel_bad_command_lines_are_usage_errors(argv, msg):
 def test_profile_kernel_gemm_cluster2():
     """hopper_bench's 'cluster2' element (after or before 'persistent') is matmul(cluster=2) there too."""
     import argparse
+    import hopper_bench as hb
     import profile_kernel as pk
     ap = argparse.ArgumentParser()
     head = ["4096", "4096", "4096", "bfloat16", "128", "256", "64", "256", "3", "0", "1"]
@@ -158,6 +159,15 @@ def test_profile_kernel_gemm_cluster2():
         assert "hint cluster 2" in prog.script() and pass_configs == pc and split == 1, tail
     prog, pass_configs, _, _, _, _ = pk.gemm_program(ap, head + ["persistent"])
     assert "hint cluster" not in prog.script() and pass_configs == {"tl.persistent": True}
+    # every GEMM config of hopper_bench is a valid command line here, with the bench's pass_configs (h62: "bulk"
+    # was an argument error)
+    for M, cfgs in ((4096, hb.GEMM_CONFIGS_LARGE), (128, hb.GEMM_CONFIGS_M128), (16, hb.GEMM_CONFIGS_M16)):
+        case = hb.gemm_case(M, 8192, 8192, "bfloat16", cfgs)
+        for cfg in cfgs:
+            cfg7 = list(cfg[:7]) + [0, 1][len(cfg[5:7]):]
+            _, pass_configs, _, _, _, _ = pk.gemm_program(ap, [str(M), "8192", "8192", "bfloat16"] +
+                                                         [str(v) for v in cfg7] + list(cfg[7:]))
+            assert pass_configs == case.pass_configs(cfg), cfg
 
 
 def test_every_full_size_case_has_a_fitting_config():
