@@ -80,7 +80,9 @@
 // compute..., lane 0 of each warp arrives on empty[stage]. After the loop
 // bar.sync 1, T and post... (barriers named).
 // Invariants. The compute reads a stage through wgmma units that end in
-// wait_group 0 (.sync.aligned: every lane of the warp is past it), so at the
+// wait_group 0 (.sync.aligned: every lane of the warp is past it) -- on every
+// path through the compute (GroupsLeftInFlight: the overlap loop issues its
+// gemms inside the branches of its step kinds) --, so at the
 // end of the k-step no read of the stage is outstanding and the release may
 // let the producer refill it; or also with plain loads (W4A16 prefill: the
 // weight bytes decoded into wgmma's register operand A), and then EVERY
