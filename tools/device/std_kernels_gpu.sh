@@ -20,7 +20,8 @@ ROOT=$(pwd)
 GPU="$ROOT/.gpu"
 case "${1:-}" in
   build)
-    BUILD="$ROOT/${TL_GPU_BUILD_DIR:-build-cuda}"
+    BUILD=${TL_GPU_BUILD_DIR:-build-cuda}
+    case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac  # relative to the repository, or absolute
     TLPACK="${TL_PACK:-$BUILD/bin/tl-pack}"
     mkdir -p "$GPU/bundles"
     PYTHONPATH="$BUILD/python" "$TLPACK" build kernels/manifest.json -o "$GPU/bundles/tilelang-std.tlb" \
