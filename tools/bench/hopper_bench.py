@@ -68,11 +68,12 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # producers each load half of the operand tile both blocks need and multicast it into both (raster 0: the A row block,
 # a rasterized order with an even panel: the B column block), as cuBLAS's nvjet 1x2-cluster kernels do; a kernel whose
 # x extent (raster 0: N / block_N; else the tile count) is odd builds without the cluster (its build notes say why).
-# "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11, not yet run on a
-# GPU) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
+# "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11; H200 2026-12-05: 3-25 %
+# slower than without) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
 # deferred to the next tile's epilogue, so the store overlaps the next k-loop.
 # "gemm_pingpong" as an element after the 7th (with "persistent"): pass_configs {"tl.gemm_pingpong": True} (opt-in,
-# session 12, not yet run on a GPU) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
+# session 12; H200 2026-12-05: 2-64 % slower than the best cooperative kernel, 7 % faster than the cooperative 128x128 at
+# K = 1024) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
 # warpgroups on alternate tiles of the persistent block (384 threads), one's epilogue under the other's k-loop.
 # The best one is reported.
 # Pruned after the H200 table of 2026-12-04 19:50 (session 10), so the whole table fits one device call with its
@@ -101,11 +102,11 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
                       (256, 128, 64, 256, 4, 0, 1, "cluster2"),  # [1.01]
                       (256, 128, 64, 256, 3, 0, 1, "persistent"),  # [1.04]
-                      # session 11 (unmeasured: no device): the persistent winners with the bulk-store epilogue,
+                      # session 11 (H200 2026-12-05: 3-25 % slower than the same without): the persistent winners with the bulk-store epilogue,
                       # and the non-persistent 8192^3 winner with it (its one store per block, not overlapped)
                       (128, 256, 64, 256, 3, 0, 1, "persistent", "bulk"), (128, 256, 64, 256, 3, 8, 1, "persistent", "bulk"),
                       (128, 256, 64, 256, 4, 8, 1, "bulk"),
-                      # session 12 (unmeasured: no device): the ping-pong schedule of 128x128x64 tiles (two consumer
+                      # session 12 (H200 2026-12-05: 1.02-1.64 of the row's best): the ping-pong schedule of 128x128x64 tiles (two consumer
                       # warpgroups each on its own tile; 4 stages + two epilogue tiles: 196 KiB of shared memory),
                       # block order and rasterized, 3 stages, and with the bulk-store epilogue (each warpgroup's
                       # warp 0 stores its own tile)
@@ -165,13 +166,13 @@ FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # 2.225 ms (2.378); with overlap 18-35 % slower, persistent slower still. D128 does not compile
               # (P kept in shared memory at 128 registers a thread needs 174 KiB: `fits` skips it).
               (192, 128, 384, 2), (192, 128, 384, 3),
-              # Persistent, as session 11 rebuilt it (unmeasured: no device): no consumer spills (the thread index
+              # Persistent, as session 11 rebuilt it (H200 2026-12-05: the best of five rows): no consumer spills (the thread index
               # re-read per tile), a work-balanced tile order on causal rows, and the producer loading the next
               # tile's Q while O leaves through its own tile (own_o_tile); the row winners' tiles in that form.
               (128, 128, 256, 2, "overlap", "pingpong", "persistent"), (128, 128, 256, 2, "overlap", "persistent"),
               (192, 128, 384, 2, "persistent"),
               # FA3's D128 tile (128 x 176, session 11: builds since a target naming sm_90a alone may drop the
-              # implied compute_80 PTX; 0 spills; unmeasured), the ragged last KV block masked
+              # implied compute_80 PTX; 0 spills; H200 2026-12-05: the best at D128 S16384), the ragged last KV block masked
               (128, 176, 256, 2, "overlap", "pingpong"))
 FA_SHAPES = ((4, 32, 4096), (1, 32, 16384))  # (batch, heads, seq)
 # W4A16 (block_M, block_N, block_K, num_stages, threads, kind): kind False / True is
@@ -1298,7 +1299,8 @@ def precompile(cases, jobs):
     return 1 if failed else 0
 
 
-# Variants that have not run on a GPU yet (built in sessions 11-12 without a device). With --canary-timeout
+# Variants new enough that a hang or a fault is plausible (built in sessions 11-12 without a device; their first runs, on
+# 2026-12-05, all passed the canary). With --canary-timeout
 # each config carrying one first runs alone in a child process (compile from the cache, one launch, the
 # float64 check) under that timeout, before the table: a hang (an mbarrier wait that never completes) or a
 # fault (a sticky error poisons the process's CUDA context, so every later config and peer would fail)

@@ -182,9 +182,9 @@ BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUD
 def build_env_for(pass_configs):
     """The tl-pack build switches a compile's pass_configs ask for: tl.disable_warp_specialized ->
     TL_CUDA_WS=0 (sm_90a: no producer warpgroup; the other targets have none anyway); tl.persistent ->
-    TL_CUDA_PERSISTENT (persistent_switch); tl.bulk_store (this project's own, opt-in while it has not run on a
-    GPU) -> TL_CUDA_BULK_STORE=1 for a true value, 0 for a false one (the sm_90a warp-specialized GEMM's epilogue
-    as per-row cp.async.bulk copies); tl.gemm_pingpong (this project's own, opt-in while it has not run on a GPU)
+    TL_CUDA_PERSISTENT (persistent_switch); tl.bulk_store (this project's own, opt-in: slower
+    where measured) -> TL_CUDA_BULK_STORE=1 for a true value, 0 for a false one (the sm_90a warp-specialized GEMM's epilogue
+    as per-row cp.async.bulk copies); tl.gemm_pingpong (this project's own, opt-in: slower where measured)
     -> TL_CUDA_GEMM_PINGPONG=1 / 0 (a persistent sm_90a GEMM whose block is one 128-thread warpgroup as two
     consumer warpgroups on alternate tiles, CUTLASS's ping-pong; elsewhere ignored with a note)."""
     env = {}

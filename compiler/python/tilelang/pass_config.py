@@ -10,11 +10,11 @@ as a persistent kernel, as TL_CUDA_PERSISTENT does for a whole build; False
 turns it off for this compile even where the environment sets it;
 compiler.persistent_switch) and tl.bulk_store (True: the sm_90a warp-specialized
 GEMM's epilogue as per-row cp.async.bulk copies, as TL_CUDA_BULK_STORE=1 does
-for a whole build; opt-in until it has run on a GPU) and tl.gemm_pingpong
+for a whole build; opt-in: slower than without on the H200, 2026-12-05) and tl.gemm_pingpong
 (True: a persistent sm_90a GEMM whose block is one 128-thread warpgroup as
 CUTLASS's ping-pong schedule -- two consumer warpgroups on alternate tiles --
-as TL_CUDA_GEMM_PINGPONG=1 does for a whole build; opt-in until it has run on
-a GPU). All are part of the bundle cache key.
+as TL_CUDA_GEMM_PINGPONG=1 does for a whole build; opt-in: slower than the
+cooperative kernel on the H200, 2026-12-05). All are part of the bundle cache key.
 """
 
 import enum
