@@ -1832,7 +1832,6 @@ tl::StatusOr<tl::gpu::SimtKernel> LowerPingpong(const WsCase& c, int64_t sms, bo
   return tl::gpu::LowerToSimt(Parse(Text(c)), o);
 }
 
-// Warpgroup w's branch of the ping-pong consumers (`if (tl_tid < 128) W(0) else W(1)`).
 // Whether a stmatrix or vector copy of b names shared buffer `name` (the staged epilogue's tile).
 bool Stages(SBlock& b, const std::string& name) {
   bool on = false;
@@ -1843,6 +1842,7 @@ bool Stages(SBlock& b, const std::string& name) {
   return on;
 }
 
+// Warpgroup w's branch of the ping-pong consumers (`if (tl_tid < 128) W(0) else W(1)`).
 SBlock& PingpongWarpgroup(tl::gpu::SimtKernel& k, int w) {
   auto& r = std::get<tl::gpu::SWarpRoles>(k.body.back().node);
   auto& i = std::get<tl::gpu::SIf>(r.consumer.back().node);

@@ -168,6 +168,24 @@ bool HasDeferredWgmma(const SBlock& b) {
     return w && w->wait_pending > 0;
   });
 }
+// A buffer's bytes (sub-byte dtypes count a byte an element, as allocated).
+int64_t BufferBytes(const SimtBuffer& b) { return b.elements * std::max(1, ir::BitWidth(b.dtype) / 8); }
+// The registers the roles share (see the file comment): ptxas fixes the
+// count at entry to cap = 65536 / (threads * min_blocks), a multiple of 8,
+// for the `consumers` threads plus the 128-thread producer warpgroup; the
+// producer gives back down to `dec`, the consumers take what that frees, at
+// most 240. `entry` is ptxas' count at entry (what its resource report
+// says): the cap, or the largest setmaxnreg.inc where that is lower (seen
+// with ptxas 13.0). inc < dec: too many threads for the split.
+struct RegisterSplit {
+  int64_t dec, inc, entry;
+};
+RegisterSplit SplitRegisters(int64_t consumers, int64_t min_blocks) {
+  const int64_t threads = consumers + 128, dec = 40;
+  const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
+  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / consumers / 8 * 8, 240);
+  return {dec, inc, std::min(cap, inc)};
+}
 
 // Every block barrier of `b` becomes a named barrier among `threads`.
 void NameBarriers(SBlock& b, int64_t threads) {
@@ -414,9 +432,6 @@ bool Accesses(const SBlock& b, const std::function<void(const std::string&, char
   return true;
 }
 
-// The k-loop of a TMA pipeline whose compute waits for its own wgmma groups
-// (FlashAttention: QK^T, softmax on register fragments, P V), as producer
-// and consumers; `enabled`, persistent_blocks as WarpSpecializeGemmPipeline.
 // Whether some path through `b`, entered with groups in flight or not
 // (`in_flight`), leaves a wgmma group in flight at its end: a wgmma with
 // wait_group 0 or a wait_group 0 retires everything before it (groups
@@ -441,6 +456,9 @@ bool GroupsLeftInFlight(const SBlock& b, bool in_flight) {
   return in_flight;
 }
 
+// The k-loop of a TMA pipeline whose compute waits for its own wgmma groups
+// (FlashAttention: QK^T, softmax on register fragments, P V), as producer
+// and consumers; `enabled`, persistent_blocks as WarpSpecializeGemmPipeline.
 std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
   SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
@@ -539,7 +557,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   std::map<std::string, const SimtBuffer*> bufs;
   for (const SimtBuffer& b : k->buffers) bufs[b.name] = &b;
   auto span = [&](const SimtBuffer& b) {
-    return std::pair<int64_t, int64_t>{b.shared_offset, b.shared_offset + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8)};
+    return std::pair<int64_t, int64_t>{b.shared_offset, b.shared_offset + BufferBytes(b)};
   };
   // Whether shared buffer `name` overlaps the memory of any buffer of `of`.
   auto overlaps = [&](const std::string& name, const std::set<std::string>& of) {
@@ -783,7 +801,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       if (stages_of.count(name)) return no + "persistent: " + name + " (a stage) is accessed after the k-loop";
       if (!in_stages(name)) continue;
       const SimtBuffer& b = *bufs.at(name);
-      const int64_t bytes = b.elements * std::max(1, ir::BitWidth(b.dtype) / 8);
+      const int64_t bytes = BufferBytes(b);
       const int64_t at = (shared_end + 127) / 128 * 128;
       if (at + bytes > shared_budget_bytes) return no + "persistent: no shared memory for " + name + " outside the stages";
       moved[name] = at;
@@ -803,10 +821,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     if (b.space == Space::kRegister) reg_elements += b.elements;
   }
   const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + q_bytes + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
-  const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
-  const int64_t dec = 40;
-  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / T / 8 * 8, 240);
-  const int64_t entry = std::min(cap, inc);
+  const auto [dec, inc, entry] = SplitRegisters(T, min_blocks);
   if (inc < dec) return no + "too many threads to give the consumers more registers";
 
   const bool persistent = persistent_blocks > 0;
@@ -1254,7 +1269,7 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
     if (stages_of.count(b.name)) return no(b.name + " (a stage) is used outside the k-loop");
     const int64_t off = moved.count(b.name) ? moved.at(b.name) : b.shared_offset;
     lo = std::min(lo, off);
-    hi = std::max(hi, off + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8));
+    hi = std::max(hi, off + BufferBytes(b));
     to[b.name] = b.name + "_wg1";
   }
   // (The copies keep the originals' offsets mod 1024: a swizzled buffer's atom alignment, the bulk
@@ -1302,10 +1317,8 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
   SMbarWait cwait = wait;
   if (!ShiftStages(cwait.index, kv, cbase, S)) return no("the k-step's full wait reads k other than in its stage");
   // Registers (see the file comment): one block of 384 threads per SM.
-  const int64_t threads = 2 * T + 128, dec = 40;
-  const int64_t cap = 65536 / threads / 8 * 8;
-  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / (2 * T) / 8 * 8, 240);
-  const int64_t entry = std::min(cap, inc);
+  const int64_t threads = 2 * T + 128;
+  const auto [dec, inc, entry] = SplitRegisters(2 * T, 1);
   const int64_t G = std::min(tiles, persistent_blocks);
   const PersistentTileOrder order;  // the block order (every tile of a GEMM has the same k-steps)
   const Expr b = k->block_vars.empty() ? I(0) : ir::MakeVar(k->block_vars[0], ir::DType::kI32);
@@ -1576,11 +1589,11 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
     }
     std::vector<std::pair<int64_t, int64_t>> ranges;
     for (const SimtBuffer& b : k->buffers) {
-      if (stages_of.count(b.name)) ranges.push_back({b.shared_offset, b.shared_offset + b.elements * std::max(1, ir::BitWidth(b.dtype) / 8)});
+      if (stages_of.count(b.name)) ranges.push_back({b.shared_offset, b.shared_offset + BufferBytes(b)});
     }
     for (const SimtBuffer& b : k->buffers) {
       if (b.space != Space::kShared || stages_of.count(b.name)) continue;
-      const int64_t bytes = b.elements * std::max(1, ir::BitWidth(b.dtype) / 8);
+      const int64_t bytes = BufferBytes(b);
       bool overlaps = false;
       for (const auto& [lo, hi] : ranges) overlaps = overlaps || (b.shared_offset < hi && lo < b.shared_offset + bytes);
       if (!overlaps) continue;
@@ -1628,12 +1641,7 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
     if (b.space == Space::kRegister) reg_elements += b.elements;
   }
   const int64_t min_blocks = threads <= 256 && 2 * (off + 8 * S + 1024) <= 233472 && reg_elements + 64 <= 216 ? 2 : 1;
-  const int64_t cap = 65536 / (threads * min_blocks) / 8 * 8;
-  const int64_t dec = 40;
-  const int64_t inc = std::min<int64_t>((cap * threads - 128 * dec) / T / 8 * 8, 240);
-  // ptxas' count at entry (what its resource report says): the cap, or the
-  // largest setmaxnreg.inc where that is lower (seen with ptxas 13.0).
-  const int64_t entry = std::min(cap, inc);
+  const auto [dec, inc, entry] = SplitRegisters(T, min_blocks);
   if (inc < dec) return no + "too many threads to give the consumers more registers";
   const int64_t G = std::min(tiles, persistent_blocks * min_blocks);  // persistent: the grid
 
