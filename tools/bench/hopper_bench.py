@@ -166,7 +166,7 @@ FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # 2.225 ms (2.378); with overlap 18-35 % slower, persistent slower still. D128 does not compile
               # (P kept in shared memory at 128 registers a thread needs 174 KiB: `fits` skips it).
               (192, 128, 384, 2), (192, 128, 384, 3),
-              # Persistent, as session 11 rebuilt it (H200 2026-12-05: the best of five rows): no consumer spills (the thread index
+              # Persistent, as session 11 rebuilt it (H200 2026-12-05: the best of four rows): no consumer spills (the thread index
               # re-read per tile), a work-balanced tile order on causal rows, and the producer loading the next
               # tile's Q while O leaves through its own tile (own_o_tile); the row winners' tiles in that form.
               (128, 128, 256, 2, "overlap", "pingpong", "persistent"), (128, 128, 256, 2, "overlap", "persistent"),
@@ -1326,19 +1326,20 @@ def canary_plan(cases):
     return plan
 
 
+PARENT_ONLY_OPTIONS = ("--json", "--canary-timeout", "--canary-jobs", "--budget-s")
+
+
 def canary_child_argv(argv):
-    """The parent's arguments for a child, without the ones only the parent acts on."""
+    """The parent's arguments for a child, without the ones only the parent acts on (PARENT_ONLY_OPTIONS, as
+    `--opt value` or `--opt=value`)."""
     out, skip = [], False
     for a in argv:
         if skip:
             skip = False
-            continue
-        if a in ("--json", "--canary-timeout", "--canary-jobs", "--budget-s"):
+        elif a in PARENT_ONLY_OPTIONS:
             skip = True
-            continue
-        if a.split("=", 1)[0] in ("--json", "--canary-timeout", "--canary-jobs", "--budget-s"):
-            continue
-        out.append(a)
+        elif a.split("=", 1)[0] not in PARENT_ONLY_OPTIONS:
+            out.append(a)
     return out
 
 
@@ -1387,10 +1388,10 @@ def run_canaries(cases, argv, timeout_s, jobs, log=print, command=None):
 
 def profile_list(rows, limit):
     """--profile-list JSON: the GEMM and attention rows of a bench JSON where ours is slower than the row's first
-    peer (cuBLAS, SDPA-cuDNN), slowest ratio first, at most `limit`: [(name, '[label, cfg]')] for
+    peer (cuBLAS, SDPA-cuDNN), slowest ratio first, at most `limit`, as [(name, regex, '[label, cfg]')] for
     hopper_bench.sh profile-best, which runs each under ncu (the issue asks what the profile shows is the
-    limiter of every missed target); with the kernel name ncu is to pick: ^main_k0 for a split-K config (its
-    call launches the split kernel, then the cast), ^main otherwise: [(name, regex, '[label, cfg]')]."""
+    limiter of every missed target); regex is the kernel name ncu is to pick: ^main_k0 for a split-K config
+    (its call launches the split kernel, then the cast), ^main otherwise."""
     picked = []
     for r in rows:
         if r.get("group") not in ("gemm", "attention") or "ours_ms" not in r or not r.get("peers"):
@@ -1793,8 +1794,8 @@ def main():
     ap.add_argument("--gemm-configs", help="GEMM configs instead of the built-in lists, as a Python literal list of "
                     "tuples, e.g. \"[(128, 256, 64, 256, 3, 0, 1, 'persistent', 'cluster2')]\" (a probe of a few)")
     ap.add_argument("--canary-timeout", type=float, default=0,
-                    help="first run each config of a variant that has not run on a GPU yet (UNPROVEN) alone in a "
-                         "child process with this timeout (s); those that hang or fail are skipped in the table")
+                    help="first run each config of a variant new enough to hang (UNPROVEN) alone in a child "
+                         "process with this timeout (s); those that hang or fail are skipped in the table")
     ap.add_argument("--canary-jobs", type=int, default=4, help="--canary-timeout: children at a time")
     ap.add_argument("--canary-one", metavar="JSON", help=argparse.SUPPRESS)  # run_canaries' child
     ap.add_argument("--canary-reps", type=int, default=1, help=argparse.SUPPRESS)  # profile-best: 2 launches
@@ -1861,7 +1862,7 @@ def main():
     if failed:
         print(f"\nno correct config of ours: {failed}")
     if dropped:
-        print(f"\nconfigs dropped by their canary run (hung or failed alone; --canary-timeout):")
+        print("\nconfigs dropped by their canary run (hung or failed alone; --canary-timeout):")
         for cfg, why in sorted({(str(list(c)), w.split(': ', 1)[1]) for (_, c), w in dropped.items()}):
             print(f"  {cfg}: {why}")
     return 0
