@@ -32,7 +32,7 @@ def _dims(*names):
 
 def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False, with_lse=False, block_M=64,
                     block_N=64, num_stages=1, threads=128, dtype="float16", overlap=False, pingpong=False,
-                    own_o_tile=False):
+                    own_o_tile=False, uniform_overlap_steps=None):
     """FlashAttention forward. Signature: (Q, K, V, O[, LSE]); LSE [batch, heads, seq_q] float32
     (base 2, see the module doc) when with_lse. batch/seq_q/seq_kv: ints or symbol names.
 
@@ -50,8 +50,9 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
     overlap=True is FlashAttention-3's intra-warpgroup overlap (on sm_90a; elsewhere the gemms are
     synchronous and the same numbers come out): the loop runs n_blocks + 1 steps, step k copying
     K_k and V_{k-1} (K_{n-1} and V_0 where those are past the ends; the last step issues only
-    P_{n-1} V_{n-1}); step k < n issues S_k = Q K_k^T and then O += P_{k-1} V_{k-1}, both left in flight
-    (T.gemm(..., wg_wait=-1)), waits for S_k alone (T.wait_wgmma(1): groups retire in order), runs
+    P_{n-1} V_{n-1}; with uniform_overlap_steps -- by default where pingpong is on -- every step issues S
+    and the last one's is dropped, see _overlapped_k_loop); step k < n issues S_k = Q K_k^T and then
+    O += P_{k-1} V_{k-1}, both left in flight (T.gemm(..., wg_wait=-1)), waits for S_k alone (T.wait_wgmma(1): groups retire in order), runs
     S_k's softmax while P V may still run on the tensor cores, waits for P V (T.wait_wgmma(0)),
     rescales O and casts P_k for the next step. Every group is retired within its step, so the
     warp-specialized form still releases each stage at the step's end.
@@ -109,7 +110,8 @@ def flash_attention(batch, heads, kv_heads, seq_q, seq_kv, dim, is_causal=False,
         if overlap:
             _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev, r, m_s, row_sum, l,
                                n_blocks, bq, bz, by // groups, past_len, seq_kv, scale, is_causal, static_kv_tail,
-                               block_M, block_N, dim, num_stages)
+                               block_M, block_N, dim, num_stages,
+                               pingpong if uniform_overlap_steps is None else uniform_overlap_steps)
         else:
             for k in T.Pipelined(n_blocks, num_stages=num_stages):
                 T.copy(K[bz, by // groups, k * block_N, 0], K_s)
@@ -201,17 +203,20 @@ def _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, 
 @T.macro
 def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev, r, m_s, row_sum, l, n_blocks, bq,
                        bz, kv, past_len, seq_kv, scale, is_causal, static_kv_tail, block_M, block_N, dim,
-                       num_stages):
-    """flash_attention(overlap=True)'s k-loop (see its doc): step k issues S_k and P_{k-1} V_{k-1}."""
+                       num_stages, uniform_steps):
+    """flash_attention(overlap=True)'s k-loop (see its doc): step k issues S_k and P_{k-1} V_{k-1}.
+
+    uniform_steps (flash_attention's uniform_overlap_steps; by default the pingpong kernels): every
+    step issues S, the last one's (on K_{n-1} again) is dropped -- one step body, no branch around the
+    gemms. Measured on the H200 (2026-12-05, one call,
+    both forms of 8 rows): with the warpgroup pingpong the branched form below was slower on 6 rows
+    (up to 7 %, causal), without it faster on most (up to 19 % persistent D64) -- so each keeps its own."""
     for k in T.Pipelined(n_blocks + 1, num_stages=num_stages):
         T.copy(K[bz, kv, T.min(k, n_blocks - 1) * block_N, 0], K_s)
         T.copy(V[bz, kv, T.max(k - 1, 0) * block_N, 0], V_s)
-        # One branch per step kind, each issuing and retiring its own groups: an accumulator whose
-        # wgmma is issued under a condition and merged with its old value after the branch makes
-        # ptxas serialize every wgmma (C7515), so the last step (P_{n-1} V_{n-1} alone) does not
-        # issue S on K_{n-1} again, as it did when S was issued at every step (a wasted half k-step
-        # per query block: 3 % of a causal S4096 tile's tensor work).
-        if k < n_blocks:
+        if uniform_steps:
+            # S issued at every step, P V's issue and its wait in one branch: the step body is the same
+            # for every k, so the pingpong's turn handover sits in one place (not in both step kinds).
             T.clear(acc_s)
             T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
             if k > 0:
@@ -219,19 +224,41 @@ def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev,
                 T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
             else:
                 T.wait_wgmma(0)  # S_0 alone is in flight
-            _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
-                                 static_kv_tail, block_M, block_N)
-            # O is rescaled after this wait, not between S_k's issue and P V's (FA3's order above D 128):
-            # there ptxas injects a wait for S before P V's issue (C7517, "warpgroup.wait is injected ...
-            # registers defined by GMMA"), serializing the two gemms.
+            if k < n_blocks:
+                _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale,
+                                     is_causal, static_kv_tail, block_M, block_N)
             T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] *= r[i]
-            T.copy(acc_s, acc_s_cast)
+            if k < n_blocks:
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r[i]
+                T.copy(acc_s, acc_s_cast)
         else:
-            if k > 0:  # (n_blocks = 0: nothing to multiply)
-                T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
-                T.wait_wgmma(0)
+            # One branch per step kind, each issuing and retiring its own groups: an accumulator whose
+            # wgmma is issued under a condition and merged with its old value after the branch makes
+            # ptxas serialize every wgmma (C7515), so the last step (P_{n-1} V_{n-1} alone) does not
+            # issue S on K_{n-1} again, as it did when S was issued at every step (a wasted half k-step
+            # per query block: 3 % of a causal S4096 tile's tensor work).
+            if k < n_blocks:
+                T.clear(acc_s)
+                T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
+                if k > 0:
+                    T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
+                    T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
+                else:
+                    T.wait_wgmma(0)  # S_0 alone is in flight
+                _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
+                                     static_kv_tail, block_M, block_N)
+                # O is rescaled after this wait, not between S_k's issue and P V's (FA3's order above D 128):
+                # there ptxas injects a wait for S before P V's issue (C7517, "warpgroup.wait is injected ...
+                # registers defined by GMMA"), serializing the two gemms.
+                T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= r[i]
+                T.copy(acc_s, acc_s_cast)
+            else:
+                if k > 0:  # (n_blocks = 0: nothing to multiply)
+                    T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
+                    T.wait_wgmma(0)
 
 
 @T.macro

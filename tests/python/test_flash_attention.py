@@ -362,9 +362,12 @@ def test_sm90a_pingpong_source(causal, bn, D, overlap, tmp_path, monkeypatch):
     assert s2 < s3 < issue < commit < a3 < a2
     assert "wgmma.wait_group" not in loop[issue:a2]
     assert loop.count("bar.sync 2, 256;") == 1 and loop.count("bar.sync 3, 256;") == 1
-    # The overlap loop hands over on each of its four paths (S_k with or without P_{k-1} V_{k-1}; the last
-    # step's P V alone, or nothing when there is no KV block).
-    assert src.count("bar.arrive") == (8 if overlap else 2)
+    # With pingpong the overlap loop keeps one step body (S issued at every step, the last one's dropped:
+    # _overlapped_k_loop's uniform_steps, 2-7 % faster on the H200 than the branched step kinds with the
+    # pingpong): the turn is handed over on its two paths (S_k with or without P_{k-1} V_{k-1}), not four.
+    assert src.count("bar.arrive") == (4 if overlap else 2)
+    if overlap:
+        assert not re.search(r"if \(\(k < [^{]*\{\s*\{  // wgmma\.\S+ k-step: acc_s \+= Q_s \* K_s", loop)
     if os.access(NVCC, os.X_OK):
         info = ptxas_v(src, tmp_path, "fa_pp")
         if not overlap:
