@@ -213,3 +213,34 @@ def test_hopper_bench_persistent_configs(monkeypatch):
         assert re.search(r"for \(int tl_tile = \(\w+ \+ 132\); tl_tile < 4096; tl_tile \+= 264\)", pp), cfg
     four = source((128, 256, 64, 256, 4), {"tl.persistent": True})
     assert "tl_tile" not in four and "__launch_bounds__(384, 1)" in four and "setmaxnreg.inc" in four
+
+
+def test_persistent_ring_switch(monkeypatch, tmp_path):
+    """A persistent kernel's ring of stages continues across its tiles (the default): 64 k-steps over 3 stages
+    ((64 - 1) % 3 == 0) restarted per tile would make each tile's first fill wait for the previous tile's last
+    k-step. TL_CUDA_PERSISTENT_RING=0 (a build switch of the cache key) restarts it per tile, for A/B: the
+    producer's stage and the consumers' stage index then read no ring; ptxas compiles both without spills."""
+    from tilelang import compiler
+    assert "TL_CUDA_PERSISTENT_RING" in compiler.BUILD_SWITCHES
+    monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)
+    monkeypatch.delenv("TL_CUDA_PERSISTENT_RING", raising=False)
+    monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
+
+    def source():
+        prog = gemm.matmul(1024, 1024, 4096, dtype="bfloat16", out_dtype="bfloat16", block_M=128, block_N=256,
+                           block_K=64, num_stages=3, threads=256)
+        parts = source_parts(cuda_kernel_source(prog, pass_configs={"tl.persistent": True}))
+        return next(v for n, v in parts.items() if n.endswith(".sm_90a.cu"))
+
+    ring = source()
+    assert "const int tl_ws_s = (((k - 0) + tl_ws_ring) % 3);" in ring
+    assert "tl_ws_ring = ((tl_ws_ring + (64 - 0)) % 3);" in ring and "tl_ring = ((tl_ring + (64 - 0)) % 3);" in ring
+    assert "const int tl_stage_0 = (((k - 0) + tl_ring) % 3);" in ring
+    monkeypatch.setenv("TL_CUDA_PERSISTENT_RING", "0")
+    restart = source()
+    assert "tl_ring" not in restart and "tl_ws_ring" not in restart
+    assert "const int tl_ws_s = ((k - 0) % 3);" in restart and "const int tl_stage_0 = ((k - 0) % 3);" in restart
+    if os.access(NVCC, os.X_OK):
+        for name, src in (("ring", ring), ("restart", restart)):
+            info = ptxas_v(src, tmp_path, name)
+            assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info

@@ -283,9 +283,25 @@ TEST(WarpSpecialize, PersistentTilesMatchFloat64) {
         EXPECT_EQ(w->read, false);
       }
       double worst = 0;
-      const tl::Status st = RunWs(c, *k, &worst);
+      std::vector<double> out;
+      const tl::Status st = RunWs(c, *k, &worst, 0, &out);
       ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
       EXPECT_LE(worst, c.cdt == "f32" ? 1e-5 : 4e-3) << dump;
+      // The ring of stages continues across tiles (GpuLowerOptions::persistent_ring, the default): the
+      // producer's stage and the consumers' stage let, wgmma operands and releases all add the ring's
+      // position; off, every tile restarts at stage 0. Bit for bit the same C.
+      EXPECT_NE(notes.find(", the stages' ring continuing across tiles"), std::string::npos) << notes;
+      EXPECT_NE(dump.find("tl_ws_ring"), std::string::npos) << dump;
+      tl::gpu::GpuLowerOptions restart = o;
+      restart.persistent_ring = false;
+      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(Text(c)), restart);
+      ASSERT_TRUE(kr.ok()) << kr.status().ToString();
+      EXPECT_NE(Notes(*kr).find(", the stages restarting per tile (persistent_ring off)"), std::string::npos) << Notes(*kr);
+      EXPECT_EQ(tl::gpu::Dump(*kr).find("tl_ws_ring"), std::string::npos);
+      double worst_restart = 0;
+      std::vector<double> out_restart;
+      ASSERT_TRUE(RunWs(c, *kr, &worst_restart, 0, &out_restart).ok());
+      EXPECT_EQ(out, out_restart);
       std::printf("[ %s ] persistent over %lld blocks (%lld tiles)%s, worst relative error %.3g\n", c.name.c_str(),
                   static_cast<long long>(G), static_cast<long long>(tiles), staged ? ", bulk-store epilogue" : "", worst);
     }
@@ -1012,17 +1028,21 @@ TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
     bool causal;
     int64_t bn, stages;
     bool overlap;
+    bool branched = false;  // the overlap loop's branched step kinds (uniform_overlap_steps=False), not its default here
   };
   const std::vector<PpCase> cases = {
       {300, 300, 128, false, 128, 2, false},  // the bench's D128 tile, 3 k-steps (a ragged last one)
       {330, 330, 64, true, 64, 3, false},     // causal: 1..6 k-steps per query block
       {300, 100, 64, true, 64, 2, false},     // causal, fewer keys: query block 0 has no k-step at all
       {260, 260, 64, true, 64, 2, true},      // the overlap loop: S_k and P_{k-1} V_{k-1} issued in one turn
-      {300, 100, 64, true, 64, 2, true},      // overlap with 1-step (n_blocks 0) query blocks
+      {260, 260, 64, true, 64, 2, true, true},
+      {300, 100, 64, true, 64, 2, true, true},  // overlap with 1-step (n_blocks 0) query blocks
+      {300, 100, 64, true, 64, 2, true},
       {200, 200, 128, false, 128, 2, true},
   };
   for (const PpCase& c : cases) {
-    const std::string args = PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, true);
+    const std::string steps = !c.overlap ? "" : c.branched ? ", uniform_overlap_steps=False" : ", uniform_overlap_steps=True";
+    const std::string args = PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, true) + steps;
     SCOPED_TRACE(args);
     std::string err;
     const std::string ir = AttentionIr(args, &err);
@@ -1043,13 +1063,15 @@ TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
     ASSERT_TRUE(loop) << dump;
     // The k-step: one sync per warpgroup before the issue, one arrival on
     // the other's barrier after it (the overlap loop's handover sits on each
-    // of its four paths: `if (k < n) { S; if (k > 0) {P V} else {} } else
-    // { if (k > 0) {P V} else {} }`); nothing else among the consumers.
+    // of its paths: uniform, `S; if (k > 0) {P V} else {}`; branched, `if (k
+    // < n) { S; if (k > 0) {P V} else {} } else { if (k > 0) {P V} else {} }`);
+    // nothing else among the consumers.
     const std::vector<std::pair<int64_t, bool>> bars = NamedBarriers(loop->body);
     const std::vector<std::pair<int64_t, bool>> want =
-        c.overlap ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true},
-                                                          {2, true}, {3, true}, {2, true}, {3, true}, {2, true}}
-                  : std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}};
+        c.branched  ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true},
+                                                            {2, true}, {3, true}, {2, true}, {3, true}, {2, true}}
+        : c.overlap ? std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}, {3, true}, {2, true}}
+                    : std::vector<std::pair<int64_t, bool>>{{2, false}, {3, false}, {3, true}, {2, true}};
     EXPECT_EQ(bars, want) << dump;
     EXPECT_EQ(NamedBarriers(r->producer).size(), 0u);
     EXPECT_EQ(Count<tl::gpu::SMbarWait>(loop->body), 1) << dump;
@@ -1060,7 +1082,8 @@ TEST(WarpSpecialize, FlashAttentionPingpongMatchesPlain) {
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
     EXPECT_LE(worst, 1e-2);
     // The same kernel without the hint: the same numbers, bit for bit.
-    const std::string plain_ir = AttentionIr(PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, false), &err);
+    const std::string plain_ir =
+        AttentionIr(PingpongArgs(c.S, c.Skv, c.D, c.causal, c.bn, c.stages, c.overlap, false) + steps, &err);
     tl::StatusOr<tl::gpu::SimtKernel> pk = tl::gpu::LowerToSimt(Parse(plain_ir), Sm90a());
     ASSERT_TRUE(pk.ok()) << pk.status().ToString();
     EXPECT_EQ(Notes(*pk).find("pingpong"), std::string::npos) << Notes(*pk);
@@ -1327,6 +1350,20 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     const tl::Status ste = RunAttention(*k, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_eager, c.Skv, &got_eager, eager);
     ASSERT_TRUE(ste.ok()) << ste.ToString() << "\n" << dump;
     EXPECT_EQ(got_eager, got);
+    // The ring of stages continues across tiles (persistent_ring, the default; causal tiles advance it by
+    // their own k-step counts, a tile without one not at all); restarting per tile, the same numbers.
+    EXPECT_NE(notes.find(", the stages' ring continuing across tiles"), std::string::npos) << notes;
+    {
+      tl::gpu::GpuLowerOptions restart = o;
+      restart.persistent_ring = false;
+      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(ir), restart);
+      ASSERT_TRUE(kr.ok()) << kr.status().ToString();
+      EXPECT_NE(Notes(*kr).find(", the stages restarting per tile (persistent_ring off)"), std::string::npos) << Notes(*kr);
+      double worst_restart = 0;
+      std::vector<double> got_restart;
+      ASSERT_TRUE(RunAttention(*kr, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_restart, c.Skv, &got_restart).ok());
+      EXPECT_EQ(got_restart, got);
+    }
     tl::StatusOr<tl::gpu::SimtKernel> plain = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
     ASSERT_TRUE(plain.ok());
     EXPECT_EQ(Notes(*plain).find("persistent"), std::string::npos) << Notes(*plain);

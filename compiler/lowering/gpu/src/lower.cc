@@ -2093,7 +2093,8 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   }
   if (options.gemm == GemmStrategy::kWgmma && options.tma_copies && options.wgmma_overlap) {
     const std::string ws = WarpSpecializeGemmPipeline(&out, options.shared_budget_bytes, options.warp_specialize,
-                                                       options.persistent_sms, options.gemm_pingpong);
+                                                       options.persistent_sms, options.gemm_pingpong,
+                                                       options.persistent_ring);
     if (!ws.empty()) out.notes.push_back(ws);
     if (!pre_note.empty()) out.notes.push_back(pre_note);
     if (out.pingpong_requested) out.notes.push_back(WarpgroupPingpong(&out));

@@ -115,6 +115,63 @@ bool Writes(const SStmt& s, const std::string& name) {
   return hit;
 }
 
+void MapExprs(SBlock& b, const std::function<void(ir::Expr&)>& fn) {
+  for (SStmt& s : b) {
+    std::visit(
+        [&](auto& n) {
+          using N = std::decay_t<decltype(n)>;
+          if constexpr (std::is_same_v<N, SLet> || std::is_same_v<N, SAssign>) {
+            fn(n.value);
+          } else if constexpr (std::is_same_v<N, SVar>) {
+            if (n.init) fn(*n.init);
+          } else if constexpr (std::is_same_v<N, SStore>) {
+            fn(n.index), fn(n.value);
+            if (n.hi) fn(*n.hi);
+          } else if constexpr (std::is_same_v<N, SAtomicAdd>) {
+            fn(n.index), fn(n.value);
+            for (ir::Expr& e : n.more) fn(e);
+          } else if constexpr (std::is_same_v<N, SFor>) {
+            fn(n.start), fn(n.stop), fn(n.step);
+            MapExprs(n.body, fn);
+          } else if constexpr (std::is_same_v<N, SIf>) {
+            fn(n.cond);
+            MapExprs(n.then_body, fn);
+            MapExprs(n.else_body, fn);
+          } else if constexpr (std::is_same_v<N, SMma> || std::is_same_v<N, SAmdMma>) {
+            fn(n.a_base), fn(n.b_base), fn(n.k0);
+          } else if constexpr (std::is_same_v<N, SCopyVec>) {
+            fn(n.dst_index), fn(n.src_index);
+          } else if constexpr (std::is_same_v<N, SCopyAsync>) {
+            fn(n.dst_index), fn(n.src_index);
+            if (n.src_valid) fn(*n.src_valid);
+          } else if constexpr (std::is_same_v<N, STmaLoad>) {
+            for (ir::Expr& e : n.coords) fn(e);
+            fn(n.dst_index), fn(n.bar_index);
+          } else if constexpr (std::is_same_v<N, SMbarArrive>) {
+            fn(n.index);
+          } else if constexpr (std::is_same_v<N, SMbarWait>) {
+            fn(n.index), fn(n.parity);
+          } else if constexpr (std::is_same_v<N, SWgmma>) {
+            for (ir::Expr& e : n.a.starts) fn(e);
+            for (ir::Expr& e : n.b.starts) fn(e);
+          } else if constexpr (std::is_same_v<N, SStmatrix>) {
+            fn(n.index);
+            for (ir::Expr& e : n.values) fn(e);
+          } else if constexpr (std::is_same_v<N, SBulkStore>) {
+            fn(n.dst_index), fn(n.src_index), fn(n.bytes);
+          } else if constexpr (std::is_same_v<N, SCallExtern>) {
+            for (SExternArg& a : n.args) fn(a.value);
+          } else if constexpr (std::is_same_v<N, SWarpRoles>) {
+            MapExprs(n.producer, fn);
+            MapExprs(n.consumer, fn);
+          }
+          // else: no expression (SBarrier, SLaneReduce, SComment, SMbarInit, commits and waits,
+          // setmaxnreg, named barriers, SWgmmaWait)
+        },
+        s.node);
+  }
+}
+
 // How many non-compound statements (and loop bounds / conditions) anywhere in
 // b mention buffer `name`.
 int LeafMentions(const SBlock& b, const std::string& name) {

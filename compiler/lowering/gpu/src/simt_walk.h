@@ -24,6 +24,11 @@ bool Mentions(const SBlock& b, const std::string& name);
 // Whether statement s (nested included) may write register buffer `name` (stores, mma/wgmma
 // accumulators, extern calls taking its address).
 bool Writes(const SStmt& s, const std::string& name);
+// Calls fn on every expression slot of every statement of b (nested statements included: loop
+// bounds and bodies, conditions and both branches, both warp roles; wgmma operand starts, TMA
+// coordinates and indices, mbarrier indices and parities, extern-call arguments), in place, so fn may
+// rewrite them. Names of buffers and variables are not expressions and are not visited.
+void MapExprs(SBlock& b, const std::function<void(ir::Expr&)>& fn);
 // How many non-compound statements (and loop bounds / conditions) anywhere in b mention `name`.
 int LeafMentions(const SBlock& b, const std::string& name);
 // s is a loop nest with constant bounds whose innermost body is lets (and comments) and ONE store into a

@@ -102,10 +102,17 @@
 // Persistent (persistent_blocks > 0; cuDNN's FlashAttention runs one block
 // per SM): as the GEMM form, both roles loop over the tiles b, b + G, ...
 // with the block indices as lets of the tile; the full and empty barriers'
-// phases carry on through per-stage phase bits (a tile's k-steps restart at
-// stage 0, both roles alike; a tile with no k-step touches no barrier), so
-// the producer streams the next tile's first stages while the consumers run
-// this tile's post... (O's epilogue) and the next one's pre... (its Q tile).
+// phases carry on through per-stage phase bits (a tile with no k-step
+// touches no barrier). The ring of stages continues across tiles
+// (GpuLowerOptions::persistent_ring, ShiftRing: k-step i of a tile uses
+// stage (i + ring) % S, both roles advancing ring by the tile's k-steps, the
+// lowering's stage indices -- truncmod(x - k0, S) -- rewritten, k's other uses
+// left tile-local), so the producer streams the next tile's first stages
+// under this tile's last k-steps and while the consumers run this tile's
+// post... (O's epilogue) and the next one's pre... (its Q tile). (Restarting
+// at stage 0 per tile, the next tile's first fill waits for the stage the
+// last k-step used whenever (k-steps - 1) % S == 0: FlashAttention's overlap
+// loop at S4096, 33 steps over 2 stages.)
 // A shared buffer of post... overlapping a stage's memory moves to its own
 // (the producer writes the stages meanwhile); pre... already stays out of
 // the stages. A named barrier ends each tile where pre... or post... touch
@@ -298,6 +305,143 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
   return SStmt{SFor{"tl_tile", b, I(tiles), I(G), false, std::move(body)}};
 }
 
+// How often expression e reads name n.
+int CountName(const Expr& e, const std::string& n) {
+  int c = 0;
+  ir::WalkExpr(e, [&](const Expr& x) {
+    const auto* v = ir::As<ir::VarRef>(x);
+    c += v && v->name == n;
+  });
+  return c;
+}
+// The ring's stage of a tile-local k-step made global: every truncmod(x, S)
+// of e whose x reads `kv` becomes truncmod(x + base, S) (the lowering's
+// stage index of iteration k is truncmod(k - k0 [+ S - 1], S)); false where
+// kv is read outside such a truncmod (a coordinate, which must stay
+// tile-local: refused rather than guessed).
+bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
+  const int total = CountName(e, kv);
+  int inside = 0;
+  e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+    const auto* c = ir::As<ir::Call>(x);
+    if (!c || c->op != ir::CallOp::kTruncMod || c->args.size() != 2 || ir::FoldInt(c->args[1]) != std::optional<int64_t>(S)) {
+      return std::nullopt;
+    }
+    const int n = CountName(c->args[0], kv);
+    if (n == 0) return std::nullopt;
+    inside += n;
+    const ir::DType t = ir::ExprDType(c->args[0]);
+    return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
+  });
+  return inside == total;
+}
+// ShiftStages on every expression of the statements a consumer k-step's
+// wgmma unit (or loop of units) and its stage let are made of; false for
+// any other statement or a k read outside a stage index.
+bool ShiftStagesIn(SBlock& b, const std::string& kv, const Expr& base, int64_t S) {
+  for (SStmt& s : b) {
+    bool ok = true;
+    if (auto* l = std::get_if<SLet>(&s.node)) {
+      ok = ShiftStages(l->value, kv, base, S);
+    } else if (auto* w = std::get_if<SWgmma>(&s.node)) {
+      for (Expr& e : w->a.starts) ok = ok && ShiftStages(e, kv, base, S);
+      for (Expr& e : w->b.starts) ok = ok && ShiftStages(e, kv, base, S);
+    } else if (auto* f = std::get_if<SFor>(&s.node)) {
+      ok = CountName(f->start, kv) == 0 && CountName(f->stop, kv) == 0 && CountName(f->step, kv) == 0 &&
+           ShiftStagesIn(f->body, kv, base, S);
+    } else if (auto* i = std::get_if<SIf>(&s.node)) {
+      ok = CountName(i->cond, kv) == 0 && ShiftStagesIn(i->then_body, kv, base, S) && ShiftStagesIn(i->else_body, kv, base, S);
+    } else if (!std::holds_alternative<SComment>(s.node) && !std::holds_alternative<SWgmmaWait>(s.node)) {
+      ok = false;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+// The producer's fill (ProducerCopy's output: lets, ifs, TMA boxes, the
+// arrival) with the stage indices -- the boxes' destinations and barriers,
+// the arrival's barrier -- made global; coordinates and guards stay
+// tile-local. False where k reaches a stage index other than through a
+// truncmod by S, or a stage index reads a let of the fill (which could
+// carry k past the rewrite: refused, not followed).
+bool ShiftFillStages(SBlock& b, const std::string& kv, const Expr& base, int64_t S, std::set<std::string>* lets) {
+  auto stage = [&](Expr& e) {
+    std::set<std::string> names;
+    NamesOf(e, &names);
+    for (const std::string& n : names) {
+      if (lets->count(n)) return false;
+    }
+    return ShiftStages(e, kv, base, S);
+  };
+  for (SStmt& s : b) {
+    bool ok = true;
+    if (auto* l = std::get_if<SLet>(&s.node)) {
+      lets->insert(l->name);
+    } else if (auto* t = std::get_if<STmaLoad>(&s.node)) {
+      ok = stage(t->dst_index) && stage(t->bar_index);
+    } else if (auto* a = std::get_if<SMbarArrive>(&s.node)) {
+      ok = stage(a->index);
+    } else if (auto* i = std::get_if<SIf>(&s.node)) {
+      ok = ShiftFillStages(i->then_body, kv, base, S, lets) && ShiftFillStages(i->else_body, kv, base, S, lets);
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+// The ring continued across persistent tiles (GpuLowerOptions::persistent_ring): the lowering's stage
+// index of k-loop iteration x, truncmod(x - k0, S) with x reading `kv` (PipelineAsyncCopies' StageOf),
+// becomes truncmod((x - k0) + base, S) wherever it stands in e (a wgmma operand's start, a load's
+// index); k read anywhere else (a causal mask's coordinate) stays tile-local. Returns how many it
+// rewrote; *stray counts the truncmods by S that read kv in any other shape (the caller refuses the
+// ring for them: a stage index it did not recognise would read the tile-local stage).
+int ShiftRingStages(Expr& e, const std::string& kv, const Expr& k0, const Expr& base, int64_t S, int* stray) {
+  int n = 0;
+  e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
+    const auto* c = ir::As<ir::Call>(x);
+    if (!c || c->op != ir::CallOp::kTruncMod || c->args.size() != 2 || ir::FoldInt(c->args[1]) != std::optional<int64_t>(S) ||
+        CountName(c->args[0], kv) == 0) {
+      return std::nullopt;
+    }
+    const auto* sub = ir::As<ir::Binary>(c->args[0]);
+    if (!sub || sub->op != ir::BinaryOp::kSub || !(*sub->rhs == k0)) {
+      ++*stray;
+      return std::nullopt;
+    }
+    ++n;
+    const ir::DType t = ir::ExprDType(c->args[0]);
+    return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
+  });
+  return n;
+}
+// The persistent ring's stage indices shifted in place: the producer's fill by tl_ws_ring, the
+// consumers' stage let and k-step statements by tl_ring. False (nothing changed) where one of them holds
+// a stage index ShiftRingStages does not recognise, the let is not one, or the fill has none: the
+// stages then restart per tile.
+bool ShiftRing(SBlock* fill, SLet* stage, SBlock* kstep, const SFor& lp, int64_t S) {
+  SBlock f = *fill, ks = *kstep;
+  SLet st = *stage;
+  int stray = 0, in_fill = 0;
+  MapExprs(f, [&](Expr& e) { in_fill += ShiftRingStages(e, lp.var, lp.start, V("tl_ws_ring"), S, &stray); });
+  const int in_let = ShiftRingStages(st.value, lp.var, lp.start, V("tl_ring"), S, &stray);
+  MapExprs(ks, [&](Expr& e) { ShiftRingStages(e, lp.var, lp.start, V("tl_ring"), S, &stray); });
+  if (stray != 0 || in_fill == 0 || in_let != 1) return false;
+  *fill = std::move(f), *stage = std::move(st), *kstep = std::move(ks);
+  return true;
+}
+// The persistent note's words on the ring.
+std::string RingNote(bool persistent, bool ring, bool used) {
+  if (!persistent) return "";
+  if (used) return ", the stages' ring continuing across tiles";
+  return ring ? ", the stages restarting per tile (a stage index not of the form (k - k0) % S)"
+              : ", the stages restarting per tile (persistent_ring off)";
+}
+// The ring's position after a tile: `var` = (var + the tile's k-steps) % S (none where stop <= start).
+SStmt AdvanceRing(const std::string& var, const SFor& lp, int64_t S) {
+  const Expr trip = ToI32(Bin(ir::BinaryOp::kSub, lp.stop, lp.start));
+  return SStmt{SIf{Bin(ir::BinaryOp::kGt, lp.stop, lp.start),
+                   {SStmt{SAssign{var, TMod(Bin(ir::BinaryOp::kAdd, V(var), trip), S)}}}, {}}};
+}
+
 // The producer warpgroup of both forms: setmaxnreg.dec `dec`, then thread T
 // alone runs `lets` and, per k-step of `lp`, waits until the consumers
 // released the stage's previous contents and issues `fill` (the refill,
@@ -306,10 +450,17 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
 // Non-persistent (grid empty): use j = i / S of the stage waits for release
 // j - 1, parity (j + 1) & 1 of empty[stage]. Persistent: the same loop per
 // tile b, b + G, ... (block indices as lets of the tile under `order`, the
-// one the consumers' tile loop uses), and because every
-// tile restarts at stage 0 the parity is tracked per stage instead -- bit s
-// of `used` says whether stage s was used, bit s of `ephase` the parity its
-// next wait expects.
+// one the consumers' tile loop uses); with `ring` (GpuLowerOptions::
+// persistent_ring; `fill` already shifted by ShiftRingStages) the stages
+// continue across tiles -- k-step i of a tile uses stage (i + tl_ws_ring) % S,
+// tl_ws_ring advancing by the tile's k-steps (AdvanceRing) -- so the next
+// tile's first fills wait only for the releases S k-steps back, under this
+// tile's last k-steps; without it every tile restarts at stage 0 and its first
+// fill waits for the stage the previous tile's last k-step used whenever
+// (k-steps - 1) % S == 0 (33 of FlashAttention's overlap loop at S4096 over 2
+// stages, 64 of a 4096-deep GEMM over 3). Either way the parity is tracked
+// per stage -- bit s of `used` says whether stage s was used, bit s of
+// `ephase` the parity its next wait expects.
 // A tile copied before the k-loop (`q_load`: its boxes and the arrival on
 // its full barrier; persistent only) is loaded once per tile after the
 // first k-step's fill (FlashAttention-3's order: the next tile's first K/V
@@ -318,15 +469,17 @@ SStmt TileLoop(const SimtKernel& k, int64_t tiles, int64_t G, SBlock body) {
 // consumers' release n - 1 of it, parity (n - 1) & 1 of `q_empty`.
 SBlock ProducerRole(const SimtKernel& k, int64_t T, int64_t dec, int64_t S, const std::string& empty, const SFor& lp,
                     SBlock lets, SBlock fill, const std::vector<int64_t>& grid, int64_t tiles, int64_t G,
-                    const PersistentTileOrder& order, const std::string& q_empty = "", SBlock q_load = {}) {
+                    const PersistentTileOrder& order, const std::string& q_empty, SBlock q_load, bool ring) {
   const bool persistent = !grid.empty();
+  ring = ring && persistent;
   const Expr iter = ToI32(Bin(ir::BinaryOp::kSub, ir::MakeVar(lp.var, ir::ExprDType(lp.start)), lp.start));
   SBlock step;
   if (persistent) {
     const Expr st = ir::MakeVar("tl_ws_s", ir::DType::kI32);
     const Expr used = ir::MakeVar("tl_ws_used", ir::DType::kI32), eph = ir::MakeVar("tl_ws_ephase", ir::DType::kI32);
     auto bit = [&](const Expr& v) { return Bin(ir::BinaryOp::kBitAnd, Bin(ir::BinaryOp::kShr, v, st), I(1)); };
-    step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32, ir::MakeCall(ir::CallOp::kTruncMod, {iter, I(S)})}});
+    step.push_back(SStmt{SLet{"tl_ws_s", ir::DType::kI32,
+                              TMod(ring ? Bin(ir::BinaryOp::kAdd, iter, V("tl_ws_ring")) : iter, S)}});
     step.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, bit(used), I(1)),
                              {SStmt{SMbarWait{empty, st, bit(eph)}},
                               SStmt{SAssign{"tl_ws_ephase", Bin(ir::BinaryOp::kBitXor, eph, Bin(ir::BinaryOp::kShl, I(1), st))}}},
@@ -356,12 +509,14 @@ SBlock ProducerRole(const SimtKernel& k, int64_t T, int64_t dec, int64_t S, cons
   SBlock elected = std::move(lets);
   elected.push_back(SStmt{SFor{lp.var, lp.start, lp.stop, ir::MakeInt(1, ir::ExprDType(lp.start)), false, std::move(step)}});
   if (q) elected.push_back(SStmt{SIf{Bin(ir::BinaryOp::kLe, lp.stop, lp.start), std::move(qload), {}}});
+  if (ring) elected.push_back(AdvanceRing("tl_ws_ring", lp, S));
   if (persistent) {
     SBlock tile = PersistentTileLets(k.block_vars, grid, order);
     for (SStmt& x : elected) tile.push_back(std::move(x));
     elected.clear();
     elected.push_back(SStmt{SVar{"tl_ws_used", ir::DType::kI32, I(0)}});
     elected.push_back(SStmt{SVar{"tl_ws_ephase", ir::DType::kI32, I(0)}});
+    if (ring) elected.push_back(SStmt{SVar{"tl_ws_ring", ir::DType::kI32, I(0)}});
     if (q) elected.push_back(SStmt{SVar{"tl_ws_qn", ir::DType::kI32, I(0)}});
     elected.push_back(TileLoop(k, tiles, G, std::move(tile)));
   }
@@ -459,7 +614,8 @@ bool GroupsLeftInFlight(const SBlock& b, bool in_flight) {
 // The k-loop of a TMA pipeline whose compute waits for its own wgmma groups
 // (FlashAttention: QK^T, softmax on register fragments, P V), as producer
 // and consumers; `enabled`, persistent_blocks as WarpSpecializeGemmPipeline.
-std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks) {
+std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
+                                   bool ring) {
   SBlock body = k->body;  // a copy: the kernel changes only once every check passed
   const std::string no = "not warp-specialized: ";
   if (!enabled) return no + "turned off (GpuLowerOptions::warp_specialize; TL_CUDA_WS=0 at build time)";
@@ -864,8 +1020,12 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     std::set<std::string> unused;
     ProducerCopy(q_load, "", I(0), &unused);
   }
+  // The ring continued across tiles (persistent_ring; ProducerRole): the fill's, the stage let's and
+  // the compute's stage indices shifted, the compute's other reads of k (a causal mask) tile-local.
+  SLet stage_let = *stage;
+  const bool use_ring = persistent && ring && ShiftRing(&fill_block, &stage_let, &compute, lp, S);
   SBlock producer = ProducerRole(*k, T, dec, S, empty, lp, std::move(lets), std::move(fill_block),
-                                 grid, tiles, G, order, q_empty, std::move(q_load));  // grid: empty unless persistent
+                                 grid, tiles, G, order, q_empty, std::move(q_load), use_ring);  // grid: empty unless persistent
   // Consumers: the statements before the loop, published to every consumer
   // and to the async proxy (the named barrier prints its proxy fence) before
   // the first wgmma reads them; per k-step the full wait, the compute (a
@@ -873,6 +1033,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
   if (persistent) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
+  if (use_ring) consumer.push_back(SStmt{SVar{"tl_ring", ir::DType::kI32, I(0)}});
   for (const std::string& q : q_phases) consumer.push_back(SStmt{SVar{q, ir::DType::kI32, I(0)}});
   const size_t first = consumer.size();  // (persistent: from here on the tile loop's body)
   NameBarriers(pre, T);
@@ -881,7 +1042,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   {
     SBlock step;
-    step.push_back(SStmt{*stage});
+    step.push_back(SStmt{stage_let});
     if (persistent) {  // the phase bits as lowered
       step.push_back(SStmt{*wait});
       step.push_back(SStmt{*flip});
@@ -908,6 +1069,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
     consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
                                  {SStmt{SMbarArrive{q_empty, I(0), true}}}, {}}});
   }
+  if (use_ring) consumer.push_back(AdvanceRing("tl_ring", lp, S));
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
   NameBarriers(post, T);
   for (SStmt& s : post) consumer.push_back(std::move(s));
@@ -949,6 +1111,7 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
          (persistent ? "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" : "") +
          (order.kind != PersistentTileOrder::Kind::kBlockOrder ? " in a work-balanced order: " + PersistentTileOrderName(order)
                                                                 : "") +
+         RingNote(persistent, ring, use_ring) +
          (q_bytes ? kProducerLoadsNote + *q_dst.begin() + " on " + q_full + ", released after the k-loop)" : "");
 }
 
@@ -1014,89 +1177,6 @@ SStmt BulkWait(bool read) { return SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(32)
 // The ping-pong GEMM (GpuLowerOptions::gemm_pingpong; the persistent form
 // only; see the comment at PingpongGemm below).
 
-// How often expression e reads name n.
-int CountName(const Expr& e, const std::string& n) {
-  int c = 0;
-  ir::WalkExpr(e, [&](const Expr& x) {
-    const auto* v = ir::As<ir::VarRef>(x);
-    c += v && v->name == n;
-  });
-  return c;
-}
-// The ring's stage of a tile-local k-step made global: every truncmod(x, S)
-// of e whose x reads `kv` becomes truncmod(x + base, S) (the lowering's
-// stage index of iteration k is truncmod(k - k0 [+ S - 1], S)); false where
-// kv is read outside such a truncmod (a coordinate, which must stay
-// tile-local: refused rather than guessed).
-bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
-  const int total = CountName(e, kv);
-  int inside = 0;
-  e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
-    const auto* c = ir::As<ir::Call>(x);
-    if (!c || c->op != ir::CallOp::kTruncMod || c->args.size() != 2 || ir::FoldInt(c->args[1]) != std::optional<int64_t>(S)) {
-      return std::nullopt;
-    }
-    const int n = CountName(c->args[0], kv);
-    if (n == 0) return std::nullopt;
-    inside += n;
-    const ir::DType t = ir::ExprDType(c->args[0]);
-    return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
-  });
-  return inside == total;
-}
-// ShiftStages on every expression of the statements a consumer k-step's
-// wgmma unit (or loop of units) and its stage let are made of; false for
-// any other statement or a k read outside a stage index.
-bool ShiftStagesIn(SBlock& b, const std::string& kv, const Expr& base, int64_t S) {
-  for (SStmt& s : b) {
-    bool ok = true;
-    if (auto* l = std::get_if<SLet>(&s.node)) {
-      ok = ShiftStages(l->value, kv, base, S);
-    } else if (auto* w = std::get_if<SWgmma>(&s.node)) {
-      for (Expr& e : w->a.starts) ok = ok && ShiftStages(e, kv, base, S);
-      for (Expr& e : w->b.starts) ok = ok && ShiftStages(e, kv, base, S);
-    } else if (auto* f = std::get_if<SFor>(&s.node)) {
-      ok = CountName(f->start, kv) == 0 && CountName(f->stop, kv) == 0 && CountName(f->step, kv) == 0 &&
-           ShiftStagesIn(f->body, kv, base, S);
-    } else if (auto* i = std::get_if<SIf>(&s.node)) {
-      ok = CountName(i->cond, kv) == 0 && ShiftStagesIn(i->then_body, kv, base, S) && ShiftStagesIn(i->else_body, kv, base, S);
-    } else if (!std::holds_alternative<SComment>(s.node) && !std::holds_alternative<SWgmmaWait>(s.node)) {
-      ok = false;
-    }
-    if (!ok) return false;
-  }
-  return true;
-}
-// The producer's fill (ProducerCopy's output: lets, ifs, TMA boxes, the
-// arrival) with the stage indices -- the boxes' destinations and barriers,
-// the arrival's barrier -- made global; coordinates and guards stay
-// tile-local. False where k reaches a stage index other than through a
-// truncmod by S, or a stage index reads a let of the fill (which could
-// carry k past the rewrite: refused, not followed).
-bool ShiftFillStages(SBlock& b, const std::string& kv, const Expr& base, int64_t S, std::set<std::string>* lets) {
-  auto stage = [&](Expr& e) {
-    std::set<std::string> names;
-    NamesOf(e, &names);
-    for (const std::string& n : names) {
-      if (lets->count(n)) return false;
-    }
-    return ShiftStages(e, kv, base, S);
-  };
-  for (SStmt& s : b) {
-    bool ok = true;
-    if (auto* l = std::get_if<SLet>(&s.node)) {
-      lets->insert(l->name);
-    } else if (auto* t = std::get_if<STmaLoad>(&s.node)) {
-      ok = stage(t->dst_index) && stage(t->bar_index);
-    } else if (auto* a = std::get_if<SMbarArrive>(&s.node)) {
-      ok = stage(a->index);
-    } else if (auto* i = std::get_if<SIf>(&s.node)) {
-      ok = ShiftFillStages(i->then_body, kv, base, S, lets) && ShiftFillStages(i->else_body, kv, base, S, lets);
-    }
-    if (!ok) return false;
-  }
-  return true;
-}
 // Warpgroup 1's copy of the consumers' statements before / after the
 // k-loop: shared buffers renamed to its own copies (`to`), named barriers
 // 1 -> `bar`. False for a statement that names a renamed buffer in a way
@@ -1431,10 +1511,10 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
 }
 
 std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
-                                       bool gemm_pingpong) {
+                                       bool gemm_pingpong, bool ring) {
   if (!Has<STmaLoad>(k->body) || !Has<SWgmma>(k->body)) return "";
   if (!HasDeferredWgmma(k->body)) {
-    std::string note = WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks);
+    std::string note = WarpSpecializeSyncLoop(k, shared_budget_bytes, enabled, persistent_blocks, ring);
     if (gemm_pingpong && note.rfind("warp-specialized: ", 0) == 0) {
       note += "; gemm_pingpong ignored: not the deferred-wgmma GEMM k-loop (a k-loop whose compute waits for its own wgmma)";
     }
@@ -1656,12 +1736,19 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   // Persistent: the block order (every tile of a GEMM has the same k-steps; a kernel where they
   // differ would want TileOrderOf as the synchronous form, untested here so not taken).
   const PersistentTileOrder order;
+  // The ring continued across tiles (persistent_ring; ProducerRole): the fill's, the stage let's and
+  // the wgmma's stage indices shifted; the consumers' releases below add tl_ring themselves.
+  SLet stage_let = *stage;
+  SBlock kstep{*mma};
+  const bool use_ring = persistent_blocks > 0 && ring && ShiftRing(&fill_block, &stage_let, &kstep, lp, S);
+  const Expr ring_at = use_ring ? V("tl_ring") : I(0);  // added to the releases' k-step index
   SBlock producer = ProducerRole(*k, T, dec, S, empty, lp, std::move(lets), std::move(fill_block),
-                                 grid, tiles, G, order);  // grid: empty unless persistent
+                                 grid, tiles, G, order, "", {}, use_ring);  // grid: empty unless persistent
   // Consumers.
   SBlock consumer;
   consumer.push_back(SStmt{SSetMaxNReg{true, inc}});
   if (persistent_blocks > 0) consumer.push_back(SStmt{SVar{phase, ir::DType::kI32, I(0)}});
+  if (use_ring) consumer.push_back(SStmt{SVar{"tl_ring", ir::DType::kI32, I(0)}});
   SBlock& ctile = consumer;  // (persistent: moved into the tile loop below, from `first`)
   const size_t first = consumer.size();
   NameBarriers(pre, T);
@@ -1669,7 +1756,7 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   const size_t pre_end = consumer.size();
   {
     SBlock step;
-    step.push_back(SStmt{*stage});
+    step.push_back(SStmt{stage_let});
     const Expr parity = Bin(ir::BinaryOp::kBitAnd, ir::MakeCall(ir::CallOp::kTruncDiv, {iter, I(S)}), I(1));
     if (persistent_blocks > 0) {  // the phase bits as lowered
       step.push_back(SStmt{*wait});
@@ -1677,8 +1764,10 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
     } else {
       step.push_back(SStmt{SMbarWait{full.bar, wait->index, parity}});
     }
-    step.push_back(*mma);
-    const Expr prev = ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kSub, iter, I(1)), I(S)});
+    step.push_back(std::move(kstep[0]));
+    Expr prev_i = Bin(ir::BinaryOp::kSub, iter, I(1));
+    if (use_ring) prev_i = Bin(ir::BinaryOp::kAdd, prev_i, ring_at);
+    const Expr prev = ir::MakeCall(ir::CallOp::kTruncMod, {prev_i, I(S)});
     SBlock release{SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
                              {SStmt{SMbarArrive{empty, prev, true}}},
                              {}}}};
@@ -1687,11 +1776,14 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   }
   consumer.push_back(std::move(body[L + 1]));  // wait_group 0
   if (persistent_blocks > 0) {  // the last k-step's stage is released after the drain
-    const Expr last = ir::MakeCall(ir::CallOp::kTruncMod, {ToI32(Bin(ir::BinaryOp::kSub, Bin(ir::BinaryOp::kSub, lp.stop, lp.start), KInt(1))), I(S)});
+    Expr last_i = ToI32(Bin(ir::BinaryOp::kSub, Bin(ir::BinaryOp::kSub, lp.stop, lp.start), KInt(1)));
+    if (use_ring) last_i = Bin(ir::BinaryOp::kAdd, last_i, ring_at);
+    const Expr last = ir::MakeCall(ir::CallOp::kTruncMod, {last_i, I(S)});
     SBlock release{SStmt{SIf{Bin(ir::BinaryOp::kEq, ir::MakeCall(ir::CallOp::kTruncMod, {Tid(), I(32)}), I(0)),
                              {SStmt{SMbarArrive{empty, last, true}}},
                              {}}}};
     consumer.push_back(SStmt{SIf{Bin(ir::BinaryOp::kGt, lp.stop, lp.start), std::move(release), {}}});
+    if (use_ring) consumer.push_back(AdvanceRing("tl_ring", lp, S));
   }
   if (!bulk_dst.empty() && persistent_blocks > 0) consumer.push_back(BulkWait(true));  // the previous tile's store
   consumer.push_back(SStmt{SNamedBarrier{1, T}});
@@ -1739,7 +1831,8 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   std::string persistent;
   if (persistent_blocks > 0) {
     k->grid = {ir::MakeInt(G)};
-    persistent = "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles";
+    persistent = "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" +
+                 RingNote(true, ring, use_ring);
   }
   return "warp-specialized: " + std::to_string(T) + " consumer threads + a 128-thread TMA producer warpgroup, " +
          std::to_string(S) + " stages on full/empty mbarriers, no block barrier in the k-loop; registers " +
@@ -1751,15 +1844,16 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
 }  // namespace
 
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
-                                       bool gemm_pingpong) {
-  const std::string note = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, persistent_blocks, gemm_pingpong);
+                                       bool gemm_pingpong, bool persistent_ring) {
+  const std::string note =
+      WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, persistent_blocks, gemm_pingpong, persistent_ring);
   // A persistent schedule that cannot be had (its epilogue tile moved out of
   // the stages' memory overflows the budget: hopper_bench's 128x256x64 at 4
   // stages) must not cost the warp specialization itself: the kernel as
   // without persistent_blocks, and the note says why it is not persistent.
   const std::string no = "not warp-specialized: ";
   if (persistent_blocks <= 0 || note.rfind(no, 0) != 0) return note;
-  const std::string plain = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, 0, gemm_pingpong);
+  const std::string plain = WarpSpecializeDeferredGemm(k, shared_budget_bytes, enabled, 0, gemm_pingpong, persistent_ring);
   // Refused anyway: that reason (but where only persistence could take the tiles copied by TMA before
   // the k-loop, GpuLowerOptions::tma_pre_copies, the persistent form's: LowerToSimt reports it).
   if (plain.rfind("warp-specialized: ", 0) != 0) return plain.find("tma_pre_copies") != std::string::npos ? note : plain;

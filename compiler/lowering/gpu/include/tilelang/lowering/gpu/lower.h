@@ -240,6 +240,11 @@ struct GpuLowerOptions {
   // (with warp_specialize; 0: off) a persistent kernel over this many SMs
   // (WarpSpecializeGemmPipeline's persistent_blocks).
   int64_t persistent_sms = 0;
+  // (with persistent_sms) the stages' ring continues across a block's tiles
+  // instead of restarting at stage 0 per tile (WarpSpecializeGemmPipeline's
+  // persistent_ring; tl-pack: TL_CUDA_PERSISTENT_RING=0 turns it off, to
+  // bisect or A/B).
+  bool persistent_ring = true;
   // (with tma_copies) global -> shared copies at the kernel's top level
   // before its first pipeline (FlashAttention's Q tile) as TMA boxes on a
   // one-stage mbarrier of their own, which the persistent synchronous-compute
@@ -336,8 +341,15 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // stages (warp_specialize.cc, PingpongGemm, states the protocol); anywhere
 // else the option is ignored and the note ends "; gemm_pingpong ignored:
 // <why>". Composes with the bulk-store epilogue (per warpgroup).
+// With persistent_ring (GpuLowerOptions::persistent_ring) the persistent
+// forms' ring of stages continues across tiles (k-step i of a tile uses stage
+// (i + ring) % S, ring advancing by each tile's k-steps in both roles), so
+// the producer fills the next tile's first stages under this tile's last
+// k-steps; without it (or where a stage index is not the lowering's
+// (k - k0) % S) every tile restarts at stage 0. The note says which.
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
-                                       int64_t persistent_blocks = 0, bool gemm_pingpong = false);
+                                       int64_t persistent_blocks = 0, bool gemm_pingpong = false,
+                                       bool persistent_ring = true);
 
 // ---------------------------------------------------------------------------
 // The persistent tile order (tile_order.cc; used by WarpSpecializeGemmPipeline's
