@@ -150,7 +150,8 @@ GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (128,
 # P_{k-1} V_{k-1} (P kept as packed bf16x2 registers since session 10: 128x128 D128 no longer spills); "pingpong":
 # flash_attention(pingpong=True), FA3's warp scheduler barriers (the two consumer warpgroups take turns issuing, named
 # barriers 2/3, compiler/lowering/gpu/src/pingpong.cc); "persistent": pass_configs {"tl.persistent": True}, one block
-# per SM looping over the tiles (SDPA-cuDNN's kernel is persistent, grid 132: ncu 2026-12-04 18:45).
+# per SM looping over the tiles (SDPA-cuDNN's kernel is persistent, grid 132: ncu 2026-12-04 18:45); "uniform":
+# flash_attention(uniform_overlap_steps=True), the overlap loop's one step body without the pingpong.
 # Pruned after the H200 run of 2026-12-04 19:50 (19 configs): these six each won or came within 2 % on some row; the
 # plain warp-specialized 128x128 tile (5-12 % behind) stays as the reference, and one persistent config (6-20 %
 # behind, slower on causal rows: a static round robin of unequal tiles) stays measured. Dropped, with their best
@@ -171,6 +172,10 @@ FA_CONFIGS = ((128, 64, 256, 2, "nows"), (64, 64, 128, 2, "nows"),
               # tile's Q while O leaves through its own tile (own_o_tile); the row winners' tiles in that form.
               (128, 128, 256, 2, "overlap", "pingpong", "persistent"), (128, 128, 256, 2, "overlap", "persistent"),
               (192, 128, 384, 2, "persistent"),
+              # "uniform": the overlap loop's one step body (S at every step, the last one's dropped; the pingpong
+              # kernels' default) without the pingpong -- H200 2026-12-05 (A/B of the two kernel sources): the
+              # persistent 128x128 overlap kernel 2 % faster that way at D128 non-causal, 2-19 % slower elsewhere
+              (128, 128, 256, 2, "overlap", "persistent", "uniform"),
               # FA3's D128 tile (128 x 176, session 11: builds since a target naming sm_90a alone may drop the
               # implied compute_80 PTX; 0 spills; H200 2026-12-05: the best at D128 S16384), the ragged last KV block masked
               (128, 176, 256, 2, "overlap", "pingpong"))
@@ -542,7 +547,8 @@ def fa_case(B, H, S, D, causal, configs, dtype="bfloat16"):
         return attention.flash_attention(B, H, H, S, S, D, causal, block_M=bm, block_N=bn, threads=threads,
                                          num_stages=stages, dtype=dtype, overlap="overlap" in cfg[4:],
                                          pingpong="pingpong" in cfg[4:],
-                                         own_o_tile="persistent" in cfg[4:] and "qstage" not in cfg[4:])
+                                         own_o_tile="persistent" in cfg[4:] and "qstage" not in cfg[4:],
+                                         uniform_overlap_steps=True if "uniform" in cfg[4:] else None)
 
     def make(be, rng):
         return {n: be.randn((B, H, S, D), dtype, rng) for n in ("Q", "K", "V")}
