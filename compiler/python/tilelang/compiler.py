@@ -175,8 +175,8 @@ def _run_tl_pack(args, what, target=None, env=None):
 # generates, so they are part of a bundle's cache key (TL_CUDA_BULK_STORE=1: the sm_90a GEMM's opt-in
 # bulk-copy epilogue, also pass_configs {"tl.bulk_store": True}; 0 or unset: the consumers' stores;
 # TL_CUDA_GEMM_PINGPONG=1: the persistent sm_90a GEMM's opt-in ping-pong schedule, also pass_configs
-# {"tl.gemm_pingpong": True}; TL_CUDA_PERSISTENT_RING=0: a persistent kernel's stages restart per tile,
-# to A/B the ring that continues across tiles).
+# {"tl.gemm_pingpong": True}; TL_CUDA_PERSISTENT_RING=1: a persistent kernel's ring of stages continues
+# across its tiles instead of restarting per tile, opt-in: no faster on the H200).
 BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE", "TL_CUDA_GEMM_PINGPONG",
                   "TL_CUDA_PERSISTENT_RING")
 

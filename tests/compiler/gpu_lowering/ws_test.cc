@@ -287,21 +287,22 @@ TEST(WarpSpecialize, PersistentTilesMatchFloat64) {
       const tl::Status st = RunWs(c, *k, &worst, 0, &out);
       ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
       EXPECT_LE(worst, c.cdt == "f32" ? 1e-5 : 4e-3) << dump;
-      // The ring of stages continues across tiles (GpuLowerOptions::persistent_ring, the default): the
-      // producer's stage and the consumers' stage let, wgmma operands and releases all add the ring's
-      // position; off, every tile restarts at stage 0. Bit for bit the same C.
-      EXPECT_NE(notes.find(", the stages' ring continuing across tiles"), std::string::npos) << notes;
-      EXPECT_NE(dump.find("tl_ws_ring"), std::string::npos) << dump;
-      tl::gpu::GpuLowerOptions restart = o;
-      restart.persistent_ring = false;
-      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(Text(c)), restart);
+      // Every tile restarts at stage 0 (the default); with GpuLowerOptions::persistent_ring (opt-in)
+      // the ring of stages continues across tiles: the producer's stage and the consumers' stage let,
+      // wgmma operands and releases all add the ring's position. Bit for bit the same C.
+      EXPECT_EQ(notes.find("ring"), std::string::npos) << notes;
+      EXPECT_EQ(dump.find("tl_ws_ring"), std::string::npos) << dump;
+      tl::gpu::GpuLowerOptions ring = o;
+      ring.persistent_ring = true;
+      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(Text(c)), ring);
       ASSERT_TRUE(kr.ok()) << kr.status().ToString();
-      EXPECT_NE(Notes(*kr).find(", the stages restarting per tile (persistent_ring off)"), std::string::npos) << Notes(*kr);
-      EXPECT_EQ(tl::gpu::Dump(*kr).find("tl_ws_ring"), std::string::npos);
-      double worst_restart = 0;
-      std::vector<double> out_restart;
-      ASSERT_TRUE(RunWs(c, *kr, &worst_restart, 0, &out_restart).ok());
-      EXPECT_EQ(out, out_restart);
+      EXPECT_NE(Notes(*kr).find(", the stages' ring continuing across tiles"), std::string::npos) << Notes(*kr);
+      EXPECT_NE(tl::gpu::Dump(*kr).find("tl_ws_ring"), std::string::npos);
+      double worst_ring = 0;
+      std::vector<double> out_ring;
+      const tl::Status st_ring = RunWs(c, *kr, &worst_ring, 0, &out_ring);
+      ASSERT_TRUE(st_ring.ok()) << st_ring.ToString() << "\n" << tl::gpu::Dump(*kr);
+      EXPECT_EQ(out, out_ring);
       std::printf("[ %s ] persistent over %lld blocks (%lld tiles)%s, worst relative error %.3g\n", c.name.c_str(),
                   static_cast<long long>(G), static_cast<long long>(tiles), staged ? ", bulk-store epilogue" : "", worst);
     }
@@ -1350,19 +1351,25 @@ TEST(WarpSpecialize, PersistentFlashAttentionMatchesFloat64) {
     const tl::Status ste = RunAttention(*k, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_eager, c.Skv, &got_eager, eager);
     ASSERT_TRUE(ste.ok()) << ste.ToString() << "\n" << dump;
     EXPECT_EQ(got_eager, got);
-    // The ring of stages continues across tiles (persistent_ring, the default; causal tiles advance it by
-    // their own k-step counts, a tile without one not at all); restarting per tile, the same numbers.
-    EXPECT_NE(notes.find(", the stages' ring continuing across tiles"), std::string::npos) << notes;
+    // With persistent_ring (opt-in) the ring of stages continues across tiles (causal tiles advance it by
+    // their own k-step counts, a tile without one not at all): the same numbers, also with the producer
+    // as far ahead as it may run.
+    EXPECT_EQ(notes.find("ring"), std::string::npos) << notes;
     {
-      tl::gpu::GpuLowerOptions restart = o;
-      restart.persistent_ring = false;
-      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(ir), restart);
+      tl::gpu::GpuLowerOptions ring = o;
+      ring.persistent_ring = true;
+      tl::StatusOr<tl::gpu::SimtKernel> kr = tl::gpu::LowerToSimt(Parse(ir), ring);
       ASSERT_TRUE(kr.ok()) << kr.status().ToString();
-      EXPECT_NE(Notes(*kr).find(", the stages restarting per tile (persistent_ring off)"), std::string::npos) << Notes(*kr);
-      double worst_restart = 0;
-      std::vector<double> got_restart;
-      ASSERT_TRUE(RunAttention(*kr, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_restart, c.Skv, &got_restart).ok());
-      EXPECT_EQ(got_restart, got);
+      EXPECT_NE(Notes(*kr).find(", the stages' ring continuing across tiles"), std::string::npos) << Notes(*kr);
+      for (bool eager_ring : {false, true}) {
+        tl::gpu::test::InterpretOptions io;
+        io.eager_roles = eager_ring;
+        double worst_ring = 0;
+        std::vector<double> got_ring;
+        const tl::Status sr = RunAttention(*kr, 1, 2, c.S, c.D, c.causal, "bf16", "O", &worst_ring, c.Skv, &got_ring, io);
+        ASSERT_TRUE(sr.ok()) << sr.ToString() << "\n" << tl::gpu::Dump(*kr);
+        EXPECT_EQ(got_ring, got);
+      }
     }
     tl::StatusOr<tl::gpu::SimtKernel> plain = tl::gpu::LowerToSimt(Parse(ir), Sm90a());
     ASSERT_TRUE(plain.ok());

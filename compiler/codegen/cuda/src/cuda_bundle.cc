@@ -158,11 +158,12 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // GPU; ignored (with a note) where it does not apply.
   const char* pingpong_env = std::getenv("TL_CUDA_GEMM_PINGPONG");
   l90.gemm_pingpong = pingpong_env && std::string(pingpong_env) == "1";
-  // TL_CUDA_PERSISTENT_RING=0 at build time: a persistent kernel's stages
-  // restart at stage 0 per tile instead of continuing across tiles
-  // (GpuLowerOptions::persistent_ring; bisecting and A/B).
+  // TL_CUDA_PERSISTENT_RING=1 at build time: a persistent kernel's stages
+  // continue across its tiles instead of restarting at stage 0 per tile
+  // (GpuLowerOptions::persistent_ring). Off by default: correct on the H200,
+  // no faster there (2026-12-05, A/B in one call).
   const char* ring_env = std::getenv("TL_CUDA_PERSISTENT_RING");
-  l90.persistent_ring = !(ring_env && std::string(ring_env) == "0");
+  l90.persistent_ring = ring_env && std::string(ring_env) == "1";
   // TL_CUDA_WS=0 at build time: no warp specialization (the pipelined wgmma
   // GEMM keeps every thread both waiting for TMA and issuing wgmma).
   const char* ws_env = std::getenv("TL_CUDA_WS");

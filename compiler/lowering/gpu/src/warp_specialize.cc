@@ -103,16 +103,18 @@
 // per SM): as the GEMM form, both roles loop over the tiles b, b + G, ...
 // with the block indices as lets of the tile; the full and empty barriers'
 // phases carry on through per-stage phase bits (a tile with no k-step
-// touches no barrier). The ring of stages continues across tiles
-// (GpuLowerOptions::persistent_ring, ShiftRing: k-step i of a tile uses
+// touches no barrier). With GpuLowerOptions::persistent_ring (opt-in: no
+// faster on the H200, 2026-12-05) the ring of stages continues across tiles
+// (ShiftRing: k-step i of a tile uses
 // stage (i + ring) % S, both roles advancing ring by the tile's k-steps, the
 // lowering's stage indices -- truncmod(x - k0, S) -- rewritten, k's other uses
 // left tile-local), so the producer streams the next tile's first stages
 // under this tile's last k-steps and while the consumers run this tile's
-// post... (O's epilogue) and the next one's pre... (its Q tile). (Restarting
-// at stage 0 per tile, the next tile's first fill waits for the stage the
-// last k-step used whenever (k-steps - 1) % S == 0: FlashAttention's overlap
-// loop at S4096, 33 steps over 2 stages.)
+// post... (O's epilogue) and the next one's pre... (its Q tile). By default
+// every tile restarts at stage 0, and the next tile's first fill waits for
+// the stage the last k-step used whenever (k-steps - 1) % S == 0
+// (FlashAttention's overlap loop at S4096, 33 steps over 2 stages) -- which
+// measured no slower: the consumers' epilogue covers those loads.
 // A shared buffer of post... overlapping a stage's memory moves to its own
 // (the producer writes the stages meanwhile); pre... already stays out of
 // the stages. A named barrier ends each tile where pre... or post... touch
@@ -430,10 +432,9 @@ bool ShiftRing(SBlock* fill, SLet* stage, SBlock* kstep, const SFor& lp, int64_t
 }
 // The persistent note's words on the ring.
 std::string RingNote(bool persistent, bool ring, bool used) {
-  if (!persistent) return "";
-  if (used) return ", the stages' ring continuing across tiles";
-  return ring ? ", the stages restarting per tile (a stage index not of the form (k - k0) % S)"
-              : ", the stages restarting per tile (persistent_ring off)";
+  if (!persistent || !ring) return "";
+  return used ? ", the stages' ring continuing across tiles"
+              : ", the stages restarting per tile (persistent_ring: a stage index not of the form (k - k0) % S)";
 }
 // The ring's position after a tile: `var` = (var + the tile's k-steps) % S (none where stop <= start).
 SStmt AdvanceRing(const std::string& var, const SFor& lp, int64_t S) {

@@ -242,9 +242,12 @@ struct GpuLowerOptions {
   int64_t persistent_sms = 0;
   // (with persistent_sms) the stages' ring continues across a block's tiles
   // instead of restarting at stage 0 per tile (WarpSpecializeGemmPipeline's
-  // persistent_ring; tl-pack: TL_CUDA_PERSISTENT_RING=0 turns it off, to
-  // bisect or A/B).
-  bool persistent_ring = true;
+  // persistent_ring). Off by default (tl-pack: TL_CUDA_PERSISTENT_RING=1):
+  // correct on the H200 but no faster there -- within noise for the 128x128
+  // overlap FlashAttention and the 128x256 GEMMs, 1-4 % slower for the
+  // 192-row D64 FlashAttention (2026-12-05) -- the epilogue covers the first
+  // loads' latency either way.
+  bool persistent_ring = false;
   // (with tma_copies) global -> shared copies at the kernel's top level
   // before its first pipeline (FlashAttention's Q tile) as TMA boxes on a
   // one-stage mbarrier of their own, which the persistent synchronous-compute
@@ -341,7 +344,7 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // stages (warp_specialize.cc, PingpongGemm, states the protocol); anywhere
 // else the option is ignored and the note ends "; gemm_pingpong ignored:
 // <why>". Composes with the bulk-store epilogue (per warpgroup).
-// With persistent_ring (GpuLowerOptions::persistent_ring) the persistent
+// With persistent_ring (GpuLowerOptions::persistent_ring, opt-in) the persistent
 // forms' ring of stages continues across tiles (k-step i of a tile uses stage
 // (i + ring) % S, ring advancing by each tile's k-steps in both roles), so
 // the producer fills the next tile's first stages under this tile's last
@@ -349,7 +352,7 @@ std::string ZeroInitWgmmaAccumulators(SimtKernel* k);
 // (k - k0) % S) every tile restarts at stage 0. The note says which.
 std::string WarpSpecializeGemmPipeline(SimtKernel* k, int64_t shared_budget_bytes, bool enabled = true,
                                        int64_t persistent_blocks = 0, bool gemm_pingpong = false,
-                                       bool persistent_ring = true);
+                                       bool persistent_ring = false);
 
 // ---------------------------------------------------------------------------
 // The persistent tile order (tile_order.cc; used by WarpSpecializeGemmPipeline's
