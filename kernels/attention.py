@@ -217,21 +217,13 @@ def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev,
         if uniform_steps:
             # S issued at every step, P V's issue and its wait in one branch: the step body is the same
             # for every k, so the pingpong's turn handover sits in one place (not in both step kinds).
-            T.clear(acc_s)
-            T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
-            if k > 0:
-                T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
-                T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
-            else:
-                T.wait_wgmma(0)  # S_0 alone is in flight
+            _issue_s_and_pv(Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, k)
             if k < n_blocks:
                 _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale,
                                      is_causal, static_kv_tail, block_M, block_N)
             T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
             if k < n_blocks:
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= r[i]
-                T.copy(acc_s, acc_s_cast)
+                _rescale_o_cast_p(acc_o, r, acc_s, acc_s_cast, block_M, dim)
         else:
             # One branch per step kind, each issuing and retiring its own groups: an accumulator whose
             # wgmma is issued under a condition and merged with its old value after the branch makes
@@ -239,26 +231,39 @@ def _overlapped_k_loop(K, V, Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, m, m_prev,
             # issue S on K_{n-1} again, as it did when S was issued at every step (a wasted half k-step
             # per query block: 3 % of a causal S4096 tile's tensor work).
             if k < n_blocks:
-                T.clear(acc_s)
-                T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
-                if k > 0:
-                    T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
-                    T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
-                else:
-                    T.wait_wgmma(0)  # S_0 alone is in flight
+                _issue_s_and_pv(Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, k)
                 _masked_softmax_step(acc_s, m, m_prev, r, m_s, row_sum, l, k, bq, past_len, seq_kv, scale, is_causal,
                                      static_kv_tail, block_M, block_N)
-                # O is rescaled after this wait, not between S_k's issue and P V's (FA3's order above D 128):
-                # there ptxas injects a wait for S before P V's issue (C7517, "warpgroup.wait is injected ...
-                # registers defined by GMMA"), serializing the two gemms.
                 T.wait_wgmma(0)  # P_{k-1} V_{k-1} retired: O and P may be touched again
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= r[i]
-                T.copy(acc_s, acc_s_cast)
+                _rescale_o_cast_p(acc_o, r, acc_s, acc_s_cast, block_M, dim)
             else:
                 if k > 0:  # (n_blocks = 0: nothing to multiply)
                     T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
                     T.wait_wgmma(0)
+
+
+@T.macro
+def _issue_s_and_pv(Q_s, K_s, V_s, acc_s, acc_s_cast, acc_o, k):
+    """The overlap step's issue: S_k = Q K_k^T, then (k > 0) O += P_{k-1} V_{k-1}, both left in flight;
+    returns once S_k alone is retired (groups retire in order)."""
+    T.clear(acc_s)
+    T.gemm(Q_s, K_s, acc_s, transpose_B=True, wg_wait=-1)
+    if k > 0:
+        T.gemm(acc_s_cast, V_s, acc_o, wg_wait=-1)
+        T.wait_wgmma(1)  # S_k retired; P_{k-1} V_{k-1}, issued after it, may still run
+    else:
+        T.wait_wgmma(0)  # S_0 alone is in flight
+
+
+@T.macro
+def _rescale_o_cast_p(acc_o, r, acc_s, acc_s_cast, block_M, dim):
+    """After P_{k-1} V_{k-1} retired: O rescaled by the step's row factors, P_k cast for the next step's P V.
+    (Not between S_k's issue and P V's, FA3's order above D 128: there ptxas injects a wait for S before
+    P V's issue -- C7517, "warpgroup.wait is injected ... registers defined by GMMA" -- serializing the
+    two gemms.)"""
+    for i, j in T.Parallel(block_M, dim):
+        acc_o[i, j] *= r[i]
+    T.copy(acc_s, acc_s_cast)
 
 
 @T.macro
