@@ -309,6 +309,58 @@ TEST(WarpSpecialize, PersistentTilesMatchFloat64) {
   }
 }
 
+// The persistent ring (GpuLowerOptions::persistent_ring) rewrites only the
+// lowering's stage indices, truncmod(x - k0, S); a truncmod by S of the loop
+// variable in any other shape could be a stage index it would miss (a
+// consumer reading the tile-local stage while the producer filled the
+// shifted one), so the ring is refused, the note says why, and the kernel
+// restarts its stages per tile -- the same numbers either way.
+TEST(WarpSpecialize, PersistentRingRefusesUnknownStageIndex) {
+  const WsCase& c = Cases()[0];
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a(false));
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  const int64_t budget = 227 * 1024;
+  // As lowered: the ring is taken.
+  tl::gpu::SimtKernel ring = *k;
+  const std::string note = tl::gpu::WarpSpecializeGemmPipeline(&ring, budget, true, 1, false, true);
+  ASSERT_EQ(note.rfind("warp-specialized: ", 0), 0u) << note;
+  EXPECT_NE(note.find(", the stages' ring continuing across tiles"), std::string::npos) << note;
+  // The consumers' wgmma operand starts read their stage as truncmod(k, S) instead of truncmod(k - 0, S):
+  // the same value, a shape the ring does not rewrite.
+  tl::gpu::SimtKernel odd = *k;
+  int rewritten = 0;
+  Walk(odd.body, [&](SStmt& s) {
+    auto* w = std::get_if<tl::gpu::SWgmma>(&s.node);
+    if (!w) return;
+    for (tl::ir::Expr& e : w->b.starts) {
+      e = tl::ir::RewriteExpr(e, [&](const tl::ir::Expr& x) -> std::optional<tl::ir::Expr> {
+        const auto* call = tl::ir::As<tl::ir::Call>(x);
+        if (!call || call->op != tl::ir::CallOp::kTruncMod || call->args.size() != 2) return std::nullopt;
+        const auto* sub = tl::ir::As<tl::ir::Binary>(call->args[0]);
+        if (!sub || sub->op != tl::ir::BinaryOp::kSub || tl::ir::FoldInt(*sub->rhs) != std::optional<int64_t>(0)) {
+          return std::nullopt;
+        }
+        ++rewritten;
+        return tl::ir::MakeCall(tl::ir::CallOp::kTruncMod, {*sub->lhs, call->args[1]});
+      });
+    }
+  });
+  ASSERT_GT(rewritten, 0) << tl::gpu::Dump(*k);
+  const std::string odd_note = tl::gpu::WarpSpecializeGemmPipeline(&odd, budget, true, 1, false, true);
+  ASSERT_EQ(odd_note.rfind("warp-specialized: ", 0), 0u) << odd_note;
+  EXPECT_NE(odd_note.find(", the stages restarting per tile (persistent_ring: a stage index not of the form (k - k0) % S)"),
+            std::string::npos)
+      << odd_note;
+  EXPECT_EQ(tl::gpu::Dump(odd).find("tl_ws_ring"), std::string::npos) << tl::gpu::Dump(odd);
+  double worst_ring = 0, worst_odd = 0;
+  std::vector<double> out_ring, out_odd;
+  ASSERT_TRUE(RunWs(c, ring, &worst_ring, 0, &out_ring).ok());
+  const tl::Status st = RunWs(c, odd, &worst_odd, 0, &out_odd);
+  ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << tl::gpu::Dump(odd);
+  EXPECT_EQ(out_odd, out_ring);
+  EXPECT_LE(worst_odd, c.cdt == "f32" ? 1e-5 : 4e-3);
+}
+
 // The bulk-store epilogue (GpuLowerOptions::bulk_store): warp 0's lanes copy
 // the staged tile's rows to C with cp.async.bulk (ragged rows skipped, row
 // lengths clipped), the same numbers as the consumers' 16-byte stores
