@@ -197,7 +197,9 @@ LIST
 # --profile-list picks them, and each runs as `hopper_bench.py --canary-one '[label, cfg]' --canary-reps 2` (the
 # bench's own program, pass_configs and inputs) under ncu on the second launch of `main_kernel` (of `main_k0`,
 # the split kernel, for a split-K config). The issue asks,
-# for every missed target, what the profile shows is the limiter. $OUT/ncu_<row>.txt.
+# for every missed target, what the profile shows is the limiter. $OUT/ncu_<row>.txt. TL_NCU_EXTRA: more ncu
+# arguments, word-split (e.g. "--section SourceCounters --import-source yes" for the stall sampling per source
+# line, which the default sections leave out: ncu's WarpStateStats names the stall kinds, not where they are).
 profile_best() {
   local out py ncu= json=${1:-} n=${2:-4}
   device_env || return 1
@@ -215,7 +217,7 @@ profile_best() {
       echo "=== ncu $name: $spec ==="
       (cd "$repo" && bench_env && timeout 120 "$ncu" --target-processes all -k "regex:$regex" --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats ${TL_NCU_EXTRA:-} \
         "$py" tools/bench/hopper_bench.py --canary-one "$spec" --canary-reps 2) >"$out/ncu_$name.txt" 2>&1
       echo "rc=$?" >>"$out/ncu_$name.txt"
       grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|rc=|ERR|Error" \
