@@ -318,11 +318,11 @@ int CountName(const Expr& e, const std::string& n) {
 }
 // The ring's stage of a tile-local k-step made global: every truncmod(x, S)
 // of e whose x reads `kv` becomes truncmod(x + base, S) (the lowering's
-// stage index of iteration k is truncmod(k - k0 [+ S - 1], S)); false where
-// kv is read outside such a truncmod (a coordinate, which must stay
-// tile-local: refused rather than guessed).
-bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
-  const int total = CountName(e, kv);
+// stage index of iteration k is truncmod(k - k0 [+ S - 1], S)). With `k0`
+// only x = y - k0 -- PipelineAsyncCopies' StageOf shape -- is rewritten, and
+// each other such truncmod counted in *stray. Returns how many reads of kv
+// the rewritten truncmods hold.
+int ShiftStageReads(Expr& e, const std::string& kv, const Expr& base, int64_t S, const Expr* k0, int* stray) {
   int inside = 0;
   e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
     const auto* c = ir::As<ir::Call>(x);
@@ -331,11 +331,26 @@ bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
     }
     const int n = CountName(c->args[0], kv);
     if (n == 0) return std::nullopt;
+    if (k0) {
+      const auto* sub = ir::As<ir::Binary>(c->args[0]);
+      if (!sub || sub->op != ir::BinaryOp::kSub || !(*sub->rhs == *k0)) {
+        ++*stray;
+        return std::nullopt;
+      }
+    }
     inside += n;
     const ir::DType t = ir::ExprDType(c->args[0]);
     return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
   });
-  return inside == total;
+  return inside;
+}
+// ShiftStageReads of any truncmod shape; false where kv is read outside such
+// a truncmod (a coordinate, which must stay tile-local: refused rather than
+// guessed) -- the ping-pong GEMM's k-step and fill, which read k nowhere else.
+bool ShiftStages(Expr& e, const std::string& kv, const Expr& base, int64_t S) {
+  const int total = CountName(e, kv);
+  int stray = 0;
+  return ShiftStageReads(e, kv, base, S, nullptr, &stray) == total;
 }
 // ShiftStages on every expression of the statements a consumer k-step's
 // wgmma unit (or loop of units) and its stage let are made of; false for
@@ -390,42 +405,20 @@ bool ShiftFillStages(SBlock& b, const std::string& kv, const Expr& base, int64_t
   }
   return true;
 }
-// The ring continued across persistent tiles (GpuLowerOptions::persistent_ring): the lowering's stage
-// index of k-loop iteration x, truncmod(x - k0, S) with x reading `kv` (PipelineAsyncCopies' StageOf),
-// becomes truncmod((x - k0) + base, S) wherever it stands in e (a wgmma operand's start, a load's
-// index); k read anywhere else (a causal mask's coordinate) stays tile-local. Returns how many it
-// rewrote; *stray counts the truncmods by S that read kv in any other shape (the caller refuses the
-// ring for them: a stage index it did not recognise would read the tile-local stage).
-int ShiftRingStages(Expr& e, const std::string& kv, const Expr& k0, const Expr& base, int64_t S, int* stray) {
-  int n = 0;
-  e = ir::RewriteExpr(e, [&](const Expr& x) -> std::optional<Expr> {
-    const auto* c = ir::As<ir::Call>(x);
-    if (!c || c->op != ir::CallOp::kTruncMod || c->args.size() != 2 || ir::FoldInt(c->args[1]) != std::optional<int64_t>(S) ||
-        CountName(c->args[0], kv) == 0) {
-      return std::nullopt;
-    }
-    const auto* sub = ir::As<ir::Binary>(c->args[0]);
-    if (!sub || sub->op != ir::BinaryOp::kSub || !(*sub->rhs == k0)) {
-      ++*stray;
-      return std::nullopt;
-    }
-    ++n;
-    const ir::DType t = ir::ExprDType(c->args[0]);
-    return ir::MakeCall(ir::CallOp::kTruncMod, {Bin(ir::BinaryOp::kAdd, c->args[0], CastTo(t, base)), c->args[1]});
-  });
-  return n;
-}
-// The persistent ring's stage indices shifted in place: the producer's fill by tl_ws_ring, the
-// consumers' stage let and k-step statements by tl_ring. False (nothing changed) where one of them holds
-// a stage index ShiftRingStages does not recognise, the let is not one, or the fill has none: the
-// stages then restart per tile.
+// The persistent ring's stage indices shifted in place (GpuLowerOptions::persistent_ring): the
+// producer's fill by tl_ws_ring, the consumers' stage let and k-step statements by tl_ring -- every
+// StageOf-shaped truncmod(x - k0, S) wherever it stands (a wgmma operand's start, a load's index);
+// k read anywhere else (a causal mask's coordinate) stays tile-local. False (nothing changed) where
+// one of them holds a truncmod by S of k in another shape (a stage index this would miss, read
+// tile-local while the producer filled the shifted stage), the let is not one, or the fill has none:
+// the stages then restart per tile.
 bool ShiftRing(SBlock* fill, SLet* stage, SBlock* kstep, const SFor& lp, int64_t S) {
   SBlock f = *fill, ks = *kstep;
   SLet st = *stage;
   int stray = 0, in_fill = 0;
-  MapExprs(f, [&](Expr& e) { in_fill += ShiftRingStages(e, lp.var, lp.start, V("tl_ws_ring"), S, &stray); });
-  const int in_let = ShiftRingStages(st.value, lp.var, lp.start, V("tl_ring"), S, &stray);
-  MapExprs(ks, [&](Expr& e) { ShiftRingStages(e, lp.var, lp.start, V("tl_ring"), S, &stray); });
+  MapExprs(f, [&](Expr& e) { in_fill += ShiftStageReads(e, lp.var, V("tl_ws_ring"), S, &lp.start, &stray); });
+  const int in_let = ShiftStageReads(st.value, lp.var, V("tl_ring"), S, &lp.start, &stray);
+  MapExprs(ks, [&](Expr& e) { ShiftStageReads(e, lp.var, V("tl_ring"), S, &lp.start, &stray); });
   if (stray != 0 || in_fill == 0 || in_let != 1) return false;
   *fill = std::move(f), *stage = std::move(st), *kstep = std::move(ks);
   return true;
@@ -452,7 +445,7 @@ SStmt AdvanceRing(const std::string& var, const SFor& lp, int64_t S) {
 // j - 1, parity (j + 1) & 1 of empty[stage]. Persistent: the same loop per
 // tile b, b + G, ... (block indices as lets of the tile under `order`, the
 // one the consumers' tile loop uses); with `ring` (GpuLowerOptions::
-// persistent_ring; `fill` already shifted by ShiftRingStages) the stages
+// persistent_ring; `fill` already shifted by ShiftRing) the stages
 // continue across tiles -- k-step i of a tile uses stage (i + tl_ws_ring) % S,
 // tl_ws_ring advancing by the tile's k-steps (AdvanceRing) -- so the next
 // tile's first fills wait only for the releases S k-steps back, under this
