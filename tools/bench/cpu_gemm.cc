@@ -23,6 +23,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -147,6 +148,23 @@ int main(int argc, char** argv) {
       return 1;
     }
     isa = *l;
+  }
+  // The peer is OpenBLAS's kernel for the same vector width. OpenBLAS 0.3.21
+  // picks its kernels by CPU model at load time and falls back to its SSE3
+  // "Prescott" kernels on models it does not know (this Sapphire Rapids VM,
+  // 2026-12-05: 3x slower than its AVX-512 kernel), which would flatter every
+  // ratio. Unless OPENBLAS_CORETYPE is set, re-run this program once with the
+  // core matching --isa (SkylakeX: AVX-512, Haswell: AVX2/FMA; v2 keeps the
+  // detected one).
+  const char* want_core = isa == IsaLevel::kV4 ? "SkylakeX" : isa == IsaLevel::kV3 ? "Haswell" : nullptr;
+  if (want_core != nullptr && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+      std::string(openblas_get_corename()) != want_core) {
+    std::fprintf(stderr, "cpu_gemm: OpenBLAS detected core %s; re-running with OPENBLAS_CORETYPE=%s\n",
+                 openblas_get_corename(), want_core);
+    setenv("OPENBLAS_CORETYPE", want_core, 1);
+    execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "cpu_gemm: re-exec failed (%s); the OpenBLAS column uses core %s\n", std::strerror(errno),
+                 openblas_get_corename());
   }
   // Default tiles: a multiple of the microkernel's rows, B panels of 256
   // columns, K steps of 128 (A tile + B tile + C fragment ~ 0.4 MiB: fits L2).

@@ -206,6 +206,14 @@ std::vector<GemmCase> AllGemmCases() {
   // Tiles bigger than every microkernel (6x16, 14x32) with ragged edges.
   cases.push_back({false, false, "f32", 48, 64, 32});
   cases.push_back({true, true, "f32", 48, 64, 32});
+  // The packers' vector forms (tl_pack_panels): k tails that are not a whole
+  // transposed group (24 = 16 + 8 on v4, 20 = 16 + 4 and 8 + 8 + 4), converted
+  // f16/bf16 loads, and x-contiguous B rows over two panels.
+  for (const char* dt : {"f32", "f16", "bf16"}) {
+    cases.push_back({false, false, dt, 48, 64, 24});
+    cases.push_back({false, true, dt, 48, 64, 20});
+    cases.push_back({true, false, dt, 40, 96, 40});
+  }
   return cases;
 }
 

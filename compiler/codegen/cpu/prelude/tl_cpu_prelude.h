@@ -189,38 +189,176 @@ TL_INLINE long tl_gemm_pack_floats(long M, long N, long K) {
   return ((a + 15) & ~15L) + ((N + TL_NR - 1) / TL_NR) * TL_NR * K;
 }
 
+// ---- Packing: operand tiles -> f32 panels --------------------------------------
+// out[p][k][c] = src[x * xs + k * ks] with x = p * W + c for x < X, else 0
+// (W = TL_MR for A, where x is the row i; W = TL_NR for B, where x is the
+// column j). Three forms, chosen by the strides at run time:
+//  - ks == 1 (k contiguous: A row-major, B transposed): V rows of V k-values
+//    each are loaded as vectors (converted to f32) and transposed in registers;
+//  - xs == 1 (x contiguous: B row-major, A transposed): each source row k is
+//    read once, front to back, into every panel (k outer, so the hardware
+//    prefetcher sees one stream per row instead of one 4 KiB stride per k);
+//  - anything else, and the k tail of the first form: element by element.
+// Why: a block repacks its operand tiles at every k-step, so the pack is paid
+// once per 2 * TL_NR (A) or 2 * BM (B) FLOPs of the microkernel; element-wise
+// it cost a quarter of a 112x256x128 fp32 block's time (perf, 2026-12-05).
+// Bit-exact with tl_ld_f32: the vector conversions are the same roundings.
+#if defined(__AVX512F__)
+#define TL_PACK_V 16
+typedef __m512 tl_packv;
+template <int KIND> TL_INLINE tl_packv tl_pack_load(const void* p, long i) {
+  if (KIND == TL_KIND_F32) return _mm512_loadu_ps((const float*)p + i);
+  const __m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)p + i));
+  if (KIND == TL_KIND_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+// Stores lanes [0, L) of v at p (L <= 16).
+template <int L> TL_INLINE void tl_pack_store(float* p, tl_packv v) {
+  if (L == 16) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, (__mmask16)((1u << L) - 1u), v);
+}
+// r[i] = row i (16 values) -> r[j] = column j.
+TL_INLINE void tl_pack_transpose(tl_packv r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + c], 128-bit block b = column 4b + c of rows 4i .. 4i + 3.
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // A 4x4 transpose of 128-bit blocks among u[c], u[4 + c], u[8 + c], u[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+#define TL_PACK_ZERO _mm512_setzero_ps()
+#elif defined(__AVX2__) && defined(__FMA__)
+#define TL_PACK_V 8
+typedef __m256 tl_packv;
+template <int KIND> TL_INLINE tl_packv tl_pack_load(const void* p, long i) {
+  if (KIND == TL_KIND_F32) return _mm256_loadu_ps((const float*)p + i);
+  const __m128i h = _mm_loadu_si128((const __m128i*)((const uint16_t*)p + i));
+  if (KIND == TL_KIND_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+// Stores lanes [0, L) of v at p (L <= 8). No vmaskmovps: it is microcoded
+// and slow on AMD's Zen 2/3.
+template <int L> TL_INLINE void tl_pack_store(float* p, tl_packv v) {
+  if (L == 8) {
+    _mm256_storeu_ps(p, v);
+  } else if (L == 6) {
+    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+    _mm_storel_pi((__m64*)(p + 4), _mm256_extractf128_ps(v, 1));
+  } else {
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < L; ++i) p[i] = t[i];
+  }
+}
+TL_INLINE void tl_pack_transpose(tl_packv r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4h + c], each 128-bit half = column c (low) / c + 4 (high) of rows 4h .. 4h + 3.
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+#define TL_PACK_ZERO _mm256_setzero_ps()
+#endif
+
+// Element by element: the generic strides, and k in [k0, k1) of one panel.
+template <int KIND, int W>
+TL_INLINE void tl_pack_panel_scalar(int X, int x0, int k0, int k1, const void* src, long xs, long ks,
+                                    float* TL_RESTRICT out) {
+  for (int k = k0; k < k1; ++k) {
+    for (int c = 0; c < W; ++c) {
+      const int x = x0 + c;
+      out[(long)k * W + c] = x < X ? tl_ld_f32<KIND>(src, (long)x * xs + (long)k * ks) : 0.0f;
+    }
+  }
+}
+
+#if defined(TL_PACK_V)
+// Lanes [G * V, min(W, (G + 1) * V)) of one panel, k in [0, K - K % V): rows
+// x0 + G * V + r, transposed V k-values at a time.
+template <int KIND, int W, int G>
+TL_INLINE void tl_pack_panel_group(int X, int x0, int K, const void* src, long xs, float* TL_RESTRICT out) {
+  constexpr int V = TL_PACK_V;
+  constexpr int L = W - G * V < V ? W - G * V : V;
+  const int xg = x0 + G * V;
+  for (int k0 = 0; k0 + V <= K; k0 += V) {
+    tl_packv r[V];
+    for (int i = 0; i < V; ++i) r[i] = (i < L && xg + i < X) ? tl_pack_load<KIND>(src, (long)(xg + i) * xs + k0) : TL_PACK_ZERO;
+    tl_pack_transpose(r);
+    for (int j = 0; j < V; ++j) tl_pack_store<L>(out + (long)(k0 + j) * W + G * V, r[j]);
+  }
+}
+#endif
+
+template <int KIND, int W>
+static void tl_pack_panels(int X, int K, const void* src, long xs, long ks, float* TL_RESTRICT out) {
+  const long panel = (long)W * K;
+#if defined(TL_PACK_V)
+  constexpr int V = TL_PACK_V;
+  static_assert(W <= 2 * V, "a panel is at most two transposed groups wide");
+  if (ks == 1) {
+    const int kv = K - K % V;
+    for (int x0 = 0; x0 < X; x0 += W, out += panel) {
+      tl_pack_panel_group<KIND, W, 0>(X, x0, K, src, xs, out);
+      if constexpr (W > V) tl_pack_panel_group<KIND, W, 1>(X, x0, K, src, xs, out);
+      tl_pack_panel_scalar<KIND, W>(X, x0, kv, K, src, xs, 1, out);
+    }
+    return;
+  }
+  if (xs == 1 && W % V == 0) {
+    const int full = X / W;  // panels with every column inside
+    for (int k = 0; k < K; ++k) {
+      const long row = (long)k * ks;
+      float* TL_RESTRICT o = out + (long)k * W;
+      for (int p = 0; p < full; ++p, o += panel) {
+        for (int v = 0; v < W; v += V) tl_pack_store<V>(o + v, tl_pack_load<KIND>(src, row + (long)p * W + v));
+      }
+    }
+    if (full * W < X) tl_pack_panel_scalar<KIND, W>(X, full * W, 0, K, src, xs, ks, out + (long)full * panel);
+    return;
+  }
+#endif
+  for (int x0 = 0; x0 < X; x0 += W, out += panel) tl_pack_panel_scalar<KIND, W>(X, x0, 0, K, src, xs, ks, out);
+}
+
 // A(i, k) = a[i * rs + k * cs]  ->  out[panel][k][r], zero-padded rows.
 template <int KIND>
 static void tl_pack_a(int M, int K, const void* a, long rs, long cs, float* TL_RESTRICT out) {
-  for (int i0 = 0; i0 < M; i0 += TL_MR, out += TL_MR * K) {
-    const int mr = M - i0 < TL_MR ? M - i0 : TL_MR;
-    for (int r = 0; r < TL_MR; ++r) {
-      if (r < mr) {
-        const long row = (long)(i0 + r) * rs;
-        for (int k = 0; k < K; ++k) out[k * TL_MR + r] = tl_ld_f32<KIND>(a, row + k * cs);
-      } else {
-        for (int k = 0; k < K; ++k) out[k * TL_MR + r] = 0.0f;
-      }
-    }
-  }
+  tl_pack_panels<KIND, TL_MR>(M, K, a, rs, cs, out);
 }
 
 // B(k, j) = b[k * rs + j * cs]  ->  out[panel][k][c], zero-padded columns.
 template <int KIND>
 static void tl_pack_b(int N, int K, const void* b, long rs, long cs, float* TL_RESTRICT out) {
-  for (int j0 = 0; j0 < N; j0 += TL_NR, out += TL_NR * K) {
-    const int nr = N - j0 < TL_NR ? N - j0 : TL_NR;
-    for (int k = 0; k < K; ++k) {
-      float* TL_RESTRICT o = out + k * TL_NR;
-      const long row = k * rs + (long)j0 * cs;
-      if (nr == TL_NR && cs == 1 && KIND == TL_KIND_F32) {
-        __builtin_memcpy(o, (const float*)b + row, sizeof(float) * TL_NR);
-        continue;
-      }
-      for (int c = 0; c < nr; ++c) o[c] = tl_ld_f32<KIND>(b, row + c * cs);
-      for (int c = nr; c < TL_NR; ++c) o[c] = 0.0f;
-    }
-  }
+  tl_pack_panels<KIND, TL_NR>(N, K, b, cs, rs, out);
 }
 
 // One MR x NR tile of C over K packed steps. acc = 0 overwrites C.
