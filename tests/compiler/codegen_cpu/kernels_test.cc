@@ -203,7 +203,7 @@ std::vector<GemmCase> AllGemmCases() {
   for (const char* dt : {"f32", "f16", "bf16"}) {
     for (int t = 0; t < 4; ++t) cases.push_back({(t & 1) != 0, (t & 2) != 0, dt, 32, 32, 16});
   }
-  // Tiles bigger than every microkernel (6x16, 14x32) with ragged edges.
+  // Tiles bigger than every microkernel (6x16, 8x32) with ragged edges.
   cases.push_back({false, false, "f32", 48, 64, 32});
   cases.push_back({true, true, "f32", 48, 64, 32});
   // The packers' vector forms (tl_pack_panels): k tails that are not a whole

@@ -158,9 +158,15 @@ TL_INLINE void tl_atomic_add_bf16(uint16_t* p, float v) {
 // transposes, which are just strides), then a MR x NR microkernel runs over
 // the panels in BLIS order (N panels outer, so one B panel stays in L1 while
 // every A panel streams past it). C is f32 row-major with leading dimension ldc.
-//   v4: 14 x 32 (28 zmm accumulators)   v3: 6 x 16 (12 ymm)   v2: 4 x 8 plain C
+//   v4: 8 x 32 (16 zmm accumulators)   v3: 6 x 16 (12 ymm)   v2: 4 x 8 plain C
+// v4's 8 rows divide the power-of-two tiles tile programs use (64, 128, 256
+// rows): 14 x 32 ran as fast on a panel in L1 (170 GFLOP/s on one Sapphire
+// Rapids core) but padded a 128-row tile to 140 (2026-12-05: 128x256 fp32
+// tiles 12 % faster with 8 rows, 256x256 6 %, 112x256 equal).
+// The emitter sizes scratch from its own table of these shapes
+// (kMicrokernelShapes) and the generated source static_asserts it.
 #if defined(__AVX512F__)
-#define TL_MR 14
+#define TL_MR 8
 #define TL_NR 32
 #elif defined(__AVX2__) && defined(__FMA__)
 #define TL_MR 6
@@ -184,7 +190,7 @@ template <int KIND> static inline float tl_ld_f32(const void* p, long i) {
 // Floats of scratch a gemm of this shape needs (A panels, then B panels
 // starting on a 64-byte boundary). The code generator sizes scratch for the
 // largest MR/NR of all ISA levels; the block function checks it.
-TL_INLINE long tl_gemm_pack_floats(long M, long N, long K) {
+static constexpr long tl_gemm_pack_floats(long M, long N, long K) {
   const long a = ((M + TL_MR - 1) / TL_MR) * TL_MR * K;
   return ((a + 15) & ~15L) + ((N + TL_NR - 1) / TL_NR) * TL_NR * K;
 }
@@ -203,90 +209,99 @@ TL_INLINE long tl_gemm_pack_floats(long M, long N, long K) {
 // once per 2 * TL_NR (A) or 2 * BM (B) FLOPs of the microkernel; element-wise
 // it cost a quarter of a 112x256x128 fp32 block's time (perf, 2026-12-05).
 // Bit-exact with tl_ld_f32: the vector conversions are the same roundings.
+// The vector forms, by width: tl_pack_vec<8> (AVX2 + F16C: v3 and v4) and
+// tl_pack_vec<16> (AVX-512: v4). A panel of W <= 8 lanes (v4's A panels) is
+// transposed 8 wide, so no shuffle works on padding rows.
+template <int V> struct tl_pack_vec;
+#if defined(__AVX2__) && defined(__FMA__)
+#define TL_PACK_VECTORS 1
+template <> struct tl_pack_vec<8> {
+  typedef __m256 T;
+  TL_INLINE T zero() { return _mm256_setzero_ps(); }
+  template <int KIND> TL_INLINE T load(const void* p, long i) {
+    if (KIND == TL_KIND_F32) return _mm256_loadu_ps((const float*)p + i);
+    const __m128i h = _mm_loadu_si128((const __m128i*)((const uint16_t*)p + i));
+    if (KIND == TL_KIND_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  // Lanes [0, L) of v at p. No vmaskmovps: it is microcoded and slow on AMD's Zen 2/3.
+  template <int L> TL_INLINE void store(float* p, T v) {
+    if (L == 8) {
+      _mm256_storeu_ps(p, v);
+    } else if (L == 6) {
+      _mm_storeu_ps(p, _mm256_castps256_ps128(v));
+      _mm_storel_pi((__m64*)(p + 4), _mm256_extractf128_ps(v, 1));
+    } else {
+      float t[8];
+      _mm256_storeu_ps(t, v);
+      for (int i = 0; i < L; ++i) p[i] = t[i];
+    }
+  }
+  // r[i] = row i (8 values) -> r[j] = column j.
+  TL_INLINE void transpose(T r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4h + c]: low 128 bits column c, high column c + 4, of rows 4h .. 4h + 3.
+    for (int h = 0; h < 2; ++h) {
+      u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+      u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+      u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+      u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+      r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+      r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+  }
+};
+#endif
 #if defined(__AVX512F__)
-#define TL_PACK_V 16
-typedef __m512 tl_packv;
-template <int KIND> TL_INLINE tl_packv tl_pack_load(const void* p, long i) {
-  if (KIND == TL_KIND_F32) return _mm512_loadu_ps((const float*)p + i);
-  const __m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)p + i));
-  if (KIND == TL_KIND_F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-// Stores lanes [0, L) of v at p (L <= 16).
-template <int L> TL_INLINE void tl_pack_store(float* p, tl_packv v) {
-  if (L == 16) _mm512_storeu_ps(p, v);
-  else _mm512_mask_storeu_ps(p, (__mmask16)((1u << L) - 1u), v);
-}
-// r[i] = row i (16 values) -> r[j] = column j.
-TL_INLINE void tl_pack_transpose(tl_packv r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+template <> struct tl_pack_vec<16> {
+  typedef __m512 T;
+  TL_INLINE T zero() { return _mm512_setzero_ps(); }
+  template <int KIND> TL_INLINE T load(const void* p, long i) {
+    if (KIND == TL_KIND_F32) return _mm512_loadu_ps((const float*)p + i);
+    const __m256i h = _mm256_loadu_si256((const __m256i*)((const uint16_t*)p + i));
+    if (KIND == TL_KIND_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  // u[4i + c], 128-bit block b = column 4b + c of rows 4i .. 4i + 3.
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  template <int L> TL_INLINE void store(float* p, T v) {
+    if (L == 16) _mm512_storeu_ps(p, v);
+    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << L) - 1u), v);
   }
-  // A 4x4 transpose of 128-bit blocks among u[c], u[4 + c], u[8 + c], u[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
-    r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  TL_INLINE void transpose(T r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4i + c], 128-bit block b = column 4b + c of rows 4i .. 4i + 3.
+    for (int i = 0; i < 4; ++i) {
+      const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+      const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+      u[4 * i + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+      u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+      u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+      u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    // A 4x4 transpose of 128-bit blocks among u[c], u[4 + c], u[8 + c], u[12 + c].
+    for (int c = 0; c < 4; ++c) {
+      const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+      const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+      const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+      r[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+      r[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+      r[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+      r[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
   }
-}
-#define TL_PACK_ZERO _mm512_setzero_ps()
-#elif defined(__AVX2__) && defined(__FMA__)
-#define TL_PACK_V 8
-typedef __m256 tl_packv;
-template <int KIND> TL_INLINE tl_packv tl_pack_load(const void* p, long i) {
-  if (KIND == TL_KIND_F32) return _mm256_loadu_ps((const float*)p + i);
-  const __m128i h = _mm_loadu_si128((const __m128i*)((const uint16_t*)p + i));
-  if (KIND == TL_KIND_F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-// Stores lanes [0, L) of v at p (L <= 8). No vmaskmovps: it is microcoded
-// and slow on AMD's Zen 2/3.
-template <int L> TL_INLINE void tl_pack_store(float* p, tl_packv v) {
-  if (L == 8) {
-    _mm256_storeu_ps(p, v);
-  } else if (L == 6) {
-    _mm_storeu_ps(p, _mm256_castps256_ps128(v));
-    _mm_storel_pi((__m64*)(p + 4), _mm256_extractf128_ps(v, 1));
-  } else {
-    float t[8];
-    _mm256_storeu_ps(t, v);
-    for (int i = 0; i < L; ++i) p[i] = t[i];
-  }
-}
-TL_INLINE void tl_pack_transpose(tl_packv r[8]) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4h + c], each 128-bit half = column c (low) / c + 4 (high) of rows 4h .. 4h + 3.
-  for (int h = 0; h < 2; ++h) {
-    u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
-  }
-}
-#define TL_PACK_ZERO _mm256_setzero_ps()
+};
+#define TL_PACK_WIDEST 16
+#else
+#define TL_PACK_WIDEST 8
 #endif
 
 // Element by element: the generic strides, and k in [k0, k1) of one panel.
@@ -301,19 +316,20 @@ TL_INLINE void tl_pack_panel_scalar(int X, int x0, int k0, int k1, const void* s
   }
 }
 
-#if defined(TL_PACK_V)
+#if defined(TL_PACK_VECTORS)
 // Lanes [G * V, min(W, (G + 1) * V)) of one panel, k in [0, K - K % V): rows
 // x0 + G * V + r, transposed V k-values at a time.
-template <int KIND, int W, int G>
+template <int KIND, int W, int V, int G>
 TL_INLINE void tl_pack_panel_group(int X, int x0, int K, const void* src, long xs, float* TL_RESTRICT out) {
-  constexpr int V = TL_PACK_V;
+  typedef tl_pack_vec<V> P;
   constexpr int L = W - G * V < V ? W - G * V : V;
   const int xg = x0 + G * V;
   for (int k0 = 0; k0 + V <= K; k0 += V) {
-    tl_packv r[V];
-    for (int i = 0; i < V; ++i) r[i] = (i < L && xg + i < X) ? tl_pack_load<KIND>(src, (long)(xg + i) * xs + k0) : TL_PACK_ZERO;
-    tl_pack_transpose(r);
-    for (int j = 0; j < V; ++j) tl_pack_store<L>(out + (long)(k0 + j) * W + G * V, r[j]);
+    typename P::T r[V];
+    for (int i = 0; i < V; ++i)
+      r[i] = (i < L && xg + i < X) ? P::template load<KIND>(src, (long)(xg + i) * xs + k0) : P::zero();
+    P::transpose(r);
+    for (int j = 0; j < V; ++j) P::template store<L>(out + (long)(k0 + j) * W + G * V, r[j]);
   }
 }
 #endif
@@ -321,14 +337,15 @@ TL_INLINE void tl_pack_panel_group(int X, int x0, int K, const void* src, long x
 template <int KIND, int W>
 static void tl_pack_panels(int X, int K, const void* src, long xs, long ks, float* TL_RESTRICT out) {
   const long panel = (long)W * K;
-#if defined(TL_PACK_V)
-  constexpr int V = TL_PACK_V;
+#if defined(TL_PACK_VECTORS)
+  constexpr int V = W <= 8 ? 8 : TL_PACK_WIDEST;
+  typedef tl_pack_vec<V> P;
   static_assert(W <= 2 * V, "a panel is at most two transposed groups wide");
   if (ks == 1) {
     const int kv = K - K % V;
     for (int x0 = 0; x0 < X; x0 += W, out += panel) {
-      tl_pack_panel_group<KIND, W, 0>(X, x0, K, src, xs, out);
-      if constexpr (W > V) tl_pack_panel_group<KIND, W, 1>(X, x0, K, src, xs, out);
+      tl_pack_panel_group<KIND, W, V, 0>(X, x0, K, src, xs, out);
+      if constexpr (W > V) tl_pack_panel_group<KIND, W, V, 1>(X, x0, K, src, xs, out);
       tl_pack_panel_scalar<KIND, W>(X, x0, kv, K, src, xs, 1, out);
     }
     return;
@@ -339,7 +356,7 @@ static void tl_pack_panels(int X, int K, const void* src, long xs, long ks, floa
       const long row = (long)k * ks;
       float* TL_RESTRICT o = out + (long)k * W;
       for (int p = 0; p < full; ++p, o += panel) {
-        for (int v = 0; v < W; v += V) tl_pack_store<V>(o + v, tl_pack_load<KIND>(src, row + (long)p * W + v));
+        for (int v = 0; v < W; v += V) P::template store<V>(o + v, P::template load<KIND>(src, row + (long)p * W + v));
       }
     }
     if (full * W < X) tl_pack_panel_scalar<KIND, W>(X, full * W, 0, K, src, xs, ks, out + (long)full * panel);
@@ -366,21 +383,21 @@ static inline void tl_ukernel(int K, const float* TL_RESTRICT a, const float* TL
                               float* TL_RESTRICT c, long ldc, int acc) {
 #if defined(__AVX512F__)
   __m512 c0[TL_MR], c1[TL_MR];
-#pragma GCC unroll 14
+#pragma GCC unroll 8
   for (int r = 0; r < TL_MR; ++r) {
     c0[r] = acc ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
     c1[r] = acc ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
   }
   for (int k = 0; k < K; ++k, a += TL_MR, b += TL_NR) {
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 14
+#pragma GCC unroll 8
     for (int r = 0; r < TL_MR; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r]);
       c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
       c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
     }
   }
-#pragma GCC unroll 14
+#pragma GCC unroll 8
   for (int r = 0; r < TL_MR; ++r) {
     _mm512_storeu_ps(c + r * ldc, c0[r]);
     _mm512_storeu_ps(c + r * ldc + 16, c1[r]);

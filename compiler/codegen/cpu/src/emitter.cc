@@ -133,25 +133,36 @@ int64_t StorageBytes(DType t) {
   return bits <= 8 ? 1 : bits / 8;
 }
 
+// The prelude's microkernel shapes (TL_MR x TL_NR) of every ISA level: v2,
+// v3, v4. Scratch is sized for the largest; the generated source
+// static_asserts each size against the prelude's macros, so a prelude change
+// that outgrows this table fails to compile instead of overrunning scratch.
+constexpr int64_t kMicrokernelShapes[3][2] = {{4, 8}, {6, 16}, {8, 32}};
+
 int64_t GemmPackFloats(int64_t m, int64_t n, int64_t k) {
-  static const int64_t shapes[3][2] = {{4, 8}, {6, 16}, {14, 32}};
   int64_t best = 0;
-  for (const auto& s : shapes) {
+  for (const auto& s : kMicrokernelShapes) {
     const int64_t a = (m + s[0] - 1) / s[0] * s[0] * k;
     best = std::max(best, ((a + 15) & ~int64_t{15}) + (n + s[1] - 1) / s[1] * s[1] * k);
   }
   return best;
 }
 
-int64_t PanelFloats(const passes::BufferLayout& l) {
+namespace {
+// (panel dim, K) of a buffer stored as GEMM panels: A panels run over i (M),
+// B panels over j (N).
+std::pair<int64_t, int64_t> PanelExtents(const passes::BufferLayout& l) {
   const bool a = l.order == passes::ElementOrder::kGemmPanelsA;
-  // A panels run over i (M), B panels over j (N); the other dim is K.
   const int64_t x = a ? (l.trans ? l.shape[1] : l.shape[0]) : (l.trans ? l.shape[0] : l.shape[1]);
-  const int64_t k = l.elements / x;
+  return {x, l.elements / x};
+}
+}  // namespace
+
+int64_t PanelFloats(const passes::BufferLayout& l) {
+  const int col = l.order == passes::ElementOrder::kGemmPanelsA ? 0 : 1;
+  const auto [x, k] = PanelExtents(l);
   int64_t best = 0;
-  for (int64_t w : a ? std::vector<int64_t>{4, 6, 14} : std::vector<int64_t>{8, 16, 32}) {
-    best = std::max(best, (x + w - 1) / w * w * k);
-  }
+  for (const auto& s : kMicrokernelShapes) best = std::max(best, (x + s[col] - 1) / s[col] * s[col] * k);
   return best;
 }
 
@@ -745,6 +756,10 @@ void Emitter::EmitGemm(const ir::Gemm& g, const ir::Stmt& s) {
                                         : "0, " + base(A) + ", " + std::to_string(a_rs) + ", " + std::to_string(a_cs);
     const std::string b_args = b_panels ? Id(B.buffer) + ", 0, 0, 0"
                                         : "0, " + base(B) + ", " + std::to_string(b_rs) + ", " + std::to_string(b_cs);
+    if (need > 0) {
+      Line("static_assert(tl_gemm_pack_floats(" + std::to_string(M) + ", " + std::to_string(N) + ", " +
+           std::to_string(K) + ") <= " + std::to_string(need / 4) + ", \"gemm packing scratch sized for another microkernel\");");
+    }
     Line("tl_gemm<" + std::to_string(kind(A.dtype)) + ", " + std::to_string(kind(B.dtype)) + ">(" +
          std::to_string(M) + ", " + std::to_string(N) + ", " + std::to_string(K) + ", " + a_args + ", " + b_args +
          ", " + base(C) + ", " + std::to_string(ldc) + ", " + (g.clear_accum ? "0" : "1") +
@@ -979,6 +994,11 @@ StatusOr<std::string> Emitter::EmitBlockFunction() {
       Line("float* const TL_RESTRICT " + Id(name) + " = (float*)(tl_scratch + " + std::to_string(it->second) +
            ");  // " + what + ", as f32 gemm " + (l.order == passes::ElementOrder::kGemmPanelsA ? "A" : "B") +
            " panels" + (l.trans ? " (transposed)" : ""));
+      const bool a = l.order == passes::ElementOrder::kGemmPanelsA;
+      const auto [x, kx] = PanelExtents(l);
+      const std::string w = a ? "TL_MR" : "TL_NR";
+      Line("static_assert((" + std::to_string(x) + " + " + w + " - 1) / " + w + " * " + w + " * " + std::to_string(kx) +
+           " <= " + std::to_string(PanelFloats(l)) + ", \"" + name + ": panels sized for another microkernel\");");
     } else if (it == scratch_offset_.end()) {
       Line(std::string(StorageType(l.dtype)) + " " + Id(name) + "[" + std::to_string(l.elements) +
            "] __attribute__((aligned(64)));  // " + what);

@@ -48,7 +48,7 @@ const char* CpuKernelAbiText();
 const char* CpuPreludeText();
 
 // Floats of GEMM packing scratch for an M x N x K tile, the maximum over the
-// microkernel shapes of all ISA levels (4x8, 6x16, 14x32); matches the
+// microkernel shapes of all ISA levels (4x8, 6x16, 8x32); matches the
 // prelude's tl_gemm_pack_floats.
 int64_t GemmPackFloats(int64_t m, int64_t n, int64_t k);
 // Floats of a shared buffer stored as GEMM panels (passes::ElementOrder), the
