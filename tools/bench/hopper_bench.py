@@ -113,7 +113,15 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"),
-                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "bulk"))
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "bulk"),
+                      # session 14 (never run on a GPU): the ping-pong schedule on 64x256 tiles -- one m64n256k16
+                      # wgmma per k16 (the widest: 128x128's pair of m64n128 reads its B tile twice, 20 % more shared
+                      # reads per FLOP; but 25 % more L2 reads per output than 128x128), the same 128 accumulator
+                      # registers a thread; 4 stages of 40 KiB + two 33 KiB epilogue tiles
+                      # (226 of 227 KiB). ptxas: 168 registers, 0 spills; interpreter: bit-equal to the cooperative
+                      # kernel (ws_test pp_64x256_s3_bf16)
+                      (64, 256, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
+                      (64, 256, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"))
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),

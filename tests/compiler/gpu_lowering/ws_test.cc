@@ -1958,6 +1958,9 @@ TEST(WarpSpecialize, GemmPingpongMatchesFloat64AndCooperative) {
       {{"pp_128x128_s3_bf16_k1", 300, 264, 40, 128, 128, 64, 128, true, "bf16", "bf16", 3, true}, {2, 4}},
       // 2 x 2 tiles, 9 k-steps (not a multiple of S = 4: each tile starts elsewhere in the ring), f16 C staged.
       {{"pp_128x128_s4_f16", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false}, {1, 2}},
+      // 64x256 tiles (one m64n256k16 wgmma per k16: the widest, and 128 accumulator registers a thread as
+      // 128x128's): 3 x 2 tiles, 5 k-steps over 3 stages, bf16 C staged, an epilogue; 2 SMs (3 tiles each).
+      {{"pp_64x256_s3_bf16", 150, 304, 320, 64, 256, 64, 128, false, "bf16", "bf16", 3, true}, {2}},
   };
   for (const Case& pc : cases) {
     const WsCase& c = pc.c;
