@@ -484,7 +484,7 @@ def test_w4a16_split_config_checks_the_workspace(env):
 
 
 def test_canaries_drop_the_configs_that_hang_or_fail():
-    """--canary-timeout's parent (run_canaries): each unproven config (UNPROVEN: GEMM "bulk", FlashAttention
+    """--canary-timeout's parent (run_canaries): each unproven config (UNPROVEN: GEMM "tma_store", FlashAttention
     "persistent", ...) runs once in a child per kind of row; a child that outlives the timeout is killed and
     its config dropped from every row ("hung"), a child that exits nonzero drops it with its last line, one
     that exits 0 keeps it. The children here are stand-ins (sleep / exit 3 / exit 0) chosen by config."""
@@ -494,7 +494,8 @@ def test_canaries_drop_the_configs_that_hang_or_fail():
     assert plan and all(hb.unproven(c, cfg) for c, cfg in plan)
     # one child per config and kind of row: GEMM's first fitting row; attention's first causal and non-causal
     gemm_bulk = [cfg for c, cfg in plan if c.group == "gemm"]
-    assert len(gemm_bulk) == len(set(gemm_bulk)) and all("bulk" in cfg or "gemm_pingpong" in cfg for cfg in gemm_bulk)
+    assert len(gemm_bulk) == len(set(gemm_bulk))
+    assert all("bulk" in cfg or "gemm_pingpong" in cfg or "tma_store" in cfg for cfg in gemm_bulk)
     fa = [(c.params["causal"], cfg) for c, cfg in plan if c.group == "attention"]
     assert len(fa) == len(set(fa)) and {causal for causal, _ in fa} == {False, True}
     assert all("persistent" in cfg for _, cfg in fa)
@@ -531,7 +532,7 @@ def test_canary_one_runs_a_config_on_the_cpu(env):
     correct config, 4 for a config the row does not list."""
     import hopper_bench as hb
     case = hb.all_cases(tiny=True, only=("gemm",))[0]
-    cfg = next(c for c in case.configs if hb.fits(case, c) and "bulk" in c)
+    cfg = next(c for c in case.configs if hb.fits(case, c) and "tma_store" in c)
     r = subprocess.run([sys.executable, BENCH, "--self-test", "--only", "gemm", "--canary-one",
                         json.dumps([case.label, list(cfg)])], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

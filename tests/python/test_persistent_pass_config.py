@@ -9,6 +9,8 @@ GEMM built as a persistent kernel for one compile, as TL_CUDA_PERSISTENT does fo
   persistent kernel without spills.
 - The persistent kernel's epilogue: the consumers' stores by default; with pass_configs {"tl.bulk_store": True}
   (opt-in, TL_CUDA_BULK_STORE=1: a build switch of the cache key) warp 0's bulk copies.
+- pass_configs {"tl.tma_store": True} (opt-in, TL_CUDA_TMA_STORE=1): the staged epilogue tile 128B-swizzled and
+  stored by thread 0's TMA tensor stores, in tl.bulk_store's place.
 - pass_configs {"tl.gemm_pingpong": True} (opt-in, TL_CUDA_GEMM_PINGPONG=1: a build switch of the cache key): a
   persistent 128-thread GEMM as two consumer warpgroups on alternate tiles (384 threads, order barriers 3/4); without
   tl.persistent, or for a 256-thread block, the kernel is the one built without the key; a non-bool is refused.
@@ -106,6 +108,41 @@ def test_bulk_store_epilogue_switch(monkeypatch, tmp_path):
         assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
 
 
+def test_tma_store_epilogue_switch(monkeypatch, tmp_path):
+    """pass_configs {"tl.tma_store": True} (opt-in: never run on a GPU yet): the persistent GEMM's staged epilogue
+    tile 128B-swizzled and stored by thread 0's TMA tensor stores (128x128 bf16 tiles: two boxes of 128x64 a tile,
+    a tensor map of C after A's and B's), with the bulk store's waits around them; it takes tl.bulk_store's place
+    where both are set; by default, or with TL_CUDA_TMA_STORE=0, the consumers' 16-byte stores. A build switch of
+    the cache key; a non-bool refused."""
+    from tilelang import compiler
+    assert "TL_CUDA_TMA_STORE" in compiler.BUILD_SWITCHES
+    assert compiler.build_env_for({"tl.tma_store": True}) == {"TL_CUDA_TMA_STORE": "1"}
+    assert compiler.build_env_for({tilelang.PassConfigKey.TL_TMA_STORE: False}) == {"TL_CUDA_TMA_STORE": "0"}
+    with pytest.raises(TileLangError, match=r"pass_configs\['tl.tma_store'\] must be True or False, got 'on'"):
+        compiler.build_env_for({"tl.tma_store": "on"})
+    for var in ("TL_CUDA_PERSISTENT", "TL_CUDA_BULK_STORE", "TL_CUDA_TMA_STORE"):
+        monkeypatch.delenv(var, raising=False)
+    default = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert "tl_tma_store_2d" not in default and "cp.async.bulk.tensor.2d.global" not in default
+    for configs in ({"tl.persistent": True, "tl.tma_store": True},
+                    {"tl.persistent": True, "tl.tma_store": True, "tl.bulk_store": True}):
+        on = sm90a_source(monkeypatch, configs)
+        assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in on and "tl_bulk_store(&" not in on
+        assert on.count("tl_tma_store_2d(&tl_tmap2, &tl_epi_C_f[") == 2, on
+        assert "const __grid_constant__ tl_tensor_map tl_tmap2" in on
+        loop = on.rindex("for (int tl_tile = bx;")
+        assert loop < on.index("tl_bulk_wait_read<0>();", loop) < on.index("bar.sync 1, 256;", loop) \
+            < on.index("tl_tma_store_2d(", loop) < on.index("tl_bulk_commit();", loop) \
+            < on.index("tl_bulk_wait<0>();", loop)
+    monkeypatch.setenv("TL_CUDA_TMA_STORE", "0")
+    off = sm90a_source(monkeypatch, {"tl.persistent": True})
+    assert "tl_tma_store_2d" not in off
+    assert tile_strides(off) == tile_strides(on) == [("16", "16"), ("16", "16")]
+    if os.access(NVCC, os.X_OK):
+        info = ptxas_v(on, tmp_path, "tma_store")
+        assert "0 bytes spill stores" in info and "0 bytes spill loads" in info, info
+
+
 def test_gemm_pingpong_switch(monkeypatch, tmp_path):
     """pass_configs {"tl.gemm_pingpong": True} (opt-in: not yet run on a GPU) on a persistent 128x128 GEMM of one
     128-thread warpgroup: the ping-pong schedule (two consumer warpgroups each on its own tile, 384 threads, the
@@ -187,12 +224,13 @@ def test_hopper_bench_persistent_configs(monkeypatch):
     persistent = [c for c in hb.GEMM_CONFIGS_LARGE + hb.GEMM_CONFIGS_M128 + hb.GEMM_CONFIGS_M16 if "persistent" in c[7:]]
     assert len(persistent) >= 3
     case = hb.gemm_case(8192, 8192, 1024, "bfloat16", hb.GEMM_CONFIGS_LARGE)
-    for cfg in case.configs:  # "bulk" / "gemm_pingpong": the opt-in tl.bulk_store / tl.gemm_pingpong besides
+    for cfg in case.configs:  # "tma_store" / "gemm_pingpong": the opt-in tl.tma_store / tl.gemm_pingpong besides
         want = {**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
                 **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {}),
+                **({"tl.tma_store": True} if "tma_store" in cfg[7:] else {}),
                 **({"tl.gemm_pingpong": True} if "gemm_pingpong" in cfg[7:] else {})}
         assert case.pass_configs(cfg) == (want or None), cfg
-    assert any("bulk" in c[7:] and "persistent" in c[7:] for c in case.configs)
+    assert any("tma_store" in c[7:] and "persistent" in c[7:] for c in case.configs)
     assert any("gemm_pingpong" in c[7:] and "persistent" in c[7:] for c in case.configs)
     monkeypatch.setenv("TL_CUDA_TARGET", "sm_90a")
     monkeypatch.delenv("TL_CUDA_PERSISTENT", raising=False)

@@ -71,6 +71,9 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11; H200 2026-12-05: 3-25 %
 # slower than without) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
 # deferred to the next tile's epilogue, so the store overlaps the next k-loop.
+# "tma_store" as an element after the 7th: pass_configs {"tl.tma_store": True} (opt-in, session 14, never run on a GPU)
+# -- the staged epilogue tile 128B-swizzled and stored by thread 0's TMA tensor stores (one box per 64-column panel;
+# persistent, the wait deferred to the next tile's epilogue); takes "bulk"'s place.
 # "gemm_pingpong" as an element after the 7th (with "persistent"): pass_configs {"tl.gemm_pingpong": True} (opt-in,
 # session 12; H200 2026-12-05: 2-64 % slower than the best cooperative kernel, 7 % faster than the cooperative 128x128 at
 # K = 1024) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
@@ -102,18 +105,20 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
                       (256, 128, 64, 256, 4, 0, 1, "cluster2"),  # [1.01]
                       (256, 128, 64, 256, 3, 0, 1, "persistent"),  # [1.04]
-                      # session 11 (H200 2026-12-05: 3-25 % slower than the same without): the persistent winners with the bulk-store epilogue,
-                      # and the non-persistent 8192^3 winner with it (its one store per block, not overlapped)
-                      (128, 256, 64, 256, 3, 0, 1, "persistent", "bulk"), (128, 256, 64, 256, 3, 8, 1, "persistent", "bulk"),
-                      (128, 256, 64, 256, 4, 8, 1, "bulk"),
+                      # session 14 (never run on a GPU): the TMA-store epilogue (CUTLASS's: the staged tile 128B-swizzled,
+                      # one TMA tensor store per 64-column panel by thread 0, the persistent form's wait deferred a tile)
+                      # on the persistent winners and the non-persistent 8192^3 winner -- in place of session 11's
+                      # per-row bulk-store configs, 3-25 % slower than without on the H200 (2026-12-05; "bulk" still works)
+                      (128, 256, 64, 256, 3, 0, 1, "persistent", "tma_store"), (128, 256, 64, 256, 3, 8, 1, "persistent", "tma_store"),
+                      (128, 256, 64, 256, 4, 8, 1, "tma_store"),
                       # session 12 (H200 2026-12-05: 1.02-1.64 of the row's best): the ping-pong schedule of 128x128x64 tiles (two consumer
                       # warpgroups each on its own tile; 4 stages + two epilogue tiles: 196 KiB of shared memory),
-                      # block order and rasterized, 3 stages, and with the bulk-store epilogue (each warpgroup's
-                      # warp 0 stores its own tile)
+                      # block order and rasterized, 3 stages, and (session 14, never run) with the TMA-store epilogue
+                      # (each warpgroup's thread 0 stores its own tile)
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"),
-                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "bulk"),
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "tma_store"),
                       # session 14 (never run on a GPU): the ping-pong schedule on 64x256 tiles -- one m64n256k16
                       # wgmma per k16 (the widest: 128x128's pair of m64n128 reads its B tile twice, 20 % more shared
                       # reads per FLOP; but 25 % more L2 reads per output than 128x128), the same 128 accumulator
@@ -121,7 +126,8 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # (226 of 227 KiB). ptxas: 168 registers, 0 spills; interpreter: bit-equal to the cooperative
                       # kernel (ws_test pp_64x256_s3_bf16)
                       (64, 256, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
-                      (64, 256, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"))
+                      (64, 256, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
+                      (64, 256, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "tma_store"))
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),
@@ -530,6 +536,7 @@ def gemm_case(M, N, K, dtype, configs):
     case.full_check = full_check
     case.pass_configs = lambda cfg: ({**({"tl.persistent": True} if "persistent" in cfg[7:] else {}),
                                       **({"tl.bulk_store": True} if "bulk" in cfg[7:] else {}),
+                                      **({"tl.tma_store": True} if "tma_store" in cfg[7:] else {}),
                                       **({"tl.gemm_pingpong": True} if "gemm_pingpong" in cfg[7:] else {})} or None)
     return case
 
@@ -1321,7 +1328,7 @@ def precompile(cases, jobs):
 # then costs that config, which the table skips with the reason, not the rows after it. One child per
 # config and kind of row (GEMM: the first row it fits; attention: the first causal and the first
 # non-causal row, whose tile orders differ), --canary-jobs at a time.
-UNPROVEN = {"gemm": ("bulk", "gemm_pingpong"), "attention": ("persistent",)}
+UNPROVEN = {"gemm": ("bulk", "gemm_pingpong", "tma_store"), "attention": ("persistent",)}
 
 
 def unproven(case, cfg):

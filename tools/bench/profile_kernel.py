@@ -10,7 +10,8 @@
       the sm_90a kernel over min(tiles, 132 x blocks per SM) blocks) and cluster2 (matmul(cluster=2): clusters
       of 2 blocks multicasting the shared TMA tile; SPLIT 1 only) and gemm_pingpong (with persistent: pass_configs
       {"tl.gemm_pingpong": True}, a 128-thread block as two consumer warpgroups on alternate tiles) and bulk
-      (pass_configs {"tl.bulk_store": True}: the epilogue as per-row bulk copies), e.g. `... 0 1 persistent cluster2`)
+      (pass_configs {"tl.bulk_store": True}: the epilogue as per-row bulk copies) and tma_store (pass_configs
+      {"tl.tma_store": True}: the epilogue as TMA tensor stores), e.g. `... 0 1 persistent cluster2`)
   python3 tools/bench/profile_kernel.py attention B H S D CAUSAL BM BN THREADS STAGES [VARIANT]
       (VARIANT overlap | nows | pingpong | overlap+pingpong as hopper_bench's FA config elements after the 4th:
       flash_attention(overlap=True) / (pingpong=True), or
@@ -56,10 +57,11 @@ def gemm_program(ap, args):
     bm, bn, bk, threads, stages = _ints(ap, "gemm BM BN BK THREADS STAGES", args[4:9])
     raster, split = _ints(ap, "gemm RASTER SPLIT", args[9:11]) + [0, 1][len(args[9:11]):]
     rest = args[11:]
-    flags = [v for v in rest if v in ("persistent", "cluster2", "gemm_pingpong", "bulk")]  # hopper_bench's later elements
+    flags = [v for v in rest if v in ("persistent", "cluster2", "gemm_pingpong", "bulk", "tma_store")]  # hopper_bench's later elements
     variants = [v for v in rest if v not in flags]
     if len(variants) > 1 or (variants and rest[0] != variants[0]):
-        ap.error(f"gemm: one VARIANT first, then only 'persistent' / 'cluster2' / 'gemm_pingpong' / 'bulk', got {' '.join(rest)!r}")
+        ap.error(f"gemm: one VARIANT first, then only 'persistent' / 'cluster2' / 'gemm_pingpong' / 'bulk' / 'tma_store', "
+                 f"got {' '.join(rest)!r}")
     variant = variants[0] if variants else ""
     if variant not in ("", "partials", "swap", "swap-partials"):
         ap.error(f"gemm VARIANT {variant!r} not in partials | swap | swap-partials | persistent | cluster2")
@@ -68,7 +70,8 @@ def gemm_program(ap, args):
         ap.error("gemm: cluster2 is matmul's (SPLIT 1), not matmul_splitk's")
     pass_configs = {**({"tl.persistent": True} if "persistent" in flags else {}),
                     **({"tl.gemm_pingpong": True} if "gemm_pingpong" in flags else {}),
-                    **({"tl.bulk_store": True} if "bulk" in flags else {})} or None
+                    **({"tl.bulk_store": True} if "bulk" in flags else {}),
+                    **({"tl.tma_store": True} if "tma_store" in flags else {})} or None
     partials = variant in ("partials", "swap-partials")
     if split > 1:
         prog = gemm.matmul_splitk(M, N, K, split, dtype=dtype, out_dtype=dtype, block_M=bm, block_N=bn,

@@ -176,9 +176,14 @@ def _run_tl_pack(args, what, target=None, env=None):
 # bulk-copy epilogue, also pass_configs {"tl.bulk_store": True}; 0 or unset: the consumers' stores;
 # TL_CUDA_GEMM_PINGPONG=1: the persistent sm_90a GEMM's opt-in ping-pong schedule, also pass_configs
 # {"tl.gemm_pingpong": True}; TL_CUDA_PERSISTENT_RING=1: a persistent kernel's ring of stages continues
-# across its tiles instead of restarting per tile, opt-in: no faster on the H200).
+# across its tiles instead of restarting per tile, opt-in: no faster on the H200; TL_CUDA_TMA_STORE=1: the
+# sm_90a GEMM's opt-in TMA-store epilogue, also pass_configs {"tl.tma_store": True}).
 BUILD_SWITCHES = ("TL_CUDA_WS", "TL_CUDA_PERSISTENT", "TL_CUDA_CLUSTER", "TL_CUDA_BULK_STORE", "TL_CUDA_GEMM_PINGPONG",
-                  "TL_CUDA_PERSISTENT_RING")
+                  "TL_CUDA_PERSISTENT_RING", "TL_CUDA_TMA_STORE")
+
+# This project's own boolean pass_configs keys and the build switch each sets (1 for True, 0 for False).
+BOOL_SWITCH_KEYS = (("tl.bulk_store", "TL_CUDA_BULK_STORE"), ("tl.gemm_pingpong", "TL_CUDA_GEMM_PINGPONG"),
+                    ("tl.tma_store", "TL_CUDA_TMA_STORE"))
 
 
 def build_env_for(pass_configs):
@@ -188,20 +193,18 @@ def build_env_for(pass_configs):
     where measured) -> TL_CUDA_BULK_STORE=1 for a true value, 0 for a false one (the sm_90a warp-specialized GEMM's epilogue
     as per-row cp.async.bulk copies); tl.gemm_pingpong (this project's own, opt-in: slower where measured)
     -> TL_CUDA_GEMM_PINGPONG=1 / 0 (a persistent sm_90a GEMM whose block is one 128-thread warpgroup as two
-    consumer warpgroups on alternate tiles, CUTLASS's ping-pong; elsewhere ignored with a note)."""
+    consumer warpgroups on alternate tiles, CUTLASS's ping-pong; elsewhere ignored with a note); tl.tma_store
+    (this project's own, opt-in: never run on a GPU yet) -> TL_CUDA_TMA_STORE=1 / 0 (the sm_90a GEMM's staged
+    epilogue tile 128B-swizzled and, warp-specialized, stored by TMA tensor stores; takes tl.bulk_store's place)."""
     env = {}
     if pass_configs and pass_configs.get("tl.disable_warp_specialized"):
         env["TL_CUDA_WS"] = "0"
-    if pass_configs and "tl.bulk_store" in pass_configs:
-        value = pass_configs["tl.bulk_store"]
-        if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
-            raise TileLangError(f"pass_configs['tl.bulk_store'] must be True or False, got {value!r}")
-        env["TL_CUDA_BULK_STORE"] = "1" if value else "0"
-    if pass_configs and "tl.gemm_pingpong" in pass_configs:
-        value = pass_configs["tl.gemm_pingpong"]
-        if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
-            raise TileLangError(f"pass_configs['tl.gemm_pingpong'] must be True or False, got {value!r}")
-        env["TL_CUDA_GEMM_PINGPONG"] = "1" if value else "0"
+    for key, switch in BOOL_SWITCH_KEYS:
+        if pass_configs and key in pass_configs:
+            value = pass_configs[key]
+            if not isinstance(value, (bool, numbers.Integral)) or value not in (0, 1):
+                raise TileLangError(f"pass_configs['{key}'] must be True or False, got {value!r}")
+            env[switch] = "1" if value else "0"
     if pass_configs and "tl.persistent" in pass_configs:
         env["TL_CUDA_PERSISTENT"] = persistent_switch(pass_configs["tl.persistent"])
     return env

@@ -14,7 +14,10 @@ for a whole build; opt-in: slower than without on the H200, 2026-12-05) and tl.g
 (True: a persistent sm_90a GEMM whose block is one 128-thread warpgroup as
 CUTLASS's ping-pong schedule -- two consumer warpgroups on alternate tiles --
 as TL_CUDA_GEMM_PINGPONG=1 does for a whole build; opt-in: slower than the
-cooperative kernel on the H200, 2026-12-05). All are part of the bundle cache key.
+cooperative kernel on the H200, 2026-12-05) and tl.tma_store (True: the sm_90a
+GEMM's staged epilogue tile 128B-swizzled and, warp-specialized, copied to
+global memory by TMA tensor stores, as TL_CUDA_TMA_STORE=1 does for a whole
+build; opt-in: never run on a GPU yet). All are part of the bundle cache key.
 """
 
 import enum
@@ -36,6 +39,7 @@ class PassConfigKey(str, enum.Enum):
     TL_PERSISTENT = "tl.persistent"  # this project's own: see the module docstring
     TL_BULK_STORE = "tl.bulk_store"  # this project's own: see the module docstring
     TL_GEMM_PINGPONG = "tl.gemm_pingpong"  # this project's own: see the module docstring
+    TL_TMA_STORE = "tl.tma_store"  # this project's own: see the module docstring
     TL_ENABLE_FAST_MATH = "tl.enable_fast_math"
     TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
     TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"

@@ -131,9 +131,13 @@ struct Machine {
   // before the wait) is reported where it happens, and a kernel that ends
   // with groups not waited for is an error (their shared memory is released
   // under them).
+  // A TMA tensor store (STmaStore) is one such copy whose source is the box's
+  // panel [src_index, src_index + count) and whose elements land at `pairs`
+  // (tensor element, source element): the box's elements inside the tensor.
   struct BulkCopy {
     std::string dst, src;
     int64_t dst_index, src_index, count;
+    std::vector<std::pair<int64_t, int64_t>> pairs = {};
   };
   std::vector<std::vector<BulkCopy>> bulk_open = {};
   std::vector<std::vector<std::vector<BulkCopy>>> bulk_groups = {};
@@ -186,6 +190,10 @@ struct Machine {
         for (const BulkCopy& c : bulk_groups[t].front()) {
           const std::vector<double>& src = Buf(c.src, t);
           std::vector<double>& dst = Buf(c.dst, t);
+          if (!c.pairs.empty()) {
+            for (const auto& [d, si] : c.pairs) dst.at(static_cast<size_t>(d)) = src.at(static_cast<size_t>(si));
+            continue;
+          }
           std::copy(src.begin() + c.src_index, src.begin() + c.src_index + c.count, dst.begin() + c.dst_index);
         }
         bulk_groups[t].erase(bulk_groups[t].begin());
@@ -502,26 +510,59 @@ struct Machine {
     if (n != 1) error = std::string(what) + " executed by " + std::to_string(n) + " threads (one elected thread)";
     return who;
   }
-  void TmaLoad(const STmaLoad& n, const std::vector<uint8_t>& mask) {
-    const size_t t = OneThread(mask, "TMA copy");
-    if (!error.empty()) return;
-    if (n.map < 0 || static_cast<size_t>(n.map) >= k.tensor_maps.size()) {
-      error = "TMA copy names tensor map " + std::to_string(n.map);
-      return;
-    }
-    const TensorMapDesc& m = k.tensor_maps[static_cast<size_t>(n.map)];
-    const SimtParam& param = k.params.at(static_cast<size_t>(m.param));
-    const size_t rank = m.box.size();
-    if (n.coords.size() != rank || m.shape.size() != rank) {
-      error = "TMA copy of rank " + std::to_string(n.coords.size()) + " on a map of rank " + std::to_string(rank);
-      return;
-    }
+  // The box of a TMA copy or store (STmaLoad, STmaStore): its one elected
+  // thread, tensor map, the tensor's extents and the box's first element.
+  struct TmaBox {
+    size_t t = 0;
+    const TensorMapDesc* m = nullptr;
+    const SimtParam* param = nullptr;
     std::vector<int64_t> shape, coord;
-    for (size_t d = 0; d < rank; ++d) {
-      shape.push_back(static_cast<int64_t>(Eval(m.shape[d], t)));
-      coord.push_back(static_cast<int64_t>(Eval(n.coords[d], t)));
+    int64_t esize = 1, total = 1;
+    // Box element e (row-major over the box): whether it lies inside the tensor, and its row-major index there.
+    bool At(int64_t e, int64_t* lin) const {
+      const size_t rank = m->box.size();
+      std::vector<int64_t> idx(rank);
+      bool inside = true;
+      for (size_t d = rank; d-- > 0;) {
+        idx[d] = coord[d] + e % m->box[d];
+        e /= m->box[d];
+        inside = inside && idx[d] >= 0 && idx[d] < shape[d];
+      }
+      *lin = 0;
+      for (size_t d = 0; d < rank; ++d) *lin = *lin * shape[d] + idx[d];
+      return inside;
     }
-    const int64_t esize = std::max(1, ir::BitWidth(param.dtype) / 8);
+  };
+  bool Box(int map, const std::vector<Expr>& coords, const std::vector<uint8_t>& mask, const char* what, TmaBox* b) {
+    b->t = OneThread(mask, what);
+    if (!error.empty()) return false;
+    if (map < 0 || static_cast<size_t>(map) >= k.tensor_maps.size()) {
+      error = std::string(what) + " names tensor map " + std::to_string(map);
+      return false;
+    }
+    b->m = &k.tensor_maps[static_cast<size_t>(map)];
+    b->param = &k.params.at(static_cast<size_t>(b->m->param));
+    const size_t rank = b->m->box.size();
+    if (coords.size() != rank || b->m->shape.size() != rank) {
+      error = std::string(what) + " of rank " + std::to_string(coords.size()) + " on a map of rank " + std::to_string(rank);
+      return false;
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      b->shape.push_back(static_cast<int64_t>(Eval(b->m->shape[d], b->t)));
+      b->coord.push_back(static_cast<int64_t>(Eval(coords[d], b->t)));
+      b->total *= b->m->box[d];
+    }
+    b->esize = std::max(1, ir::BitWidth(b->param->dtype) / 8);
+    return true;
+  }
+
+  void TmaLoad(const STmaLoad& n, const std::vector<uint8_t>& mask) {
+    TmaBox box;
+    if (!Box(n.map, n.coords, mask, "TMA copy", &box)) return;
+    const size_t t = box.t;
+    const TensorMapDesc& m = *box.m;
+    const SimtParam& param = *box.param;
+    const int64_t esize = box.esize, total = box.total;
     const int64_t dst0 = static_cast<int64_t>(Eval(n.dst_index, t));
     if ((dst0 * esize) % std::max<int64_t>(128, SwizzleAtomBytes(m.swizzle)) != 0) {
       error = "TMA destination " + n.dst + "[" + std::to_string(dst0) + "] not aligned";
@@ -553,24 +594,9 @@ struct Machine {
       }
     }
     std::vector<double>& src = (*tensors)[param.name];
-    int64_t total = 1;
-    for (int64_t b : m.box) total *= b;
     for (int64_t e = 0; e < total; ++e) {
-      // Box element e (row-major over the box) -> tensor element, zero outside.
-      int64_t rest = e, lin = 0;
-      bool inside = true;
-      for (size_t d = rank; d-- > 0;) {
-        const int64_t i = coord[d] + rest % m.box[d];
-        rest /= m.box[d];
-        inside = inside && i >= 0 && i < shape[d];
-      }
-      rest = e;
-      std::vector<int64_t> idx(rank);
-      for (size_t d = rank; d-- > 0;) {
-        idx[d] = coord[d] + rest % m.box[d];
-        rest /= m.box[d];
-      }
-      for (size_t d = 0; d < rank; ++d) lin = lin * shape[d] + idx[d];
+      int64_t lin = 0;
+      const bool inside = box.At(e, &lin);  // zero outside
       const double v = inside ? src.at(static_cast<size_t>(lin)) : 0.0;
       const int64_t at = dst0 + SwizzleOffset(m.swizzle, e * esize) / esize;
       CheckWgmmaWar(n.dst, at, 1, "TMA copy");
@@ -590,6 +616,36 @@ struct Machine {
       pbar->delivered += total * esize;
       peer->MaybeComplete(*pbar);
     }
+  }
+
+  // STmaStore: box element e (row-major over the box) is read from
+  // src[src0 + swizzled(e)] and written to the tensor where it lies inside
+  // (the engine clips the rest), when a wait completes the thread's group.
+  void TmaStore(const STmaStore& n, const std::vector<uint8_t>& mask) {
+    TmaBox box;
+    if (!Box(n.map, n.coords, mask, "TMA store", &box)) return;
+    const size_t t = box.t;
+    const SimtParam& param = *box.param;
+    if (!(spaces.count(n.src) && spaces[n.src] == Space::kShared) || dtypes[n.src] != param.dtype) {
+      error = "TMA store " + n.src + " -> " + param.name + ": not a shared buffer of the tensor's dtype";
+      return;
+    }
+    const int64_t src0 = static_cast<int64_t>(Eval(n.src_index, t));
+    if ((src0 * box.esize) % std::max<int64_t>(128, SwizzleAtomBytes(box.m->swizzle)) != 0) {
+      error = "TMA store source " + n.src + "[" + std::to_string(src0) + "] not aligned";
+      return;
+    }
+    if (src0 < 0 || src0 + box.total > static_cast<int64_t>(Buf(n.src, t).size())) {
+      error = "TMA store source " + n.src + "[" + std::to_string(src0) + "] + " + std::to_string(box.total) + " out of bounds";
+      return;
+    }
+    BulkCopy c{param.name, n.src, 0, src0, box.total};
+    for (int64_t e = 0; e < box.total; ++e) {
+      int64_t lin = 0;
+      if (box.At(e, &lin)) c.pairs.push_back({lin, src0 + SwizzleOffset(box.m->swizzle, e * box.esize) / box.esize});
+    }
+    if (c.pairs.empty()) return;  // a box wholly outside the tensor writes nothing
+    bulk_open[t].push_back(std::move(c));
   }
 
   void CopyAsync(const SCopyAsync& n, const std::vector<uint8_t>& mask) {
@@ -1504,6 +1560,7 @@ struct Machine {
               }
             }
             if constexpr (std::is_same_v<T, SBulkStore>) BulkStore(n, mask);
+            if constexpr (std::is_same_v<T, STmaStore>) TmaStore(n, mask);
             if constexpr (std::is_same_v<T, SBulkCommit>) {
               for (size_t t = 0; t < mask.size(); ++t) {
                 if (!mask[t]) continue;

@@ -85,7 +85,7 @@ double Round(double v, const std::string& dt) {
 // relative error of C against float64. With scaled_loops > 0 the kernel is
 // that many k-loops that each halve C after every k-step (ScaledLoops).
 tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst, int scaled_loops = 0,
-                 std::vector<double>* out = nullptr) {
+                 std::vector<double>* out = nullptr, double poison = -7) {
   std::mt19937 rng(static_cast<uint32_t>(c.M * 31 + c.N * 7 + c.K));
   std::uniform_real_distribution<double> d(-1, 1);
   std::map<std::string, std::vector<double>> t;
@@ -93,7 +93,7 @@ tl::Status RunWs(const WsCase& c, const tl::gpu::SimtKernel& k, double* worst, i
   t["B"].resize(static_cast<size_t>(c.K * c.N));
   for (double& v : t["A"]) v = Round(d(rng), c.dt);
   for (double& v : t["B"]) v = Round(d(rng), c.dt);
-  t["C"].assign(static_cast<size_t>(c.M * c.N), -7);
+  t["C"].assign(static_cast<size_t>(c.M * c.N), poison);
   const std::vector<double> a = t["A"], b = t["B"];
   const tl::Status st = tl::gpu::test::Interpret(k, &t);
   if (out) *out = t["C"];
@@ -150,6 +150,21 @@ void ExpectCleanSm90a(const cu::CompiledCode& code, int registers = -1) {
   EXPECT_EQ(code.spill_loads, 0) << code.log;
   EXPECT_EQ(code.stack_bytes, 0) << code.log;
   EXPECT_EQ(code.log.find("serialized"), std::string::npos) << code.log;
+}
+
+// A persistent GEMM's deferred epilogue store in printed CUDA: in the tile loop (from `loop`) the .read wait, the
+// fenced post-drain barrier, the store (`store`: a bulk copy or TMA box), the commit; after them the full wait.
+void ExpectDeferredStoreOrder(const std::string& s, const std::string& loop_head, const std::string& store) {
+  const size_t loop = s.find(loop_head);
+  ASSERT_NE(loop, std::string::npos) << s;
+  const size_t rd = s.find("tl_bulk_wait_read<0>();", loop), st = s.find(store, loop), cm = s.find("tl_bulk_commit();", loop),
+               full = s.find("tl_bulk_wait<0>();", loop);
+  ASSERT_TRUE(rd != std::string::npos && st != std::string::npos && cm != std::string::npos && full != std::string::npos) << s;
+  EXPECT_LT(rd, s.find("bar.sync 1, 256;", rd)) << s;
+  EXPECT_LT(rd, st);
+  EXPECT_LT(st, cm);
+  EXPECT_LT(cm, full);
+  EXPECT_NE(s.find("fence.proxy.async.shared::cta;\" ::: \"memory\");\n", rd), std::string::npos);
 }
 
 const tl::gpu::SWarpRoles* Roles(const tl::gpu::SimtKernel& k) {
@@ -475,17 +490,7 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
     EXPECT_EQ(s.find("cp.async.bulk.global.shared::cta.bulk_group") != std::string::npos, bulk);
     EXPECT_EQ(s.find("tl_bulk_store(&C[") != std::string::npos, bulk) << s;
     if (bulk) {
-      const size_t loop = s.find("for (int tl_tile = bx; tl_tile < 2048; tl_tile += 132) {");
-      ASSERT_NE(loop, std::string::npos) << s;
-      // In the tile loop: the read wait, the fenced post-drain barrier, ..., the copies, the commit; after it the full wait.
-      const size_t rd = s.find("tl_bulk_wait_read<0>();", loop), cm = s.find("tl_bulk_commit();", loop),
-                   st = s.find("tl_bulk_store(", loop), full = s.find("tl_bulk_wait<0>();", loop);
-      ASSERT_TRUE(rd != std::string::npos && cm != std::string::npos && st != std::string::npos && full != std::string::npos) << s;
-      EXPECT_LT(rd, s.find("bar.sync 1, 256;", rd)) << s;
-      EXPECT_LT(rd, st);
-      EXPECT_LT(st, cm);
-      EXPECT_LT(cm, full);
-      EXPECT_NE(s.find("fence.proxy.async.shared::cta;\" ::: \"memory\");\n", rd), std::string::npos);
+      ExpectDeferredStoreOrder(s, "for (int tl_tile = bx; tl_tile < 2048; tl_tile += 132) {", "tl_bulk_store(");
     }
     if (!tc.ok()) continue;
     tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, big.name, "sm_90a");
@@ -499,6 +504,140 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
 }
 
 // Where it does not apply, the kernel stays as it was and the note says why.
+// GpuLowerOptions::tma_store (opt-in; never run on a GPU yet): the staged epilogue tile is unpadded and
+// 128B-swizzled, stmatrix writes it, and the warp-specialized GEMM copies it to C by TMA tensor stores --
+// thread 0, one box [m, 64] per column panel, committed as one bulk group with bulk_store's waits. The
+// interpreter runs the boxes as the engine does (swizzled source, elements past C's end skipped), so C must
+// be bit for bit the default kernel's, every element written, and a missing .read wait must be caught.
+TEST(WarpSpecialize, TmaStoreEpilogue) {
+  int staged = 0;
+  for (const WsCase& c : Cases()) {
+    for (int64_t sms : {0, 1, 2}) {
+      SCOPED_TRACE(c.name + " persistent over " + std::to_string(sms));
+      tl::gpu::GpuLowerOptions on = Sm90a(), off = Sm90a();
+      on.persistent_sms = off.persistent_sms = sms;
+      on.tma_store = true;
+      on.bulk_store = true;  // tma_store takes its place
+      tl::StatusOr<tl::gpu::SimtKernel> a = tl::gpu::LowerToSimt(Parse(Text(c)), on);
+      tl::StatusOr<tl::gpu::SimtKernel> b = tl::gpu::LowerToSimt(Parse(Text(c)), off);
+      ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+      const std::string notes = Notes(*a), dump = tl::gpu::Dump(*a);
+      EXPECT_EQ(Count<tl::gpu::STmaStore>(b->body), 0);
+      if (notes.find("128B-swizzled for TMA tensor stores") == std::string::npos) {
+        EXPECT_EQ(Count<tl::gpu::STmaStore>(a->body), 0) << notes;
+        continue;
+      }
+      ++staged;
+      const int64_t panels = c.bn / 64;
+      EXPECT_NE(notes.find("has a TMA-store form: " + std::to_string(panels) + " boxes " + std::to_string(c.bm) +
+                           "x64 (swizzle 128B) by thread 0"),
+                std::string::npos)
+          << notes;
+      EXPECT_NE(notes.find(sms ? "epilogue stored by thread 0 as TMA tensor stores, one box per 64-column panel (waited "
+                                 "for before the next tile's epilogue)"
+                               : "epilogue stored by thread 0 as TMA tensor stores, one box per 64-column panel (waited "
+                                 "for at the end)"),
+                std::string::npos)
+          << notes;
+      EXPECT_EQ(Count<tl::gpu::STmaStore>(a->body), panels) << dump;
+      EXPECT_EQ(Count<tl::gpu::SBulkStore>(a->body), 0) << dump;
+      EXPECT_EQ(Count<tl::gpu::SBulkWait>(a->body), sms ? 2 : 1) << dump;
+      EXPECT_EQ(a->param_align.at("C"), 16);
+      bool found = false;
+      for (const tl::gpu::SimtBuffer& x : a->buffers) {
+        if (x.name != "tl_epi_C_f") continue;
+        found = true;
+        EXPECT_EQ(x.swizzle, tl::gpu::SmemSwizzle::k128B);
+        EXPECT_EQ(x.elements, c.bm * c.bn);  // unpadded
+        EXPECT_EQ(x.shared_offset % 1024, 0);
+      }
+      EXPECT_TRUE(found) << dump;
+      int maps = 0;
+      for (const tl::gpu::TensorMapDesc& m : a->tensor_maps) {
+        if (a->params[static_cast<size_t>(m.param)].name != "C") continue;
+        ++maps;
+        EXPECT_EQ(m.box, (std::vector<int64_t>{c.bm, 64}));
+        EXPECT_EQ(m.swizzle, tl::gpu::SmemSwizzle::k128B);
+      }
+      EXPECT_EQ(maps, 1);
+      EXPECT_NE(notes.find("stmatrix: C_f -> tl_epi_C_f"), std::string::npos) << notes;
+      std::vector<double> out_a, out_b;
+      double worst = 0, worst_b = 0;
+      // C poisoned with 1e6, which no element's product sum comes near: every element written.
+      const tl::Status sa = RunWs(c, *a, &worst, 0, &out_a, 1e6), sb = RunWs(c, *b, &worst_b, 0, &out_b, 1e6);
+      ASSERT_TRUE(sa.ok()) << sa.ToString() << "\n" << dump;
+      ASSERT_TRUE(sb.ok()) << sb.ToString();
+      EXPECT_LE(worst, 4e-3);
+      EXPECT_EQ(out_a, out_b);  // bit for bit the consumers' stores
+      EXPECT_EQ(std::count(out_a.begin(), out_a.end(), 1e6), 0);
+      // Mutant: no .read wait (persistent: the next tile's stmatrix rewrites the tile under the pending boxes;
+      // not persistent: the kernel ends with them pending).
+      tl::gpu::SimtKernel m = *a;
+      int removed = 0;
+      Walk(m.body, [&](SStmt& x) {
+        auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
+        if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+      });
+      EXPECT_EQ(removed, 1);
+      const tl::Status sm = RunWs(c, m, &worst);
+      const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm);
+      if (sms == 0) {
+        EXPECT_NE(sm.ToString().find("never waited for (cp.async.bulk.wait_group) before the kernel's end"), std::string::npos)
+            << sm.ToString();
+      } else if (tiles > sms) {
+        EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
+      }
+    }
+  }
+  // ws_128x256_t256_s3 (f16 C; ragged rows and columns: the boxes clipped) and ws_128x256_t128_s2 (bf16 C, an
+  // epilogue; its unpadded 64 KiB tile fits B_s's dead stages, the padded one did not), each plain and
+  // persistent over 1 and 2 SMs.
+  EXPECT_EQ(staged, 6);
+  // Not warp-specialized: the swizzled tile is copied to C by the threads' vector stores, as before.
+  {
+    const WsCase& c = Cases()[2];
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.warp_specialize = false;
+    o.tma_store = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    EXPECT_NE(Notes(*k).find("128B-swizzled for TMA tensor stores"), std::string::npos) << Notes(*k);
+    EXPECT_EQ(Count<tl::gpu::STmaStore>(k->body), 0);
+    double worst = 0;
+    std::vector<double> out;
+    const tl::Status st = RunWs(c, *k, &worst, 0, &out, 1e6);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_LE(worst, 4e-3);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 1e6), 0);
+  }
+  // The printed CUDA and ptxas: hopper_bench's GEMM (bf16, 128x256x64, 256 threads, 3 stages) persistent over 132 SMs.
+  const WsCase big{"ws_tma_store_128x256x64_t256", 8192, 8192, 1024, 128, 256, 64, 256, false, "bf16", "bf16", 3, false};
+  tl::gpu::GpuLowerOptions o = Sm90a();
+  o.persistent_sms = 132;
+  o.tma_store = true;
+  tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(big)), o);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  ASSERT_NE(Notes(*k).find("; persistent: 132 blocks over 2048 tiles"), std::string::npos) << Notes(*k);
+  tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const std::string& s = src->source;
+  EXPECT_NE(s.find("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group"), std::string::npos);
+  const size_t loop = s.find("for (int tl_tile = bx; tl_tile < 2048; tl_tile += 132) {");
+  ExpectDeferredStoreOrder(s, "for (int tl_tile = bx; tl_tile < 2048; tl_tile += 132) {", "tl_tma_store_2d(&tl_tmap");
+  size_t boxes = 0;
+  for (size_t at = s.find("tl_tma_store_2d(&tl_tmap", loop); at != std::string::npos; at = s.find("tl_tma_store_2d(&tl_tmap", at + 1)) {
+    ++boxes;
+  }
+  EXPECT_EQ(boxes, 4u) << s;
+  tl::StatusOr<cu::CudaToolchain> tc = cu::CudaToolchain::Create();
+  if (!tc.ok()) GTEST_SKIP() << "no CUDA toolkit (the source was checked, not compiled): " << tc.status().ToString();
+  tl::StatusOr<cu::CompiledCode> code = tc->Compile(s, big.name, "sm_90a");
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  std::printf("[ %s persistent sm_90a, TMA store ] %d registers, %d spill bytes, %d stack bytes, %lld shared bytes\n",
+              big.name.c_str(), code->registers, code->spill_stores, code->stack_bytes, static_cast<long long>(k->shared_bytes));
+  ExpectCleanSm90a(*code);
+}
+
 TEST(WarpSpecialize, OnlyThePipelinedTmaGemm) {
   // cp.async copies (no TMA): nothing to specialize, no note.
   tl::gpu::GpuLowerOptions cp = Sm90a();
@@ -2224,6 +2363,54 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
       EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
       EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
     }
+  }
+  // The TMA-store epilogue (GpuLowerOptions::tma_store) in the ping-pong: each warpgroup's thread 0 stores its own
+  // 128B-swizzled tile (warpgroup 1's copy on its own 1024-byte atom), two boxes of 128x64 a tile.
+  {
+    const WsCase c{"pp_tma_store_s4_f16", 250, 200, 520, 128, 128, 64, 128, false, "f16", "f16", 4, false};
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = 1;
+    o.gemm_pingpong = true;
+    o.tma_store = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), o), coop = LowerPingpong(c, 1, false);
+    ASSERT_TRUE(k.ok() && coop.ok()) << k.status().ToString() << coop.status().ToString();
+    const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
+    ASSERT_NE(notes.find("warp-specialized: ping-pong"), std::string::npos) << notes;
+    EXPECT_NE(notes.find("; epilogue stored by each warpgroup's thread 0 as TMA tensor stores, one box per 64-column panel "
+                         "(waited for before its next tile's epilogue)"),
+              std::string::npos)
+        << notes;
+    for (int w = 0; w < 2; ++w) {
+      int from = 0;
+      Walk(PingpongWarpgroup(*k, w), [&](SStmt& x) {
+        const auto* ts = std::get_if<tl::gpu::STmaStore>(&x.node);
+        from += ts && ts->src == (w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1");
+      });
+      EXPECT_EQ(from, 2) << dump;
+    }
+    for (const tl::gpu::SimtBuffer& b : k->buffers) {
+      if (b.name.rfind("tl_epi_C_f", 0) == 0) {
+        EXPECT_EQ(b.shared_offset % 1024, 0) << b.name;
+      }
+    }
+    double worst = 0, worst_coop = 0;
+    std::vector<double> out, out_coop;
+    const tl::Status st = RunWs(c, *k, &worst, 0, &out, 1e6), sc = RunWs(c, *coop, &worst_coop, 0, &out_coop, 1e6);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
+    ASSERT_TRUE(sc.ok()) << sc.ToString();
+    EXPECT_LE(worst, 4e-3);
+    EXPECT_EQ(out, out_coop);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 1e6), 0);
+    tl::gpu::SimtKernel m = *k;  // warpgroup 1 without its .read wait (4 tiles on 1 SM: it has two)
+    int removed = 0;
+    Walk(PingpongWarpgroup(m, 1), [&](SStmt& x) {
+      auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
+      if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+    });
+    EXPECT_EQ(removed, 1);
+    const tl::Status sm = RunWs(c, m, &worst);
+    EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
+    EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
   }
   // ptxas: hopper_bench's 8192x8192x1024 ping-pong config with the bulk store.
   const WsCase big{"pp_bulk_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false};

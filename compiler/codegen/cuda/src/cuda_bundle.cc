@@ -156,6 +156,14 @@ StatusOr<std::vector<std::unique_ptr<tl::bundle::VariantT>>> MakeCudaVariants(co
   // other's k-loop (GpuLowerOptions::gemm_pingpong). Off by default: built
   // and checked in the SIMT interpreter and by ptxas in session 12 without a
   // GPU; ignored (with a note) where it does not apply.
+  // TL_CUDA_TMA_STORE=1 at build time (pass_configs {"tl.tma_store": True}
+  // per compile): the staged epilogue tile unpadded and 128B-swizzled, and a
+  // warp-specialized GEMM's copy of it to global memory as TMA tensor stores
+  // by one thread (GpuLowerOptions::tma_store; takes bulk_store's place).
+  // Off by default: written in session 14 with no GPU lent, checked in the
+  // SIMT interpreter and by ptxas only.
+  const char* tma_store_env = std::getenv("TL_CUDA_TMA_STORE");
+  l90.tma_store = tma_store_env && std::string(tma_store_env) == "1";
   const char* pingpong_env = std::getenv("TL_CUDA_GEMM_PINGPONG");
   l90.gemm_pingpong = pingpong_env && std::string(pingpong_env) == "1";
   // TL_CUDA_PERSISTENT_RING=1 at build time: a persistent kernel's stages

@@ -142,6 +142,12 @@ template <int N> __device__ __forceinline__ void tl_bulk_wait_read() { asm volat
 template <int N> __device__ __forceinline__ void tl_bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory"); }
 )";
 
+// TMA tensor stores (sm_90; STmaStore, the TMA-store epilogue): a box of the
+// tensor map from shared memory, joining the thread's bulk group (the bulk
+// prelude's commit and waits); coordinates innermost first.
+constexpr const char* kTmaStorePrelude = R"(__device__ __forceinline__ void tl_tma_store_2d(const tl_tensor_map* m, const void* s, int c0, int c1) { asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" :: "l"(m), "r"(tl_smem_addr(s)), "r"(c0), "r"(c1) : "memory"); }
+)";
+
 // Thread-block clusters of 2 (SimtKernel::cluster; cluster.cc), printed only
 // into such kernels: TMA boxes multicast to both blocks (ctaMask 0b11: the
 // box and its complete_tx land at the same shared offsets in each), arrivals
@@ -190,7 +196,7 @@ bool Is16F(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 bool HasBulkStore(const gpu::SBlock& b) {
   for (const gpu::SStmt& s : b) {
-    if (std::holds_alternative<gpu::SBulkStore>(s.node)) return true;
+    if (std::holds_alternative<gpu::SBulkStore>(s.node) || std::holds_alternative<gpu::STmaStore>(s.node)) return true;
     if (const auto* f = std::get_if<gpu::SFor>(&s.node); f && HasBulkStore(f->body)) return true;
     if (const auto* i = std::get_if<gpu::SIf>(&s.node); i && (HasBulkStore(i->then_body) || HasBulkStore(i->else_body))) return true;
     if (const auto* w = std::get_if<gpu::SWarpRoles>(&s.node); w && (HasBulkStore(w->producer) || HasBulkStore(w->consumer))) return true;
@@ -250,6 +256,7 @@ class Printer {
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
     if (HasBulkStore(k_.body)) o << kBulkPrelude;
+    if (HasBulkStore(k_.body) && !k_.tensor_maps.empty()) o << kTmaStorePrelude;
     if (k_.cluster > 1) {
       if (k_.cluster != 2 || k_.tensor_maps.empty()) err_ = "a cluster of " + std::to_string(k_.cluster) + " blocks (only 2, with TMA)";
       o << kClusterPrelude;
@@ -650,6 +657,12 @@ class Printer {
               if (!globals_.count(n.dst)) err_ = "bulk copy into " + n.dst + ", not a global tensor";
               o << pad << "tl_bulk_store(&" << n.dst << "[" << E(n.dst_index) << "], &" << n.src << "[" << E(n.src_index)
                 << "], (unsigned)(" << E(n.bytes) << "));\n";
+            } else if constexpr (std::is_same_v<T, gpu::STmaStore>) {
+              if (n.coords.size() != 2) err_ = "TMA store of rank " + std::to_string(n.coords.size()) + " (only 2)";
+              if (n.map < 0 || static_cast<size_t>(n.map) >= k_.tensor_maps.size()) err_ = "TMA store on tensor map " + std::to_string(n.map);
+              o << pad << "tl_tma_store_2d(&tl_tmap" << n.map << ", &" << n.src << "[" << E(n.src_index) << "]";
+              for (size_t c = n.coords.size(); c-- > 0;) o << ", " << E(n.coords[c]);  // innermost first
+              o << ");\n";
             } else if constexpr (std::is_same_v<T, gpu::SBulkCommit>) {
               o << pad << "tl_bulk_commit();\n";
             } else if constexpr (std::is_same_v<T, gpu::SBulkWait>) {

@@ -143,18 +143,20 @@ class Lowerer {
   }
   // A staged epilogue tile (alias_) at the offset of a dead pipeline buffer
   // large enough to hold it; false when none is.
-  bool AliasShared(const std::string& name, DType t, int64_t elements, const std::vector<int64_t>& shape) {
+  // A swizzled tile needs a buffer starting on its swizzle atom.
+  bool AliasShared(const std::string& name, DType t, int64_t elements, const std::vector<int64_t>& shape,
+                   SmemSwizzle swizzle = SmemSwizzle::kNone) {
     auto it = alias_.find(name);
     if (it == alias_.end()) return false;
     const int64_t bytes = elements * std::max(1, ir::BitWidth(t) / 8);
     for (const std::string& into : it->second) {
       for (const SimtBuffer& x : out_->buffers) {
-        if (x.name != into || x.space != Space::kShared || x.shared_offset % 16 != 0 ||
+        if (x.name != into || x.space != Space::kShared || x.shared_offset % std::max<int64_t>(16, SwizzleAtomBytes(swizzle)) != 0 ||
             x.elements * std::max(1, ir::BitWidth(x.dtype) / 8) < bytes) {
           continue;
         }
         const int64_t off = x.shared_offset;
-        out_->buffers.push_back({name, Space::kShared, t, elements, off, shape, SmemSwizzle::kNone});
+        out_->buffers.push_back({name, Space::kShared, t, elements, off, shape, swizzle});
         aliased_[name] = into;
         return true;
       }
@@ -663,7 +665,7 @@ class Lowerer {
     const Buf& sb = bufs_[a.info.buffer];
     const Buf& db = bufs_[b.info.buffer];
     if (!options_.stmatrix || options_.gemm != GemmStrategy::kWgmma || !plan_.wgmma.count(a.info.buffer) || !sb.layout ||
-        db.where != Where::kShared || db.swizzle != SmemSwizzle::kNone ||
+        db.where != Where::kShared || (db.swizzle != SmemSwizzle::kNone && db.swizzle != SmemSwizzle::k128B) ||
         !(db.dtype == DType::kF16 || db.dtype == DType::kBF16)) {
       return false;
     }
@@ -765,6 +767,65 @@ class Lowerer {
     out_->bulk_epilogues.push_back({a.info.buffer, b.info.buffer, std::move(issue)});
   }
 
+  // GpuLowerOptions::tma_store: the TMA form of a staged epilogue's copy
+  // tile[0:m, 0:n] -> T[r0:m, c0:n] (SimtKernel::bulk_epilogues, as
+  // BulkEpilogue's; the copy itself is lowered as before): thread 0 issues
+  // one STmaStore per 64-column panel of the 128B-swizzled tile (a box [m,
+  // 64] of a tensor map of T; the engine skips the box's elements past T's
+  // end, so no guards), then commits. T's rows are a multiple of 16 bytes
+  // (StageWgmmaEpilogues checked it: TMA's global stride rule) and its base
+  // 16-byte aligned (param_align). Otherwise no TMA form, and a note says why.
+  void TmaStoreEpilogue(const Side& a, const Side& b) {
+    const Buf& sb = bufs_[a.info.buffer];
+    const Buf& db = bufs_[b.info.buffer];
+    const std::string no = "epilogue: " + a.info.buffer + " -> " + b.info.buffer + " has no TMA-store form: ";
+    if (db.where != Where::kGlobal || sb.where != Where::kShared || sb.dtype != db.dtype ||
+        sb.swizzle != SmemSwizzle::k128B || a.info.starts.size() != 2 || b.info.starts.size() != 2 ||
+        db.shape.size() != 2) {
+      out_->notes.push_back(no + "not a 2-D 128B-swizzled shared tile -> rank-2 global tensor copy of one dtype");
+      return;
+    }
+    const int64_t e = std::max(1, ir::BitWidth(db.dtype) / 8);
+    const int64_t m = a.info.extents[0], n = a.info.extents[1], pw = SwizzleRowBytes(sb.swizzle) / e;
+    if (ir::FoldInt(ToI32(a.info.starts[0])) != std::optional<int64_t>(0) ||
+        ir::FoldInt(ToI32(a.info.starts[1])) != std::optional<int64_t>(0) || b.info.extents[0] != m ||
+        b.info.extents[1] != n || n % pw != 0 || m % 8 != 0 || m > 256) {
+      out_->notes.push_back(no + "the copy is not the whole tile of whole 64-column panels");
+      return;
+    }
+    int param = -1;
+    for (size_t i = 0; i < out_->params.size(); ++i) {
+      if (out_->params[i].name == b.info.buffer && out_->params[i].pointer) param = static_cast<int>(i);
+    }
+    if (param < 0) {
+      out_->notes.push_back(no + b.info.buffer + " is not a tensor parameter");
+      return;
+    }
+    const std::vector<int64_t> box = {m, pw};
+    int map = -1;
+    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
+      const TensorMapDesc& x = out_->tensor_maps[i];
+      if (x.param == param && x.box == box && x.swizzle == sb.swizzle) map = static_cast<int>(i);
+    }
+    if (map < 0) {
+      map = static_cast<int>(out_->tensor_maps.size());
+      out_->tensor_maps.push_back(TensorMapDesc{param, db.shape, box, sb.swizzle});
+    }
+    SBlock issue;
+    for (int64_t p = 0; p < n / pw; ++p) {
+      const Expr c = ir::FoldConstants(Add(ToI32(b.info.starts[1]), I(p * pw)));
+      issue.push_back(S(STmaStore{map, {ir::FoldConstants(ToI32(b.info.starts[0])), c}, a.info.buffer,
+                                  Addr(sb, {I(0), I(p * pw)})}));
+    }
+    issue.push_back(S(SBulkCommit{}));
+    int64_t& al = out_->param_align[b.info.buffer];
+    al = std::max<int64_t>(al, 16);
+    out_->bulk_epilogues.push_back({a.info.buffer, b.info.buffer, {IfS(Eq(Tid(), I(0)), std::move(issue))}});
+    out_->notes.push_back("epilogue: " + a.info.buffer + " -> " + b.info.buffer + " has a TMA-store form: " +
+                          std::to_string(n / pw) + " boxes " + std::to_string(m) + "x" + std::to_string(pw) +
+                          " (swizzle 128B) by thread 0");
+  }
+
   // copy / atomic_add tile: src -> dst elementwise.
   Status ElementwiseTile(const ir::Stmt& st, const ir::Region& src, const ir::Region& dst, bool atomic) {
     StatusOr<Side> a = Resolve(src), b = Resolve(dst);
@@ -779,7 +840,13 @@ class Lowerer {
     if (async && !atomic && options_.tma_copies && tma_pipe_ >= 0 && TmaCopy(*a, *b, tma_pipe_)) return Status::Ok();
     if (!hinted && !atomic && pre_copies_.count(ir::As<ir::Copy>(st)) && PreTmaCopy(*a, *b)) return Status::Ok();
     if (hinted && tma_pipe_ >= 0) tma_pipes_[tma_pipe_].not_all_tma = true;
-    if (!atomic && options_.bulk_store && alias_.count(a->info.buffer)) BulkEpilogue(*a, *b);
+    if (!atomic && alias_.count(a->info.buffer)) {
+      if (bufs_[a->info.buffer].swizzle != SmemSwizzle::kNone) {
+        TmaStoreEpilogue(*a, *b);
+      } else if (options_.bulk_store) {
+        BulkEpilogue(*a, *b);
+      }
+    }
     if (!atomic) {
       if (const int64_t lanes = VectorLanes(*a, *b); lanes > 1) return VectorCopy(*a, *b, lanes, async);
     }
@@ -1500,9 +1567,10 @@ class Lowerer {
         std::vector<int64_t> dims;  // padded rows included
         for (const Expr& d : b.shape) dims.push_back(ir::FoldInt(d).value_or(1));
         if (auto sw = plan_.swizzle.find(a->name); sw != plan_.swizzle.end()) {
-          // A wgmma operand: panels of the swizzle's row bytes (swizzle.h), no padding.
+          // A wgmma operand (or a TMA-store epilogue tile, which may take a dead stage's memory):
+          // panels of the swizzle's row bytes (swizzle.h), no padding.
           b.swizzle = sw->second;
-          AddShared(a->name, a->dtype, n, dims, sw->second);
+          if (!AliasShared(a->name, a->dtype, n, dims, sw->second)) AddShared(a->name, a->dtype, n, dims, sw->second);
         } else if (!AliasShared(a->name, a->dtype, n, dims)) {
           AddShared(a->name, a->dtype, n, dims);
         }
@@ -1829,12 +1897,19 @@ std::vector<std::string> DropUnusedAllocs(ir::Function& f) {
 // and at least as large; the pipeline ends with wait 0, the wgmma drain and a
 // barrier, so they are dead): it costs no shared memory, so never occupancy.
 // Where no such buffer exists the copy stays direct, with a note.
+// With `tma_store` (GpuLowerOptions::tma_store) a tile of 16-bit elements
+// whose rows are whole 128-byte panels (n a multiple of 64), m a multiple of 8
+// and at most 256 (a TMA box dim), into a rank-2 tensor, is [m, n] unpadded
+// and `swizzle` k128B (the TMA store's box layout; stmatrix stays
+// conflict-free: a matrix's 8 rows sit in 8 distinct 16-byte chunks of their
+// 128-byte rows).
 struct StagedEpilogue {
   std::string acc, tile;
   std::vector<std::string> into;
+  SmemSwizzle swizzle = SmemSwizzle::kNone;
 };
 std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayoutPlan& plan,
-                                                const std::set<std::string>& pipeline_buffers,
+                                                const std::set<std::string>& pipeline_buffers, bool tma_store,
                                                 std::vector<std::string>* notes) {
   std::vector<StagedEpilogue> out;
   const ir::SymbolTable syms = ir::CollectSymbols(f);
@@ -1871,8 +1946,12 @@ std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayout
       const std::string acc = c->src.buffer, tile = "tl_epi_" + acc;
       if (syms.count(tile)) continue;
       StagedEpilogue st{acc, tile, {}};
+      if (tma_store && e == 2 && *m % 8 == 0 && *m <= 256 && (*n * e) % 128 == 0 && r == 2) {
+        st.swizzle = SmemSwizzle::k128B;
+      }
+      const int64_t pad = st.swizzle == SmemSwizzle::kNone ? 16 / e : 0;
       const std::set<std::string> later = BuffersNamed(ir::Block(k->body.begin() + static_cast<std::ptrdiff_t>(i), k->body.end()));
-      const int64_t need = *m * (*n + 16 / e) * e;
+      const int64_t need = *m * (*n + pad) * e;
       for (const std::string& b : pipeline_buffers) {
         auto bs = syms.find(b);
         if (later.count(b) || bs == syms.end()) continue;
@@ -1886,7 +1965,7 @@ std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayout
         continue;
       }
       ir::Stmt a;
-      a.node = ir::Alloc{tile, ir::MemScope::kShared, {ir::MakeInt(*m), ir::MakeInt(*n + 16 / e)}, ts->second.dtype};
+      a.node = ir::Alloc{tile, ir::MemScope::kShared, {ir::MakeInt(*m), ir::MakeInt(*n + pad)}, ts->second.dtype};
       a.loc = k->body[i].loc;
       const ir::Region staged{tile, {{ir::MakeInt(0), ir::MakeInt(*m)}, {ir::MakeInt(0), ir::MakeInt(*n)}}};
       ir::Stmt to_shared = k->body[i], to_global = k->body[i];
@@ -2016,10 +2095,14 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   if (options.stage_wgmma_epilogue && options.gemm == GemmStrategy::kWgmma && options.vector_copies) {
     std::set<std::string> pipeline_buffers;
     for (const AsyncPipeline& p : async) pipeline_buffers.insert(p.buffers.begin(), p.buffers.end());
-    staged_epilogues = StageWgmmaEpilogues(f, *plan, pipeline_buffers, &epilogue_notes);
+    staged_epilogues = StageWgmmaEpilogues(f, *plan, pipeline_buffers, options.tma_store && options.tma_copies,
+                                           &epilogue_notes);
     if (!staged_epilogues.empty()) {
       plan = InferGpuLayouts(f, out.threads, options.gemm, options.tf32, options.mma_sm75);
       if (!plan.ok()) return plan.status();
+      for (const StagedEpilogue& e : staged_epilogues) {
+        if (e.swizzle != SmemSwizzle::kNone) plan->swizzle[e.tile] = e.swizzle;
+      }
     }
   }
   std::set<std::string> shared = plan->demoted;
@@ -2051,7 +2134,9 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
   out.notes.insert(out.notes.end(), epilogue_notes.begin(), epilogue_notes.end());
   for (const StagedEpilogue& e : staged_epilogues) {
     const std::string where = low.aliased_.count(e.tile) ? "in " + low.aliased_[e.tile] + "'s memory" : "its own memory";
-    out.notes.push_back("epilogue: " + e.acc + " stored through a shared tile (" + where + "), 16-byte rows to global memory");
+    out.notes.push_back("epilogue: " + e.acc + " stored through a shared tile (" + where + (e.swizzle != SmemSwizzle::kNone
+                            ? ", unpadded, 128B-swizzled for TMA tensor stores), 16-byte rows to global memory"
+                            : "), 16-byte rows to global memory"));
   }
   if (out.shared_bytes > options.shared_budget_bytes && !options.reuse_dead_shared) {
     GpuLowerOptions reuse = options;  // tiles that are never live together share memory

@@ -65,6 +65,10 @@ bool Mentions(const SStmt& s, const std::string& name) {
           return n.dst == name || n.bar == name;
         } else if constexpr (std::is_same_v<N, SBulkStore>) {
           return n.dst == name || n.src == name || r(n.dst_index) || r(n.src_index) || r(n.bytes);
+        } else if constexpr (std::is_same_v<N, STmaStore>) {
+          bool m = n.src == name || r(n.src_index);
+          for (const ir::Expr& e : n.coords) m = m || r(e);
+          return m;
         } else if constexpr (std::is_same_v<N, SMbarInit> || std::is_same_v<N, SMbarArrive> || std::is_same_v<N, SMbarWait>) {
           return n.bar == name;
         } else if constexpr (std::is_same_v<N, SWgmma>) {
@@ -159,6 +163,9 @@ void MapExprs(SBlock& b, const std::function<void(ir::Expr&)>& fn) {
             for (ir::Expr& e : n.values) fn(e);
           } else if constexpr (std::is_same_v<N, SBulkStore>) {
             fn(n.dst_index), fn(n.src_index), fn(n.bytes);
+          } else if constexpr (std::is_same_v<N, STmaStore>) {
+            fn(n.src_index);
+            for (ir::Expr& e : n.coords) fn(e);
           } else if constexpr (std::is_same_v<N, SCallExtern>) {
             for (SExternArg& a : n.args) fn(a.value);
           } else if constexpr (std::is_same_v<N, SWarpRoles>) {

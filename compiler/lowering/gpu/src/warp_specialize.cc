@@ -952,7 +952,8 @@ std::string WarpSpecializeSyncLoop(SimtKernel* k, int64_t shared_budget_bytes, b
       if (!in_stages(name)) continue;
       const SimtBuffer& b = *bufs.at(name);
       const int64_t bytes = BufferBytes(b);
-      const int64_t at = (shared_end + 127) / 128 * 128;
+      const int64_t align = std::max<int64_t>(128, SwizzleAtomBytes(b.swizzle));  // a swizzled tile starts on its atom
+      const int64_t at = (shared_end + align - 1) / align * align;
       if (at + bytes > shared_budget_bytes) return no + "persistent: no shared memory for " + name + " outside the stages";
       moved[name] = at;
       shared_end = at + bytes;
@@ -1157,12 +1158,21 @@ std::string UseBulkEpilogue(const SimtKernel& k, SBlock& post, const std::map<st
   for (const SimtBuffer& b : k.buffers) {
     if (b.name != be.tile) continue;
     const int64_t off = moved.count(b.name) ? moved.at(b.name) : b.shared_offset;
-    if (b.space != Space::kShared || off % 16 != 0) return "";
+    if (b.space != Space::kShared || off % std::max<int64_t>(16, SwizzleAtomBytes(b.swizzle)) != 0) return "";
     post.erase(post.begin() + at);
     post.insert(post.begin() + at, be.issue.begin(), be.issue.end());
     return be.dst;
   }
   return "";
+}
+// How a kernel's bulk epilogue (UseBulkEpilogue) stores its tile, for the notes: TMA tensor stores
+// (GpuLowerOptions::tma_store) or per-row bulk copies.
+std::string BulkEpilogueForm(const SimtKernel& k, const char* who) {
+  const bool tma = !k.bulk_epilogues.empty() && Any(k.bulk_epilogues[0].issue, [](const SStmt& x) {
+    return std::holds_alternative<STmaStore>(x.node);
+  });
+  return tma ? std::string("epilogue stored by ") + who + "thread 0 as TMA tensor stores, one box per 64-column panel"
+             : std::string("epilogue stored by ") + who + "warp 0 as one bulk copy per row";
 }
 // Warp 0's lanes (the bulk copies' issuers): `if (tl_tid < 32) cp.async.bulk.wait_group[.read] 0`.
 SStmt BulkWait(bool read) { return SStmt{SIf{Bin(ir::BinaryOp::kLt, Tid(), I(32)), {SStmt{SBulkWait{0, read}}}, {}}}; }
@@ -1211,6 +1221,9 @@ bool RenameForWarpgroup(SBlock& b, const std::map<std::string, std::string>& to,
       for (Expr& x : m->values) expr(x);
     } else if (auto* bs = std::get_if<SBulkStore>(&s.node)) {
       name(bs->src), name(bs->dst), expr(bs->src_index), expr(bs->dst_index), expr(bs->bytes);
+    } else if (auto* ts = std::get_if<STmaStore>(&s.node)) {
+      name(ts->src), expr(ts->src_index);
+      for (Expr& x : ts->coords) expr(x);
     } else if (auto* n = std::get_if<SNamedBarrier>(&s.node)) {
       if (n->id == 1) n->id = bar;
     } else {
@@ -1487,6 +1500,7 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
   k->threads = threads;
   k->block[0] = threads;
   k->min_blocks = 1;
+  const std::string bulk_form = bulk_dst.empty() ? std::string() : BulkEpilogueForm(*k, "each warpgroup's ");
   k->bulk_epilogues.clear();
   if (!bulk_dst.empty()) k->param_align[bulk_dst] = std::max<int64_t>(k->param_align[bulk_dst], 16);
   k->grid = {ir::MakeInt(G)};
@@ -1500,8 +1514,7 @@ std::string PingpongGemm(SimtKernel* k, int64_t shared_budget_bytes, int64_t per
          (own.empty() ? std::string() : "; warpgroup 1's own " + own + " (" + std::to_string(hi - lo) + " bytes)") +
          "; persistent: " + std::to_string(G) + " blocks over " + std::to_string(tiles) + " tiles" +
          (bulk_dst.empty() ? std::string()
-                           : "; epilogue stored by each warpgroup's warp 0 as one bulk copy per row (waited for before "
-                             "its next tile's epilogue)");
+                           : "; " + bulk_form + " (waited for before its next tile's epilogue)");
 }
 
 std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_bytes, bool enabled, int64_t persistent_blocks,
@@ -1671,7 +1684,8 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
       bool overlaps = false;
       for (const auto& [lo, hi] : ranges) overlaps = overlaps || (b.shared_offset < hi && lo < b.shared_offset + bytes);
       if (!overlaps) continue;
-      const int64_t at = (shared_end + 127) / 128 * 128;
+      const int64_t align = std::max<int64_t>(128, SwizzleAtomBytes(b.swizzle));  // a swizzled tile starts on its atom
+      const int64_t at = (shared_end + align - 1) / align * align;
       if (at + bytes > shared_budget_bytes) return no + "persistent: no shared memory for " + b.name + " outside the stages";
       moved[b.name] = at;
       shared_end = at + bytes;
@@ -1818,8 +1832,8 @@ std::string WarpSpecializeDeferredGemm(SimtKernel* k, int64_t shared_budget_byte
   std::string bulk;
   if (!bulk_dst.empty()) {
     k->param_align[bulk_dst] = std::max<int64_t>(k->param_align[bulk_dst], 16);
-    bulk = std::string("; epilogue stored by warp 0 as one bulk copy per row (") +
-           (persistent_blocks > 0 ? "waited for before the next tile's epilogue)" : "waited for at the end)");
+    bulk = "; " + BulkEpilogueForm(*k, "") +
+           (persistent_blocks > 0 ? " (waited for before the next tile's epilogue)" : " (waited for at the end)");
   }
   k->bulk_epilogues.clear();
   std::string persistent;

@@ -217,6 +217,24 @@ struct GpuLowerOptions {
   // TL_CUDA_BULK_STORE=1 or pass_configs {"tl.bulk_store": True}): correct
   // on the H200, 3-25 % slower there than without (2026-12-05).
   bool bulk_store = false;
+  // (kWgmma, stage_wgmma_epilogue, tma_copies) CUTLASS's TMA-store epilogue:
+  // a staged epilogue tile of f16/bf16 [m, n] (m a multiple of 8, <= 256; n
+  // a multiple of 64) is stored unpadded with the 128-byte swizzle
+  // (swizzle.h: stmatrix stays conflict-free) and, in a warp-specialized
+  // GEMM, copied to the tensor by TMA tensor stores -- thread 0 issues one
+  // STmaStore box [m, 64] per column panel (a tensor map of the output,
+  // SimtKernel::tensor_maps; the engine clips rows and columns past the
+  // tensor) -- with bulk_store's waits (the persistent form defers the wait
+  // to the next tile, so the store overlaps its k-loop). Why: bulk_store's
+  // one copy per tile row (128 a tile) measured 3-25 % slower than the
+  // vector stores on the H200; a tensor store is n / 64 instructions a tile.
+  // Elsewhere (not warp-specialized) the swizzled tile is copied by the
+  // threads' vector stores as before. Off by default (tl-pack:
+  // TL_CUDA_TMA_STORE=1 or pass_configs {"tl.tma_store": True}); takes the
+  // place of bulk_store where both are on. Never run on a GPU yet
+  // (2026-12-05: written with no device lent; checked in the SIMT
+  // interpreter and by ptxas).
+  bool tma_store = false;
   // (with warp_specialize and persistent_sms; kWgmma) a persistent
   // deferred-wgmma GEMM whose block is one consumer warpgroup (128 threads,
   // e.g. a 128x128 tile) as CUTLASS's ping-pong schedule: two consumer

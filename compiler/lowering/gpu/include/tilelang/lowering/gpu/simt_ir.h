@@ -379,6 +379,21 @@ struct SBulkStore {
   ir::Expr src_index;
   ir::Expr bytes;
 };
+// STmaStore (ONE thread; sm_90: cp.async.bulk.tensor.Nd.global.shared::cta
+// .bulk_group; GpuLowerOptions::tma_store): a box of tensor map `map` whose
+// first element has the tensor coordinates `coords` (outermost first) is
+// copied from src[src_index ...] in shared memory -- box elements in
+// row-major box order, `TensorMapDesc::swizzle` applied to the byte offsets,
+// the source aligned as an STmaLoad destination -- to the tensor; box
+// elements outside the tensor are not written (the engine clips them). It
+// joins this thread's open bulk group like SBulkStore (same publication rule
+// for the source, same commit and waits).
+struct STmaStore {
+  int map = 0;
+  std::vector<ir::Expr> coords;
+  std::string src;
+  ir::Expr src_index;
+};
 struct SBulkCommit {};
 struct SBulkWait {
   int64_t pending = 0;
@@ -432,7 +447,8 @@ struct SCallExtern {
 struct SStmt {
   std::variant<SLet, SVar, SAssign, SStore, SAtomicAdd, SFor, SIf, SBarrier, SLaneReduce, SComment, SMma, SCopyVec, SAmdMma,
                SCopyAsync, SAsyncCommit, SAsyncWait, SMbarInit, STmaLoad, SMbarArrive, SMbarWait, SWgmma, SCallExtern,
-               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles, SStmatrix, SBulkStore, SBulkCommit, SBulkWait>
+               SWgmmaWait, SSetMaxNReg, SNamedBarrier, SWarpRoles, SStmatrix, SBulkStore, STmaStore, SBulkCommit,
+               SBulkWait>
       node;
 };
 
@@ -489,7 +505,9 @@ struct SimtKernel {
   // copy `tile` -> global tensor (the copy itself stays as lowered, 16-byte
   // vector stores by every thread): warp 0's lanes issue one SBulkStore per
   // row of the tile (rows past the tensor skipped, a row's bytes clipped to
-  // the columns that exist), then SBulkCommit; no wait. Only the
+  // the columns that exist), then SBulkCommit; no wait. With
+  // GpuLowerOptions::tma_store (a 128B-swizzled tile) thread 0 issues one
+  // STmaStore per 64-column panel instead, then SBulkCommit. Only the
   // warp-specialized GEMM form uses it (warp_specialize.cc: it places the
   // waits); printers never see this field.
   struct BulkEpilogue {
