@@ -17,6 +17,7 @@
 // checked against each other.
 #include <cblas.h>
 #include <dlfcn.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -153,12 +154,26 @@ int main(int argc, char** argv) {
   // picks its kernels by CPU model at load time and falls back to its SSE3
   // "Prescott" kernels on models it does not know (this Sapphire Rapids VM,
   // 2026-12-05: 3x slower than its AVX-512 kernel), which would flatter every
-  // ratio. Unless OPENBLAS_CORETYPE is set, re-run this program once with the
-  // core matching --isa (SkylakeX: AVX-512, Haswell: AVX2/FMA; v2 keeps the
-  // detected one).
-  const char* want_core = isa == IsaLevel::kV4 ? "SkylakeX" : isa == IsaLevel::kV3 ? "Haswell" : nullptr;
-  if (want_core != nullptr && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
-      std::string(openblas_get_corename()) != want_core) {
+  // ratio. Unless OPENBLAS_CORETYPE is set, a detected core narrower than
+  // --isa (not in the list of cores of that width or wider) makes this program
+  // re-run itself once with SkylakeX (v4) or Haswell (v3); a core OpenBLAS
+  // chose for this CPU that is wide enough (e.g. Zen on an AVX2 EPYC) stays.
+  // v2 keeps the detected one.
+  static const char* const kV4Cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids", nullptr};
+  static const char* const kV3Cores[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids", nullptr};
+  const char* const* wide_enough = isa == IsaLevel::kV4 ? kV4Cores : isa == IsaLevel::kV3 ? kV3Cores : nullptr;
+  auto core_ok = [&](const char* core) {
+    for (const char* const* c = wide_enough; c != nullptr && *c != nullptr; ++c) {
+      if (strcasecmp(core, *c) == 0) return true;
+    }
+    return wide_enough == nullptr;
+  };
+  const char* want_core = isa == IsaLevel::kV4 ? "SkylakeX" : "Haswell";
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr && !core_ok(openblas_get_corename())) {
+    std::fprintf(stderr, "cpu_gemm: warning: OpenBLAS core %s (OPENBLAS_CORETYPE) is narrower than --isa %s\n",
+                 openblas_get_corename(), tl::toolchain::IsaName(isa));
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && !core_ok(openblas_get_corename())) {
     std::fprintf(stderr, "cpu_gemm: OpenBLAS detected core %s; re-running with OPENBLAS_CORETYPE=%s\n",
                  openblas_get_corename(), want_core);
     setenv("OPENBLAS_CORETYPE", want_core, 1);
@@ -166,9 +181,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cpu_gemm: re-exec failed (%s); the OpenBLAS column uses core %s\n", std::strerror(errno),
                  openblas_get_corename());
   }
-  // Default tiles: a multiple of the microkernel's rows, B panels of 256
-  // columns, K steps of 128 (A tile + B tile + C fragment ~ 0.4 MiB: fits L2).
-  if (block.size() != 3) block = {256, 256, 128};  // the best of a 2048^3 sweep on v3 and v4 (2026-12-05)
+  // Default tiles 256x256x128: the best of a 2048^3 sweep over 112-256 x
+  // 128-512 on v3 and v4 (2026-12-05, Sapphire Rapids, 2 MiB L2). A, B and the
+  // C fragment take ~0.5 MiB: all of a Zen 2/3 core's L2 (512 KiB), where the
+  // sweep was not run (--block to choose).
+  if (block.size() != 3) block = {256, 256, 128};
 
   tl::StatusOr<tl::toolchain::HostCompiler> cc = tl::toolchain::HostCompiler::Create();
   if (!cc.ok()) {

@@ -44,11 +44,12 @@ LoadedKernel::~LoadedKernel() {
 }
 
 StatusOr<std::vector<std::unique_ptr<LoadedKernel>>> BuildKernels(const std::string& tir,
-                                                                   const std::vector<IsaLevel>& isas) {
+                                                                   const std::vector<IsaLevel>& isas,
+                                                                   const codegen::cpu::CpuLowerOptions& options) {
   StatusOr<ir::Module> m = ir::ParseModule(tir, "test.tir");
   if (!m.ok()) return m.status();
   if (m->functions.size() != 1) return Status(StatusCode::kInvalidArgument, "want one function");
-  StatusOr<codegen::cpu::CpuKernel> lowered = codegen::cpu::LowerFunction(m->functions[0]);
+  StatusOr<codegen::cpu::CpuKernel> lowered = codegen::cpu::LowerFunction(m->functions[0], options);
   if (!lowered.ok()) return lowered.status();
   StatusOr<toolchain::HostCompiler> cc = toolchain::HostCompiler::Create(TestCompilerOptions());
   if (!cc.ok()) return cc.status();

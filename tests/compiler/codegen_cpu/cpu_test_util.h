@@ -38,7 +38,8 @@ struct LoadedKernel {
 // Parses `tir` (a module with one function), lowers, compiles for each ISA in
 // `isas` (in parallel) and loads. Fails with the first error.
 StatusOr<std::vector<std::unique_ptr<LoadedKernel>>> BuildKernels(const std::string& tir,
-                                                                   const std::vector<IsaLevel>& isas);
+                                                                   const std::vector<IsaLevel>& isas,
+                                                                   const codegen::cpu::CpuLowerOptions& options = {});
 
 // Evaluates the kernel's grid (GridExpr programs) for the given symbols and
 // scalar arguments, then runs every block on `threads` threads, each with its

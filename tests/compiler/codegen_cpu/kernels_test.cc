@@ -20,8 +20,8 @@ std::string IsaList(const std::vector<IsaLevel>& isas) {
   return s;
 }
 
-std::vector<std::unique_ptr<LoadedKernel>> MustBuild(const std::string& tir) {
-  StatusOr<std::vector<std::unique_ptr<LoadedKernel>>> ks = BuildKernels(tir, RunnableIsas());
+std::vector<std::unique_ptr<LoadedKernel>> MustBuild(const std::string& tir, const codegen::cpu::CpuLowerOptions& o = {}) {
+  StatusOr<std::vector<std::unique_ptr<LoadedKernel>>> ks = BuildKernels(tir, RunnableIsas(), o);
   EXPECT_TRUE(ks.ok()) << ks.status().ToString();
   if (!ks.ok()) return {};
   return std::move(*ks);
@@ -180,7 +180,10 @@ TEST_P(CpuGemm, MatchesFloat64Reference) {
   auto B = [&](int k, int j) { return c.tb ? br[j * K + k] : br[k * N + j]; };
   void* a = dt == "f32" ? static_cast<void*>(af.data()) : ah.data();
   void* b = dt == "f32" ? static_cast<void*>(bf.data()) : bh.data();
-  for (auto& k : MustBuild(GemmTir(c))) {
+  // Shared tiles as GEMM panels (the copies pack; the default) and row-major (tl_gemm packs from shared memory).
+  for (bool panels : {true, false}) {
+  SCOPED_TRACE(panels ? "panel layout" : "row-major shared tiles");
+  for (auto& k : MustBuild(GemmTir(c), {{panels}})) {
     SCOPED_TRACE(toolchain::IsaName(k->isa));
     std::vector<float> C(M * N + 16, -7.0f);
     ASSERT_EQ(Launch(*k, {a, b, C.data()}, {M, N, K}), 0);
@@ -195,6 +198,7 @@ TEST_P(CpuGemm, MatchesFloat64Reference) {
       }
     }
     for (int i = M * N; i < M * N + 16; ++i) ASSERT_EQ(C[i], -7.0f) << "out-of-bounds write";
+  }
   }
 }
 
@@ -214,6 +218,8 @@ std::vector<GemmCase> AllGemmCases() {
     cases.push_back({false, true, dt, 48, 64, 20});
     cases.push_back({true, false, dt, 40, 96, 40});
   }
+  // A partial last panel in the row-copy form (48 columns: 32 + 16 on v4), k-contiguous A of 6-row panels (v3).
+  cases.push_back({false, false, "f32", 36, 48, 32});
   return cases;
 }
 

@@ -533,6 +533,15 @@ struct Machine {
       return inside;
     }
   };
+  // A shared buffer's byte offset in the block's shared memory (the swizzle
+  // and TMA alignment rules are about absolute addresses; the base is
+  // 1024-byte aligned, which the printed kernel checks).
+  int64_t SharedOffset(const std::string& name) const {
+    for (const SimtBuffer& b : k.buffers) {
+      if (b.name == name) return b.shared_offset;
+    }
+    return 0;
+  }
   bool Box(int map, const std::vector<Expr>& coords, const std::vector<uint8_t>& mask, const char* what, TmaBox* b) {
     b->t = OneThread(mask, what);
     if (!error.empty()) return false;
@@ -564,7 +573,7 @@ struct Machine {
     const SimtParam& param = *box.param;
     const int64_t esize = box.esize, total = box.total;
     const int64_t dst0 = static_cast<int64_t>(Eval(n.dst_index, t));
-    if ((dst0 * esize) % std::max<int64_t>(128, SwizzleAtomBytes(m.swizzle)) != 0) {
+    if ((SharedOffset(n.dst) + dst0 * esize) % std::max<int64_t>(128, SwizzleAtomBytes(m.swizzle)) != 0) {
       error = "TMA destination " + n.dst + "[" + std::to_string(dst0) + "] not aligned";
       return;
     }
@@ -631,7 +640,7 @@ struct Machine {
       return;
     }
     const int64_t src0 = static_cast<int64_t>(Eval(n.src_index, t));
-    if ((src0 * box.esize) % std::max<int64_t>(128, SwizzleAtomBytes(box.m->swizzle)) != 0) {
+    if ((SharedOffset(n.src) + src0 * box.esize) % std::max<int64_t>(128, SwizzleAtomBytes(box.m->swizzle)) != 0) {
       error = "TMA store source " + n.src + "[" + std::to_string(src0) + "] not aligned";
       return;
     }

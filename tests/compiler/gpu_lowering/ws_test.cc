@@ -603,6 +603,9 @@ TEST(WarpSpecialize, TmaStoreEpilogue) {
     ASSERT_TRUE(k.ok()) << k.status().ToString();
     EXPECT_NE(Notes(*k).find("128B-swizzled for TMA tensor stores"), std::string::npos) << Notes(*k);
     EXPECT_EQ(Count<tl::gpu::STmaStore>(k->body), 0);
+    // The unused map of C is dropped (no kernel parameter the runtime would encode for nothing); A's and B's stay.
+    ASSERT_EQ(k->tensor_maps.size(), 2u);
+    for (const tl::gpu::TensorMapDesc& m : k->tensor_maps) EXPECT_NE(k->params[static_cast<size_t>(m.param)].name, "C");
     double worst = 0;
     std::vector<double> out;
     const tl::Status st = RunWs(c, *k, &worst, 0, &out, 1e6);
@@ -2411,6 +2414,30 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
     const tl::Status sm = RunWs(c, m, &worst);
     EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
     EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
+  }
+  // ptxas: hopper_bench's 8192x8192x1024 ping-pong configs with the TMA store, 128x128 and 64x256 (4 stages of 40 KiB
+  // and two 32 KiB tiles on 1024-byte atoms: within the 227 KiB).
+  for (const WsCase& c : {WsCase{"pp_tma_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false},
+                          WsCase{"pp_tma_64x256x64_t128", 8192, 8192, 1024, 64, 256, 64, 128, false, "bf16", "bf16", 4, false}}) {
+    tl::gpu::GpuLowerOptions o = Sm90a();
+    o.persistent_sms = 132;
+    o.gemm_pingpong = true;
+    o.tma_store = true;
+    tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(Text(c)), o);
+    ASSERT_TRUE(k.ok()) << k.status().ToString();
+    ASSERT_NE(Notes(*k).find("warp-specialized: ping-pong"), std::string::npos) << Notes(*k);
+    ASSERT_NE(Notes(*k).find("thread 0 as TMA tensor stores"), std::string::npos) << Notes(*k);
+    EXPECT_LE(k->shared_bytes, 227 * 1024);
+    tl::StatusOr<cu::CudaSource> src = cu::PrintCuda(*k);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    EXPECT_NE(src->source.find("tl_tma_store_2d(&tl_tmap2, &tl_epi_C_f_wg1["), std::string::npos) << src->source;
+    tl::StatusOr<cu::CudaToolchain> tct = cu::CudaToolchain::Create();
+    if (!tct.ok()) continue;
+    tl::StatusOr<cu::CompiledCode> code = tct->Compile(src->source, c.name, "sm_90a");
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    std::printf("[ %s ping-pong + TMA store sm_90a ] %d registers, %d spill bytes, %lld shared bytes\n", c.name.c_str(),
+                code->registers, code->spill_stores, static_cast<long long>(k->shared_bytes));
+    ExpectCleanSm90a(*code);
   }
   // ptxas: hopper_bench's 8192x8192x1024 ping-pong config with the bulk store.
   const WsCase big{"pp_bulk_128x128x64_t128", 8192, 8192, 1024, 128, 128, 64, 128, false, "bf16", "bf16", 4, false};

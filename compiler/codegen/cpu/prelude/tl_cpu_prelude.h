@@ -189,7 +189,7 @@ template <int KIND> static inline float tl_ld_f32(const void* p, long i) {
 
 // Floats of scratch a gemm of this shape needs (A panels, then B panels
 // starting on a 64-byte boundary). The code generator sizes scratch for the
-// largest MR/NR of all ISA levels; the block function checks it.
+// largest MR/NR of all ISA levels and static_asserts this against it.
 static constexpr long tl_gemm_pack_floats(long M, long N, long K) {
   const long a = ((M + TL_MR - 1) / TL_MR) * TL_MR * K;
   return ((a + 15) & ~15L) + ((N + TL_NR - 1) / TL_NR) * TL_NR * K;
@@ -201,9 +201,13 @@ static constexpr long tl_gemm_pack_floats(long M, long N, long K) {
 // column j). Three forms, chosen by the strides at run time:
 //  - ks == 1 (k contiguous: A row-major, B transposed): V rows of V k-values
 //    each are loaded as vectors (converted to f32) and transposed in registers;
-//  - xs == 1 (x contiguous: B row-major, A transposed): each source row k is
-//    read once, front to back, into every panel (k outer, so the hardware
-//    prefetcher sees one stream per row instead of one 4 KiB stride per k);
+//  - xs == 1 (x contiguous: B row-major, A transposed) where W is a multiple
+//    of the vector width (not v3's 6-row A panels): each source row k is read
+//    once, front to back, into every panel (k outer, so the hardware
+//    prefetcher sees one stream per row instead of one 4 KiB stride per k;
+//    RISK: its stores go to panels W * K floats apart, a multiple of 4 KiB,
+//    so one k's stores share an L1 set -- measured only on Sapphire Rapids'
+//    12-way L1, not on the 8-way L1 of AMD's Zen 2/3);
 //  - anything else, and the k tail of the first form: element by element.
 // Why: a block repacks its operand tiles at every k-step, so the pack is paid
 // once per 2 * TL_NR (A) or 2 * BM (B) FLOPs of the microkernel; element-wise
@@ -213,7 +217,7 @@ static constexpr long tl_gemm_pack_floats(long M, long N, long K) {
 // tl_pack_vec<16> (AVX-512: v4). A panel of W <= 8 lanes (v4's A panels) is
 // transposed 8 wide, so no shuffle works on padding rows.
 template <int V> struct tl_pack_vec;
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define TL_PACK_VECTORS 1
 template <> struct tl_pack_vec<8> {
   typedef __m256 T;

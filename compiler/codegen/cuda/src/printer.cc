@@ -252,6 +252,11 @@ class Printer {
     out.name = k_.name;
     std::ostringstream o;
     wgmma_ = gpu::HasWgmma(k_.body);
+    // Threads' shared-memory writes read by the async proxy: wgmma operands
+    // and bulk / TMA stores' sources (fenced before every block barrier).
+    async_reads_ = wgmma_ || HasBulkStore(k_.body);
+    swizzled_ = wgmma_;
+    for (const gpu::SimtBuffer& b : k_.buffers) swizzled_ = swizzled_ || b.swizzle != gpu::SmemSwizzle::kNone;
     o << kPrelude;
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
@@ -313,11 +318,11 @@ class Printer {
     }
     out.param_buffer_bytes = offset;
     o << ") {\n";
-    // Swizzled wgmma operands need 1024-byte-aligned atoms: the dynamic
-    // shared memory's base is aligned (and checked: a misaligned base would
-    // silently permute the operands).
-    o << "  extern __shared__ __align__(" << (wgmma_ ? 1024 : 16) << ") unsigned char tl_smem[];\n";
-    if (wgmma_) {
+    // Swizzled tiles (wgmma operands, a TMA-store epilogue's) need
+    // 1024-byte-aligned atoms: the dynamic shared memory's base is aligned
+    // (and checked: a misaligned base would silently permute the tiles).
+    o << "  extern __shared__ __align__(" << (swizzled_ ? 1024 : 16) << ") unsigned char tl_smem[];\n";
+    if (swizzled_) {
       o << "  const unsigned tl_smem_base = tl_smem_addr(tl_smem);\n";
       o << "  if (tl_smem_base & 1023u) __trap();\n";
     }
@@ -596,7 +601,7 @@ class Printer {
               if (n.cluster) {  // every thread of both blocks (barrier inits before use, no exit before the peer)
                 o << pad << "tl_cluster_sync();\n";
               } else {
-                if (wgmma_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+                if (async_reads_) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
                 o << pad << "__syncthreads();\n";
               }
             } else if constexpr (std::is_same_v<T, gpu::SLaneReduce>) {
@@ -681,7 +686,7 @@ class Printer {
               if (n.id < 1 || n.id > 15 || n.threads <= 0 || n.threads % 32 != 0) {
                 err_ = "named barrier " + std::to_string(n.id) + " over " + std::to_string(n.threads) + " threads";
               }
-              if (wgmma_ && n.fence && !n.arrive) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
+              if (async_reads_ && n.fence && !n.arrive) o << pad << "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n";
               o << pad << "asm volatile(\"bar." << (n.arrive ? "arrive " : "sync ") << n.id << ", " << n.threads
                 << ";\" ::: \"memory\");\n";
             } else if constexpr (std::is_same_v<T, gpu::SWarpRoles>) {
@@ -1081,7 +1086,9 @@ class Printer {
 
   const gpu::SimtKernel& k_;
   bool mma_ = false;    // an SMma was printed (kMmaPrelude)
-  bool wgmma_ = false;  // the kernel has SWgmma: sm_90a only (wgmma prelude, 1024-byte aligned shared memory)
+  bool wgmma_ = false;  // the kernel has SWgmma: sm_90a only (wgmma prelude)
+  bool async_reads_ = false;  // wgmma or bulk/TMA stores read shared memory the threads wrote: fenced barriers
+  bool swizzled_ = false;     // a swizzled shared buffer: 1024-byte aligned shared memory
   std::map<std::string, const gpu::SimtBuffer*> bufs_;
   std::map<std::string, DType> globals_;
   std::map<std::string, DType> vars_;

@@ -70,7 +70,7 @@ void DumpBlock(const SBlock& b, int ind, std::ostringstream& o) {
             o << pad << "bulk.store " << n.dst << "[" << ir::Print(n.dst_index) << "] <- " << n.src << "[" << ir::Print(n.src_index)
               << "] " << ir::Print(n.bytes) << " B\n";
           } else if constexpr (std::is_same_v<T, STmaStore>) {
-            o << pad << "tma.store map" << n.map << " (";
+            o << pad << "tma.store " << n.dst << " map" << n.map << " (";
             for (size_t i = 0; i < n.coords.size(); ++i) o << (i ? ", " : "") << ir::Print(n.coords[i]);
             o << ") <- " << n.src << "[" << ir::Print(n.src_index) << "]\n";
           } else if constexpr (std::is_same_v<T, SBulkCommit>) {

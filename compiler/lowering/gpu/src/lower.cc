@@ -815,7 +815,7 @@ class Lowerer {
     for (int64_t p = 0; p < n / pw; ++p) {
       const Expr c = ir::FoldConstants(Add(ToI32(b.info.starts[1]), I(p * pw)));
       issue.push_back(S(STmaStore{map, {ir::FoldConstants(ToI32(b.info.starts[0])), c}, a.info.buffer,
-                                  Addr(sb, {I(0), I(p * pw)})}));
+                                  Addr(sb, {I(0), I(p * pw)}), b.info.buffer}));
     }
     issue.push_back(S(SBulkCommit{}));
     int64_t& al = out_->param_align[b.info.buffer];
@@ -1987,6 +1987,43 @@ std::vector<StagedEpilogue> StageWgmmaEpilogues(ir::Function& f, const GpuLayout
 
 }  // namespace
 
+// Removes the tensor maps of tensors no STmaLoad / STmaStore uses through any
+// map, and renumbers the rest. Why: TmaStoreEpilogue builds its map of C with
+// the bulk form, which only the warp-specialized GEMM swaps in; elsewhere the
+// map would be an unused kernel parameter that the runtime still encodes at
+// every launch (and whose encoding could fail for a C the kernel never stores
+// by TMA). A tensor with a used map keeps all of its maps (ClusterMulticast
+// leaves the whole-box map beside its half boxes), so no other kernel changes.
+static void DropUnusedTensorMaps(SimtKernel* k) {
+  std::vector<bool> used(k->tensor_maps.size(), false);
+  std::function<void(SBlock&, const std::function<void(int&)>&)> maps = [&](SBlock& b, const std::function<void(int&)>& fn) {
+    for (SStmt& st : b) {
+      if (auto* l = std::get_if<STmaLoad>(&st.node)) fn(l->map);
+      if (auto* t = std::get_if<STmaStore>(&st.node)) fn(t->map);
+      if (auto* f = std::get_if<SFor>(&st.node)) maps(f->body, fn);
+      if (auto* i = std::get_if<SIf>(&st.node)) maps(i->then_body, fn), maps(i->else_body, fn);
+      if (auto* r = std::get_if<SWarpRoles>(&st.node)) maps(r->producer, fn), maps(r->consumer, fn);
+    }
+  };
+  maps(k->body, [&](int& m) {
+    if (m >= 0 && static_cast<size_t>(m) < used.size()) used[static_cast<size_t>(m)] = true;
+  });
+  std::set<int> used_params;
+  for (size_t i = 0; i < used.size(); ++i) {
+    if (used[i]) used_params.insert(k->tensor_maps[i].param);
+  }
+  std::vector<int> to(used.size(), -1);
+  std::vector<TensorMapDesc> kept;
+  for (size_t i = 0; i < used.size(); ++i) {
+    if (!used_params.count(k->tensor_maps[i].param)) continue;
+    to[i] = static_cast<int>(kept.size());
+    kept.push_back(k->tensor_maps[i]);
+  }
+  if (kept.size() == k->tensor_maps.size()) return;
+  maps(k->body, [&](int& m) { m = to[static_cast<size_t>(m)]; });
+  k->tensor_maps = std::move(kept);
+}
+
 StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOptions& options) {
   Status s = ir::Verify(input);
   if (!s.ok()) return s;
@@ -2201,6 +2238,7 @@ StatusOr<SimtKernel> LowerToSimt(const ir::Function& input, const GpuLowerOption
       out.notes.push_back(ClusterMulticast(&out, n));
     }
   }
+  DropUnusedTensorMaps(&out);
   return out;
 }
 

@@ -66,7 +66,7 @@ bool Mentions(const SStmt& s, const std::string& name) {
         } else if constexpr (std::is_same_v<N, SBulkStore>) {
           return n.dst == name || n.src == name || r(n.dst_index) || r(n.src_index) || r(n.bytes);
         } else if constexpr (std::is_same_v<N, STmaStore>) {
-          bool m = n.src == name || r(n.src_index);
+          bool m = n.src == name || n.dst == name || r(n.src_index);
           for (const ir::Expr& e : n.coords) m = m || r(e);
           return m;
         } else if constexpr (std::is_same_v<N, SMbarInit> || std::is_same_v<N, SMbarArrive> || std::is_same_v<N, SMbarWait>) {

@@ -1222,7 +1222,7 @@ bool RenameForWarpgroup(SBlock& b, const std::map<std::string, std::string>& to,
     } else if (auto* bs = std::get_if<SBulkStore>(&s.node)) {
       name(bs->src), name(bs->dst), expr(bs->src_index), expr(bs->dst_index), expr(bs->bytes);
     } else if (auto* ts = std::get_if<STmaStore>(&s.node)) {
-      name(ts->src), expr(ts->src_index);
+      name(ts->src), name(ts->dst), expr(ts->src_index);
       for (Expr& x : ts->coords) expr(x);
     } else if (auto* n = std::get_if<SNamedBarrier>(&s.node)) {
       if (n->id == 1) n->id = bar;

@@ -393,6 +393,7 @@ struct STmaStore {
   std::vector<ir::Expr> coords;
   std::string src;
   ir::Expr src_index;
+  std::string dst;  // the tensor param the map describes (for passes asking which buffers a statement names)
 };
 struct SBulkCommit {};
 struct SBulkWait {
