@@ -182,23 +182,23 @@ TEST_P(CpuGemm, MatchesFloat64Reference) {
   void* b = dt == "f32" ? static_cast<void*>(bf.data()) : bh.data();
   // Shared tiles as GEMM panels (the copies pack; the default) and row-major (tl_gemm packs from shared memory).
   for (bool panels : {true, false}) {
-  SCOPED_TRACE(panels ? "panel layout" : "row-major shared tiles");
-  for (auto& k : MustBuild(GemmTir(c), {{panels}})) {
-    SCOPED_TRACE(toolchain::IsaName(k->isa));
-    std::vector<float> C(M * N + 16, -7.0f);
-    ASSERT_EQ(Launch(*k, {a, b, C.data()}, {M, N, K}), 0);
-    for (int i = 0; i < M; ++i) {
-      for (int j = 0; j < N; ++j) {
-        double ref = 0, mag = 0;
-        for (int kk = 0; kk < K; ++kk) {
-          ref += A(i, kk) * B(kk, j);
-          mag += std::fabs(A(i, kk) * B(kk, j));
+    SCOPED_TRACE(panels ? "panel layout" : "row-major shared tiles");
+    for (auto& k : MustBuild(GemmTir(c), {{panels}})) {
+      SCOPED_TRACE(toolchain::IsaName(k->isa));
+      std::vector<float> C(M * N + 16, -7.0f);
+      ASSERT_EQ(Launch(*k, {a, b, C.data()}, {M, N, K}), 0);
+      for (int i = 0; i < M; ++i) {
+        for (int j = 0; j < N; ++j) {
+          double ref = 0, mag = 0;
+          for (int kk = 0; kk < K; ++kk) {
+            ref += A(i, kk) * B(kk, j);
+            mag += std::fabs(A(i, kk) * B(kk, j));
+          }
+          ASSERT_NEAR(C[i * N + j], ref, 1e-5 * mag + 1e-6) << "C[" << i << ", " << j << "]";
         }
-        ASSERT_NEAR(C[i * N + j], ref, 1e-5 * mag + 1e-6) << "C[" << i << ", " << j << "]";
       }
+      for (int i = M * N; i < M * N + 16; ++i) ASSERT_EQ(C[i], -7.0f) << "out-of-bounds write";
     }
-    for (int i = M * N; i < M * N + 16; ++i) ASSERT_EQ(C[i], -7.0f) << "out-of-bounds write";
-  }
   }
 }
 

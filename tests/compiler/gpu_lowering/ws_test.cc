@@ -181,6 +181,27 @@ int Count(const SBlock& b) {
   return n;
 }
 
+// How many T (SBulkStore, STmaStore) in b read shared buffer `src`.
+template <class T>
+int StoresFrom(const SBlock& b, const std::string& src) {
+  int n = 0;
+  Walk(const_cast<SBlock&>(b), [&](SStmt& s) {
+    const auto* x = std::get_if<T>(&s.node);
+    n += x && x->src == src;
+  });
+  return n;
+}
+
+// The mutant without the bulk epilogue's .read waits in b (each becomes a comment); how many it removed.
+int DropReadWaits(SBlock& b) {
+  int removed = 0;
+  Walk(b, [&](SStmt& s) {
+    auto* w = std::get_if<tl::gpu::SBulkWait>(&s.node);
+    if (w && w->read) s.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
+  });
+  return removed;
+}
+
 const std::vector<WsCase>& Cases() {
   static const std::vector<WsCase> cases = {
       // 2 and 3 stages, 128 and 256 consumer threads, 128x128 and 128x256
@@ -446,12 +467,7 @@ TEST(WarpSpecialize, BulkStoreEpilogue) {
       // while the previous tile's bulk copies of it are pending.
       {
         tl::gpu::SimtKernel k = *a;
-        int removed = 0;
-        Walk(k.body, [&](SStmt& s) {
-          auto* w = std::get_if<tl::gpu::SBulkWait>(&s.node);
-          if (w && w->read) s.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
-        });
-        EXPECT_EQ(removed, 1);
+        EXPECT_EQ(DropReadWaits(k.body), 1);
         std::map<std::string, std::vector<double>> t;
         const tl::Status st = run(k, &t);
         EXPECT_NE(st.ToString().find("a stmatrix writes tl_epi_C_f["), std::string::npos) << st.ToString();
@@ -573,12 +589,7 @@ TEST(WarpSpecialize, TmaStoreEpilogue) {
       // Mutant: no .read wait (persistent: the next tile's stmatrix rewrites the tile under the pending boxes;
       // not persistent: the kernel ends with them pending).
       tl::gpu::SimtKernel m = *a;
-      int removed = 0;
-      Walk(m.body, [&](SStmt& x) {
-        auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
-        if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
-      });
-      EXPECT_EQ(removed, 1);
+      EXPECT_EQ(DropReadWaits(m.body), 1);
       const tl::Status sm = RunWs(c, m, &worst);
       const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm);
       if (sms == 0) {
@@ -2332,12 +2343,7 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
         SBlock& b = PingpongWarpgroup(*k, w);
         EXPECT_EQ(Count<tl::gpu::SBulkStore>(b), 1) << dump;
         EXPECT_EQ(Count<tl::gpu::SBulkWait>(b), 2) << dump;
-        int from = 0;
-        Walk(b, [&](SStmt& x) {
-          const auto* bs = std::get_if<tl::gpu::SBulkStore>(&x.node);
-          from += bs && bs->src == (w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1");
-        });
-        EXPECT_EQ(from, 1) << dump;
+        EXPECT_EQ(StoresFrom<tl::gpu::SBulkStore>(b, w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1"), 1) << dump;
       }
       for (const tl::gpu::SimtBuffer& b : k->buffers) {
         if (b.name.rfind("tl_epi_C_f", 0) == 0) {
@@ -2356,12 +2362,7 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
       const int64_t tiles = ((c.N + c.bn - 1) / c.bn) * ((c.M + c.bm - 1) / c.bm), G = std::min(tiles, sms);
       if ((tiles + G - 1) / G < 4) continue;
       tl::gpu::SimtKernel m = *k;
-      int removed = 0;
-      Walk(PingpongWarpgroup(m, 1), [&](SStmt& x) {
-        auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
-        if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
-      });
-      EXPECT_EQ(removed, 1);
+      EXPECT_EQ(DropReadWaits(PingpongWarpgroup(m, 1)), 1);
       const tl::Status sm = RunWs(c, m, &worst);
       EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
       EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
@@ -2384,12 +2385,8 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
               std::string::npos)
         << notes;
     for (int w = 0; w < 2; ++w) {
-      int from = 0;
-      Walk(PingpongWarpgroup(*k, w), [&](SStmt& x) {
-        const auto* ts = std::get_if<tl::gpu::STmaStore>(&x.node);
-        from += ts && ts->src == (w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1");
-      });
-      EXPECT_EQ(from, 2) << dump;
+      EXPECT_EQ(StoresFrom<tl::gpu::STmaStore>(PingpongWarpgroup(*k, w), w == 0 ? "tl_epi_C_f" : "tl_epi_C_f_wg1"), 2)
+          << dump;
     }
     for (const tl::gpu::SimtBuffer& b : k->buffers) {
       if (b.name.rfind("tl_epi_C_f", 0) == 0) {
@@ -2405,12 +2402,7 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
     EXPECT_EQ(out, out_coop);
     EXPECT_EQ(std::count(out.begin(), out.end(), 1e6), 0);
     tl::gpu::SimtKernel m = *k;  // warpgroup 1 without its .read wait (4 tiles on 1 SM: it has two)
-    int removed = 0;
-    Walk(PingpongWarpgroup(m, 1), [&](SStmt& x) {
-      auto* w = std::get_if<tl::gpu::SBulkWait>(&x.node);
-      if (w && w->read) x.node = tl::gpu::SComment{"no bulk wait"}, ++removed;
-    });
-    EXPECT_EQ(removed, 1);
+    EXPECT_EQ(DropReadWaits(PingpongWarpgroup(m, 1)), 1);
     const tl::Status sm = RunWs(c, m, &worst);
     EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
     EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();

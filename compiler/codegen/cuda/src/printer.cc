@@ -254,14 +254,15 @@ class Printer {
     wgmma_ = gpu::HasWgmma(k_.body);
     // Threads' shared-memory writes read by the async proxy: wgmma operands
     // and bulk / TMA stores' sources (fenced before every block barrier).
-    async_reads_ = wgmma_ || HasBulkStore(k_.body);
+    const bool bulk = HasBulkStore(k_.body);
+    async_reads_ = wgmma_ || bulk;
     swizzled_ = wgmma_;
     for (const gpu::SimtBuffer& b : k_.buffers) swizzled_ = swizzled_ || b.swizzle != gpu::SmemSwizzle::kNone;
     o << kPrelude;
     if (wgmma_) o << kWgmmaPrelude;
     if (!k_.tensor_maps.empty()) o << kTmaPrelude;
-    if (HasBulkStore(k_.body)) o << kBulkPrelude;
-    if (HasBulkStore(k_.body) && !k_.tensor_maps.empty()) o << kTmaStorePrelude;
+    if (bulk) o << kBulkPrelude;
+    if (bulk && !k_.tensor_maps.empty()) o << kTmaStorePrelude;
     if (k_.cluster > 1) {
       if (k_.cluster != 2 || k_.tensor_maps.empty()) err_ = "a cluster of " + std::to_string(k_.cluster) + " blocks (only 2, with TMA)";
       o << kClusterPrelude;

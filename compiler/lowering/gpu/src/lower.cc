@@ -141,6 +141,23 @@ class Lowerer {
     out_->buffers.push_back({name, Space::kShared, t, elements, out_->shared_bytes, std::move(shape), swizzle});
     out_->shared_bytes += bytes;
   }
+  // The index of pointer param `name`, or -1.
+  int PointerParam(const std::string& name) const {
+    for (size_t i = 0; i < out_->params.size(); ++i) {
+      if (out_->params[i].name == name && out_->params[i].pointer) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  // The index of a tensor map of m's param, box and swizzle (TMA copies and
+  // stores share one), added where there is none.
+  int TensorMap(const TensorMapDesc& m) {
+    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
+      const TensorMapDesc& x = out_->tensor_maps[i];
+      if (x.param == m.param && x.box == m.box && x.swizzle == m.swizzle) return static_cast<int>(i);
+    }
+    out_->tensor_maps.push_back(m);
+    return static_cast<int>(out_->tensor_maps.size()) - 1;
+  }
   // A staged epilogue tile (alias_) at the offset of a dead pipeline buffer
   // large enough to hold it; false when none is.
   // A swizzled tile needs a buffer starting on its swizzle atom.
@@ -584,20 +601,9 @@ class Lowerer {
       note("cp.async, not TMA, for " + what + ": " + plan.why_not);
       return false;
     }
-    int param = -1;
-    for (size_t i = 0; i < out_->params.size(); ++i) {
-      if (out_->params[i].name == a.info.buffer && out_->params[i].pointer) param = static_cast<int>(i);
-    }
+    const int param = PointerParam(a.info.buffer);
     if (param < 0) return false;
-    int map = -1;
-    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
-      const TensorMapDesc& m = out_->tensor_maps[i];
-      if (m.param == param && m.box == plan.box && m.swizzle == swz) map = static_cast<int>(i);
-    }
-    if (map < 0) {
-      map = static_cast<int>(out_->tensor_maps.size());
-      out_->tensor_maps.push_back(TensorMapDesc{param, sb.shape, plan.box, swz});
-    }
+    const int map = TensorMap(TensorMapDesc{param, sb.shape, plan.box, swz});
     TmaPipe& tp = tma_pipes_[pipe];
     if (!tp.used) {
       tp.used = true;
@@ -793,24 +799,12 @@ class Lowerer {
       out_->notes.push_back(no + "the copy is not the whole tile of whole 64-column panels");
       return;
     }
-    int param = -1;
-    for (size_t i = 0; i < out_->params.size(); ++i) {
-      if (out_->params[i].name == b.info.buffer && out_->params[i].pointer) param = static_cast<int>(i);
-    }
+    const int param = PointerParam(b.info.buffer);
     if (param < 0) {
       out_->notes.push_back(no + b.info.buffer + " is not a tensor parameter");
       return;
     }
-    const std::vector<int64_t> box = {m, pw};
-    int map = -1;
-    for (size_t i = 0; i < out_->tensor_maps.size(); ++i) {
-      const TensorMapDesc& x = out_->tensor_maps[i];
-      if (x.param == param && x.box == box && x.swizzle == sb.swizzle) map = static_cast<int>(i);
-    }
-    if (map < 0) {
-      map = static_cast<int>(out_->tensor_maps.size());
-      out_->tensor_maps.push_back(TensorMapDesc{param, db.shape, box, sb.swizzle});
-    }
+    const int map = TensorMap(TensorMapDesc{param, db.shape, {m, pw}, sb.swizzle});
     SBlock issue;
     for (int64_t p = 0; p < n / pw; ++p) {
       const Expr c = ir::FoldConstants(Add(ToI32(b.info.starts[1]), I(p * pw)));
