@@ -71,13 +71,14 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # "bulk" as an element after the 7th: pass_configs {"tl.bulk_store": True} (opt-in, session 11; H200 2026-12-05: 3-25 %
 # slower than without) -- the staged epilogue stored by warp 0 as one cp.async.bulk copy per tile row; persistent, its wait is
 # deferred to the next tile's epilogue, so the store overlaps the next k-loop.
-# "tma_store" as an element after the 7th: pass_configs {"tl.tma_store": True} (opt-in, session 14, never run on a GPU)
-# -- the staged epilogue tile 128B-swizzled and stored by thread 0's TMA tensor stores (one box per 64-column panel;
+# "tma_store" as an element after the 7th: pass_configs {"tl.tma_store": True} (opt-in, session 14; H100 2026-12-05: the
+# best config on the six large rows by 0.4-0.7 %, i.e. noise) -- the staged epilogue tile 128B-swizzled and stored by thread 0's TMA tensor stores (one box per 64-column panel;
 # persistent, the wait deferred to the next tile's epilogue); takes "bulk"'s place.
 # "gemm_pingpong" as an element after the 7th (with "persistent"): pass_configs {"tl.gemm_pingpong": True} (opt-in,
 # session 12; H200 2026-12-05: 2-64 % slower than the best cooperative kernel, 7 % faster than the cooperative 128x128 at
 # K = 1024) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
-# warpgroups on alternate tiles of the persistent block (384 threads), one's epilogue under the other's k-loop.
+# warpgroups on alternate tiles of the persistent block (384 threads), one's epilogue under the other's k-loop;
+# with "cluster2" (session 15) as clusters of 2 persistent blocks whose producers multicast the shared operand tile.
 # The best one is reported.
 # Pruned after the H200 table of 2026-12-04 19:50 (session 10), so the whole table fits one device call with its
 # validation: a config stays where it came within 10 % of the row's best on some row (the ratio in brackets is
@@ -105,29 +106,28 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # A's L2 reads saved per pair instead of 1/3 with 128x256), and the same without the cluster
                       (256, 128, 64, 256, 4, 0, 1, "cluster2"),  # [1.01]
                       (256, 128, 64, 256, 3, 0, 1, "persistent"),  # [1.04]
-                      # session 14 (never run on a GPU): the TMA-store epilogue (CUTLASS's: the staged tile 128B-swizzled,
-                      # one TMA tensor store per 64-column panel by thread 0, the persistent form's wait deferred a tile)
-                      # on the persistent winners and the non-persistent 8192^3 winner -- in place of session 11's
-                      # per-row bulk-store configs, 3-25 % slower than without on the H200 (2026-12-05; "bulk" still works)
+                      # session 14: the TMA-store epilogue (CUTLASS's: the staged tile 128B-swizzled, one TMA tensor
+                      # store per 64-column panel by thread 0, the persistent form's wait deferred a tile) on the
+                      # persistent winners and the non-persistent 8192^3 winner -- in place of session 11's per-row
+                      # bulk-store configs, 3-25 % slower than without on the H200 (2026-12-05; "bulk" still works).
+                      # H100 2026-12-05 (session 15): the best on all six large rows, by 0.4-0.7 %
                       (128, 256, 64, 256, 3, 0, 1, "persistent", "tma_store"), (128, 256, 64, 256, 3, 8, 1, "persistent", "tma_store"),
                       (128, 256, 64, 256, 4, 8, 1, "tma_store"),
-                      # session 12 (H200 2026-12-05: 1.02-1.64 of the row's best): the ping-pong schedule of 128x128x64 tiles (two consumer
-                      # warpgroups each on its own tile; 4 stages + two epilogue tiles: 196 KiB of shared memory),
-                      # block order and rasterized, 3 stages, and (session 14, never run) with the TMA-store epilogue
-                      # (each warpgroup's thread 0 stores its own tile)
+                      # session 12 (H200 2026-12-05: 1.02-1.64 of the row's best; H100 session 15: 1.08-1.33): the
+                      # ping-pong schedule of 128x128x64 tiles (two consumer warpgroups each on its own tile; 4 stages
+                      # + two epilogue tiles: 196 KiB of shared memory), and with the TMA-store epilogue (each
+                      # warpgroup's thread 0 stores its own tile). Dropped (H100 session 15, best ratio): rasterized
+                      # (1.18), 3 stages (1.31), and session 14's 64x256 ping-pong tiles in all three forms (1.24).
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
-                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
-                      (128, 128, 64, 128, 3, 0, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "tma_store"),
-                      # session 14 (never run on a GPU): the ping-pong schedule on 64x256 tiles -- one m64n256k16
-                      # wgmma per k16 (the widest: 128x128's pair of m64n128 reads its B tile twice, 20 % more shared
-                      # reads per FLOP; but 25 % more L2 reads per output than 128x128), the same 128 accumulator
-                      # registers a thread; 4 stages of 40 KiB + two 33 KiB epilogue tiles
-                      # (226 of 227 KiB). ptxas: 168 registers, 0 spills; interpreter: bit-equal to the cooperative
-                      # kernel (ws_test pp_64x256_s3_bf16)
-                      (64, 256, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
-                      (64, 256, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong"),
-                      (64, 256, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "tma_store"))
+                      # session 15 (never run on a GPU): the ping-pong with 2-block clusters. On the H100 the ping-pong's
+                      # 128x128 tiles read 2.0 GiB from the L2 at 8192x8192x1024 (9.1 TB/s at its best time) against
+                      # 128x256's 1.5 GiB; the multicast reads the tile both blocks of a pair need once (raster 0: A,
+                      # rasterized: B), 1.5 GiB, as CUTLASS pairs its ping-pong kernels with 2x1 clusters.
+                      # Interpreter: right against float64 (cluster_test cl_pp_*); ptxas 168 registers, 0 spills.
+                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "cluster2"),
+                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong", "cluster2"),
+                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong", "cluster2", "tma_store"))
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),

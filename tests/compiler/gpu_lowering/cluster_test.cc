@@ -327,6 +327,7 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
     Gemm c;
     int64_t raster, sms;
     const char* shared;  // what the note must say about the multicast stage buffers
+    bool pingpong = false;  // GpuLowerOptions::gemm_pingpong (128 threads, persistent)
   };
   const std::vector<Run> runs = {
       {{"cl_r0_128x128_t128", 200, 512, 328, 128, 128, 64, 128, 2}, 0, 0, "(1 always"},
@@ -337,15 +338,25 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
       // persistent: the block indices are lets of the tile index, the peer's of tile ^ 1 (A tested per k-step)
       {{"cl_r0_persistent2", 256, 512, 200, 128, 128, 64, 128, 2}, 0, 2, "(0 always"},
       {{"cl_r2_persistent4", 512, 256, 456, 128, 128, 64, 256, 3}, 2, 4, "(0 always"},
+      // the ping-pong GEMM: one ring across the block's tiles, warpgroup j % 2 on its j-th tile in both
+      // blocks; 8 tiles over 2 blocks (4 each: both warpgroups twice), 4 k-steps over 2 stages
+      {{"cl_pp_r0_persistent2", 256, 512, 200, 128, 128, 64, 128, 2}, 0, 2, "(0 always", true},
+      // rasterized (B shared), 3 stages, a k tail over 8 k-steps; 8 tiles over 4 blocks (one each warpgroup)
+      {{"cl_pp_r2_persistent4", 512, 256, 456, 128, 128, 64, 128, 3}, 2, 4, "(0 always", true},
+      // one k-step a tile (the ring wraps every tile), ragged M; 12 tiles over 2 blocks
+      {{"cl_pp_r0_persistent2_k1", 328, 512, 40, 128, 128, 64, 128, 2}, 0, 2, "(0 always", true},
   };
   for (const Run& r : runs) {
     SCOPED_TRACE(r.c.name);
     tl::gpu::GpuLowerOptions o = Sm90a(true, kClusters);
     o.persistent_sms = r.sms;
+    o.gemm_pingpong = r.pingpong;
     tl::StatusOr<tl::gpu::SimtKernel> k = tl::gpu::LowerToSimt(Parse(r.raster ? Rastered(r.c, r.raster) : Text(r.c)), o);
     ASSERT_TRUE(k.ok()) << k.status().ToString();
     const std::string notes = Notes(*k), dump = tl::gpu::Dump(*k);
     ASSERT_EQ(k->cluster, 2) << notes;
+    EXPECT_EQ(notes.find("warp-specialized: ping-pong: two 128-thread consumer warpgroups") != std::string::npos, r.pingpong)
+        << notes;
     EXPECT_NE(notes.find(r.shared), std::string::npos) << notes;
     if (r.sms) {
       EXPECT_NE(notes.find("(persistent: tiles 2j, 2j + 1)"), std::string::npos) << notes;
@@ -354,7 +365,8 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
     const tl::Status st = RunGemm(r.c, *k, &worst);
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << dump;
     EXPECT_LE(worst, 1e-5) << dump;
-    std::printf("[ %s ] cluster 2%s, worst relative error %.3g\n", r.c.name.c_str(), r.sms ? " persistent" : "", worst);
+    std::printf("[ %s ] cluster 2%s%s, worst relative error %.3g\n", r.c.name.c_str(), r.sms ? " persistent" : "",
+                r.pingpong ? " ping-pong" : "", worst);
   }
 }
 
@@ -363,12 +375,20 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
 // completes), consumers that release only their own block's stage (the
 // peer's producer waits forever), an empty barrier whose count was not
 // doubled (arrivals past the count), multicast boxes that were not split
-// (twice the bytes).
+// (twice the bytes); in the cooperative and the ping-pong GEMM.
 TEST(Cluster, BrokenProtocolsAreCaught) {
   const Gemm c{"cl_broken", 256, 512, 456, 128, 128, 64, 128, 2};
   tl::StatusOr<tl::gpu::SimtKernel> good = tl::gpu::LowerToSimt(Parse(Text(c)), Sm90a(true, kClusters));
   ASSERT_TRUE(good.ok());
   ASSERT_EQ(good->cluster, 2) << Notes(*good);
+  // The same breaks in the persistent ping-pong GEMM (two consumer warpgroups a block: six agents).
+  tl::gpu::GpuLowerOptions pp = Sm90a(true, kClusters);
+  pp.persistent_sms = 2;
+  pp.gemm_pingpong = true;
+  tl::StatusOr<tl::gpu::SimtKernel> good_pp = tl::gpu::LowerToSimt(Parse(Text(c)), pp);
+  ASSERT_TRUE(good_pp.ok());
+  ASSERT_EQ(good_pp->cluster, 2) << Notes(*good_pp);
+  ASSERT_NE(Notes(*good_pp).find("ping-pong"), std::string::npos) << Notes(*good_pp);
   const std::vector<std::pair<std::string, std::function<void(tl::gpu::SimtKernel&)>>> breaks = {
       {"half the bytes", [](tl::gpu::SimtKernel& k) {
          Walk(k.body, [](SStmt& s) {
@@ -391,14 +411,16 @@ TEST(Cluster, BrokenProtocolsAreCaught) {
          });
        }},
   };
-  for (const auto& [name, brk] : breaks) {
-    SCOPED_TRACE(name);
-    tl::gpu::SimtKernel k = *good;
-    brk(k);
-    double worst = 0;
-    const tl::Status st = RunGemm(c, k, &worst);
-    EXPECT_TRUE(!st.ok() || worst > 1e-3) << "a broken protocol passed: " << name;
-    std::printf("[ %s ] caught: %s\n", name.c_str(), st.ok() ? "wrong numbers" : st.ToString().substr(0, 160).c_str());
+  for (const auto& [form, base] : {std::pair{"cooperative", &*good}, std::pair{"ping-pong", &*good_pp}}) {
+    for (const auto& [name, brk] : breaks) {
+      SCOPED_TRACE(std::string(form) + ": " + name);
+      tl::gpu::SimtKernel k = *base;
+      brk(k);
+      double worst = 0;
+      const tl::Status st = RunGemm(c, k, &worst);
+      EXPECT_TRUE(!st.ok() || worst > 1e-3) << "a broken protocol passed: " << form << ", " << name;
+      std::printf("[ %s: %s ] caught: %s\n", form, name.c_str(), st.ok() ? "wrong numbers" : st.ToString().substr(0, 160).c_str());
+    }
   }
 }
 

@@ -211,22 +211,23 @@ struct Machine {
   // threads stay in lockstep; a block barrier inside a role is an error
   // (the other role never reaches it).
   // A cluster of 2 blocks (SimtKernel::cluster; Interpret runs the two
-  // blocks as two Machines): the roles of both blocks are four agents
-  // (agent = rank * 2 + role) sharing one baton, a multicast TMA box lands
-  // on the peer's barrier and stage too, an arrival with `peer` counts on
-  // the peer's barrier too.
+  // blocks as two Machines): the roles of both blocks are four agents (six
+  // with consumer groups; agent = rank * per + the block's own agent)
+  // sharing one baton, a multicast TMA box lands on the peer's barrier and
+  // stage too, an arrival with `peer` counts on the peer's barrier too.
   struct Roles {
     std::mutex mu;
     std::condition_variable cv;
     int turn = -1;
-    int n = 2;                  // agents: 2 (one block), 4 (a cluster of 2), 3 (consumer_groups 2: producer, wg 0, wg 1)
-    bool done[4] = {false, false, false, false};
+    int n = 2;                  // agents: per (one block) or 2 per (a cluster of 2)
+    int per = 2;                // agents a block: 2 (producer, consumers), 3 (consumer_groups 2: producer, wg 0, wg 1)
+    bool done[6] = {false, false, false, false, false, false};
     int64_t steps = 0;          // statements any agent executed
-    int64_t blocked_at[4] = {-1, -1, -1, -1};  // `steps` when the agent last gave way
+    int64_t blocked_at[6] = {-1, -1, -1, -1, -1, -1};  // `steps` when the agent last gave way
   };
   Roles* roles = nullptr;
   int role = -1;              // the role running now (-1: the whole block)
-  int agent = -1;             // the agent running now on this block (rank * 2 + role)
+  int agent = -1;             // the agent running now on this block (rank * per + the block's own)
   // SWarpRoles::consumer_groups > 1 (the ping-pong GEMM): each consumer
   // group (a warpgroup of its own tile) is an agent of its own, its wgmma
   // groups retired by its own wait_group only; my_base is the running
@@ -241,9 +242,13 @@ struct Machine {
     int64_t arrived = 0, gen = 0;
   };
   std::map<int64_t, LiveBar> live_bars = {};
-  int RoleOf(int me) const { return roles && roles->n == 3 ? (me > 0 ? 1 : 0) : me % 2; }
+  int RoleOf(int me) const {
+    const int per = roles ? roles->per : 2, local = me % per;
+    return per == 3 ? (local > 0 ? 1 : 0) : local;
+  }
   size_t BaseOf(int me) const {
-    return roles && roles->n == 3 && me > 0 ? static_cast<size_t>((me - 1) * (ws_consumers / ws_groups)) : 0;
+    const int per = roles ? roles->per : 2, local = me % per;
+    return per == 3 && local > 0 ? static_cast<size_t>((local - 1) * (ws_consumers / ws_groups)) : 0;
   }
 
   // Named barriers (SNamedBarrier, bar.sync / bar.arrive id, threads). The
@@ -374,7 +379,7 @@ struct Machine {
       error = "warp roles with " + std::to_string(n.consumer_groups) + " consumer groups";
       return;
     }
-    r.n = ws_groups == 2 ? 3 : 2;
+    r.n = r.per = ws_groups == 2 ? 3 : 2;
     live_bars.clear();
     std::vector<std::vector<uint8_t>> gm(2, std::vector<uint8_t>(mask.size(), 0));
     for (size_t t = 0; t < mask.size(); ++t) {
@@ -422,40 +427,60 @@ struct Machine {
     my_base = 0;
   }
 
-  // The roles of both blocks of a cluster (this one rank 0, peer rank 1) as four agents.
+  // The roles of both blocks of a cluster (this one rank 0, peer rank 1) as four agents, six with
+  // consumer groups (each block's producer, warpgroup 0, warpgroup 1: as RunRoles).
   void RunClusterRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
     Machine* ms[2] = {this, peer};
-    std::vector<uint8_t> pm(mask.size(), 0), cm(mask.size(), 0);
-    for (size_t t = 0; t < mask.size(); ++t) (static_cast<int64_t>(t) < n.consumers ? cm : pm)[t] = mask[t];
+    const int64_t groups = n.consumer_groups == 2 && n.consumers % 2 == 0 ? 2 : 1;
+    if (n.consumer_groups != 1 && groups != 2) {
+      error = "warp roles with " + std::to_string(n.consumer_groups) + " consumer groups";
+      return;
+    }
+    // Per agent of a block: its statements and its threads (producer, then the consumers or each group).
+    std::vector<const SBlock*> body = {&n.producer};
+    std::vector<std::vector<uint8_t>> masks(1, std::vector<uint8_t>(mask.size(), 0));
+    for (int64_t g = 0; g < groups; ++g) {
+      body.push_back(&n.consumer);
+      masks.emplace_back(mask.size(), 0);
+    }
+    for (size_t t = 0; t < mask.size(); ++t) {
+      const int64_t ti = static_cast<int64_t>(t);
+      const size_t a = ti >= n.consumers ? 0 : 1 + static_cast<size_t>(ti / (n.consumers / groups));
+      masks[a][t] = mask[t];
+    }
     Roles r;
-    r.n = 4;
+    r.per = static_cast<int>(body.size());
+    r.n = 2 * r.per;
     for (Machine* m : ms) {
       m->roles = &r;
       m->ws_consumers = n.consumers;
+      m->ws_groups = groups;
+      m->live_bars.clear();
     }
     auto run = [&](int me) {
-      Machine& m = *ms[me / 2];
+      Machine& m = *ms[me / r.per];
       {
         std::unique_lock<std::mutex> l(r.mu);
         r.cv.wait(l, [&] { return r.turn == me; });
-        m.role = me % 2;
+        m.role = m.RoleOf(me);
         m.agent = me;
+        m.my_base = m.BaseOf(me);
       }
-      m.Exec(me % 2 == 0 ? n.producer : n.consumer, me % 2 == 0 ? pm : cm);
+      m.Exec(*body[static_cast<size_t>(me % r.per)], masks[static_cast<size_t>(me % r.per)]);
       std::unique_lock<std::mutex> l(r.mu);
       r.done[me] = true;
       // The next agent not done (blocked or not: it checks its phase again).
       r.turn = -1;
-      for (int i = 1; i < 4; ++i) {
-        if (!r.done[(me + i) % 4]) {
-          r.turn = (me + i) % 4;
+      for (int i = 1; i < r.n; ++i) {
+        if (!r.done[(me + i) % r.n]) {
+          r.turn = (me + i) % r.n;
           break;
         }
       }
       r.cv.notify_all();
     };
     std::vector<std::thread> agents;
-    for (int a = 0; a < 4; ++a) agents.emplace_back(run, a);
+    for (int a = 0; a < r.n; ++a) agents.emplace_back(run, a);
     {
       std::lock_guard<std::mutex> l(r.mu);
       r.turn = 0;
@@ -467,6 +492,8 @@ struct Machine {
       m->role = -1;
       m->agent = -1;
       m->ws_consumers = 0;
+      m->ws_groups = 1;
+      m->my_base = 0;
     }
   }
 

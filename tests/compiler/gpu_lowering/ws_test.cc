@@ -2406,6 +2406,26 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
     const tl::Status sm = RunWs(c, m, &worst);
     EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
     EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
+    // The same with 2-block clusters (hopper_bench's ping-pong "cluster2" + "tma_store" config): persistent over 2
+    // blocks walking tile pairs 2j, 2j + 1, both blocks' producers multicasting where their boxes agree; the
+    // interpreter runs the cluster's six agents. Bit-equal to the cooperative kernel.
+    std::string text = Text(c);
+    const std::string head = ") -> (bx, by) {\n";
+    ASSERT_NE(text.find(head), std::string::npos) << text;
+    text.insert(text.find(head) + head.size(), "    hint cluster 2\n");
+    tl::gpu::GpuLowerOptions oc = Sm90a(true, true);
+    oc.persistent_sms = 2;
+    oc.gemm_pingpong = true;
+    oc.tma_store = true;
+    tl::StatusOr<tl::gpu::SimtKernel> kc = tl::gpu::LowerToSimt(Parse(text), oc);
+    ASSERT_TRUE(kc.ok()) << kc.status().ToString();
+    ASSERT_EQ(kc->cluster, 2) << Notes(*kc);
+    EXPECT_NE(Notes(*kc).find("epilogue stored by each warpgroup's thread 0 as TMA tensor stores"), std::string::npos)
+        << Notes(*kc);
+    std::vector<double> out_cl;
+    const tl::Status scl = RunWs(c, *kc, &worst, 0, &out_cl, 1e6);
+    ASSERT_TRUE(scl.ok()) << scl.ToString() << "\n" << tl::gpu::Dump(*kc);
+    EXPECT_EQ(out_cl, out_coop);
   }
   // ptxas: hopper_bench's 8192x8192x1024 ping-pong configs with the TMA store, 128x128 and 64x256 (4 stages of 40 KiB
   // and two 32 KiB tiles on 1024-byte atoms: within the 227 KiB).

@@ -340,9 +340,12 @@ std::string ClusterMulticast(SimtKernel* kernel, int64_t cluster) {
     return no + "the kernel's second mbarrier (" + einit.bar + ") is not the empty barrier of " + fbar;
   }
   SWarpRoles& wr = std::get<SWarpRoles>(k.body[static_cast<size_t>(roles)].node);
-  // The ping-pong GEMM (GpuLowerOptions::gemm_pingpong): its ring runs across tiles in an order the
-  // multicast pairing does not know (untested together): not clustered.
-  if (wr.consumer_groups != 1) return no + "the kernel is the ping-pong GEMM (gemm_pingpong)";
+  // The ping-pong GEMM (GpuLowerOptions::gemm_pingpong) composes: its producer streams the k-steps of
+  // the block's tiles b, b + G, b + 2G, ... through one ring, so with G and the tile count even the
+  // peer's j-th tile is this block's j-th ^ 1 (the pairing below), the same warpgroup (j % 2) consumes
+  // it in both blocks, and each stage's release counts that warpgroup's warps in both blocks (the
+  // doubled count). Persistent, every epilogue tile (both warpgroups' copies) lies outside the stages'
+  // memory, so invariant (5) holds. Checked in the interpreter (Cluster.ClusteredGemmsMatchFloat64).
   if (k.block_vars.empty() || k.grid.empty()) return no + "no grid";
   // The elected producer thread's block.
   SBlock* elected = nullptr;
