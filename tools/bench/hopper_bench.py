@@ -120,14 +120,12 @@ GEMM_CONFIGS_LARGE = ((128, 256, 64, 256, 3), (128, 128, 64, 128, 3),  # [1.01],
                       # (1.18), 3 stages (1.31), and session 14's 64x256 ping-pong tiles in all three forms (1.24).
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong"),
                       (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "tma_store"),
-                      # session 15 (never run on a GPU): the ping-pong with 2-block clusters. On the H100 the ping-pong's
-                      # 128x128 tiles read 2.0 GiB from the L2 at 8192x8192x1024 (9.1 TB/s at its best time) against
-                      # 128x256's 1.5 GiB; the multicast reads the tile both blocks of a pair need once (raster 0: A,
-                      # rasterized: B), 1.5 GiB, as CUTLASS pairs its ping-pong kernels with 2x1 clusters.
-                      # Interpreter: right against float64 (cluster_test cl_pp_*); ptxas 168 registers, 0 spills.
-                      (128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "cluster2"),
-                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong", "cluster2"),
-                      (128, 128, 64, 128, 4, 8, 1, "persistent", "gemm_pingpong", "cluster2", "tma_store"))
+                      # Dropped after one H100 run (session 15, 2026-12-05 10:49; correct, best ratio 1.21): the ping-pong
+                      # with 2-block clusters, (128, 128, 64, 128, 4, 0|8, 1, "persistent", "gemm_pingpong", "cluster2"
+                      # [, "tma_store"]) -- the ping-pong's 128x128 tiles are L2-bound there (ncu at 8192^3: L2
+                      # throughput 91 %, hit rate 55 %), but multicasting the shared tile made it 3-16 % slower in
+                      # block order (18-49 % rasterized), as the cooperative kernel's clusters were on the H200.
+                      )
 GEMM_CONFIGS_M128 = ((128, 64, 128, 128, 4),  # [1.03]
                      # split-K over the warp-specialized wgmma loop, atomic and per-split partials [1.15], [1.20]
                      (128, 128, 64, 256, 5, 0, 2), (128, 128, 64, 256, 5, 0, 2, "partials"),
