@@ -78,7 +78,8 @@ GROUPS = ("gemm", "attention", "w4a16", "norm")
 # session 12; H200 2026-12-05: 2-64 % slower than the best cooperative kernel, 7 % faster than the cooperative 128x128 at
 # K = 1024) -- a 128-thread block (128x128 tile) as CUTLASS's ping-pong schedule: two consumer
 # warpgroups on alternate tiles of the persistent block (384 threads), one's epilogue under the other's k-loop;
-# with "cluster2" (session 15) as clusters of 2 persistent blocks whose producers multicast the shared operand tile.
+# with "cluster2" (session 15) as clusters of 2 persistent blocks whose producers multicast the shared operand tile
+# (none listed: measured slower on the H100, below; `--gemm-configs` still takes them).
 # The best one is reported.
 # Pruned after the H200 table of 2026-12-04 19:50 (session 10), so the whole table fits one device call with its
 # validation: a config stays where it came within 10 % of the row's best on some row (the ratio in brackets is

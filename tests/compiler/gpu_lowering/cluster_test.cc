@@ -343,8 +343,8 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
       {{"cl_pp_r0_persistent2", 256, 512, 200, 128, 128, 64, 128, 2}, 0, 2, "(0 always", true},
       // rasterized (B shared), 3 stages, a k tail over 8 k-steps; 8 tiles over 4 blocks (one each warpgroup)
       {{"cl_pp_r2_persistent4", 512, 256, 456, 128, 128, 64, 128, 3}, 2, 4, "(0 always", true},
-      // one k-step a tile (the ring wraps every tile), ragged M; 12 tiles over 2 blocks
-      {{"cl_pp_r0_persistent2_k1", 328, 512, 40, 128, 128, 64, 128, 2}, 0, 2, "(0 always", true},
+      // one k-step a tile over 3 stages (each stage passes between the warpgroups), ragged M; 12 tiles over 2 blocks
+      {{"cl_pp_r0_persistent2_k1", 328, 512, 40, 128, 128, 64, 128, 3}, 0, 2, "(0 always", true},
   };
   for (const Run& r : runs) {
     SCOPED_TRACE(r.c.name);
@@ -357,6 +357,12 @@ TEST(Cluster, ClusteredGemmsMatchFloat64) {
     ASSERT_EQ(k->cluster, 2) << notes;
     EXPECT_EQ(notes.find("warp-specialized: ping-pong: two 128-thread consumer warpgroups") != std::string::npos, r.pingpong)
         << notes;
+    if (r.pingpong) {  // the roles themselves: 384 threads, two consumer groups
+      EXPECT_EQ(k->threads, 384);
+      const auto* roles = std::get_if<tl::gpu::SWarpRoles>(&k->body[k->body.size() - 2].node);
+      ASSERT_NE(roles, nullptr) << dump;  // (the last statement is the exit's cluster barrier)
+      EXPECT_EQ(roles->consumer_groups, 2);
+    }
     EXPECT_NE(notes.find(r.shared), std::string::npos) << notes;
     if (r.sms) {
       EXPECT_NE(notes.find("(persistent: tiles 2j, 2j + 1)"), std::string::npos) << notes;

@@ -2406,9 +2406,10 @@ TEST(WarpSpecialize, GemmPingpongBulkStore) {
     const tl::Status sm = RunWs(c, m, &worst);
     EXPECT_NE(sm.ToString().find("tl_epi_C_f_wg1["), std::string::npos) << sm.ToString();
     EXPECT_NE(sm.ToString().find("'s bulk copy of it to C is pending"), std::string::npos) << sm.ToString();
-    // The same with 2-block clusters (hopper_bench's ping-pong "cluster2" + "tma_store" config): persistent over 2
-    // blocks walking tile pairs 2j, 2j + 1, both blocks' producers multicasting where their boxes agree; the
-    // interpreter runs the cluster's six agents. Bit-equal to the cooperative kernel.
+    // The same with 2-block clusters (the ping-pong "cluster2" + "tma_store" config measured in session 15):
+    // persistent over 2 blocks walking tile pairs 2j, 2j + 1 (one tile a warpgroup here; cluster_test's cl_pp_*
+    // give each warpgroup several), both blocks' producers multicasting where their boxes agree; the interpreter
+    // runs the cluster's six agents. Bit-equal to the cooperative kernel.
     std::string text = Text(c);
     const std::string head = ") -> (bx, by) {\n";
     ASSERT_NE(text.find(head), std::string::npos) << text;

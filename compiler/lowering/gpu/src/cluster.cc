@@ -22,7 +22,8 @@
 // same expressions after the substitution (raster 0's A tile) the test is
 // dropped at compile time.
 //
-//   mbarrier.init full[S] (1 arrival), empty[S] (2 T / 32 arrivals: both blocks' consumer warps)
+//   mbarrier.init full[S] (1 arrival), empty[S] (twice the releasing warps: those of both blocks;
+//                         2 T / 32, or 8 in the ping-pong, where one warpgroup owns a tile)
 //   barrier.cluster                                 the peer's barriers exist
 //   producer (elected thread):
 //     rank = blockIdx.x & 1; tl_peer_* lets
@@ -55,7 +56,17 @@
 // persistent: an even tile count, so both tiles of a pair exist), so every
 // expected arrival happens. (4) A consumer arrives on its own empty barrier
 // before the peer's, and a release of fill n+1 by the peer needs that fill,
-// which needs this block's release of fill n: no arrival runs a phase ahead.
+// which needs this block's release of fill n (on the peer's barrier, so on
+// its own before): every phase n of a block's empty[s] includes all of its
+// own warps' releases of fill n. A peer's arrival may still run a phase
+// ahead, harmlessly: after a private fill, a peer warp's release of fill
+// n+1 can land before another peer warp's release of fill n and complete
+// phase n early. Only remote arrivals of peer warps that already released
+// their own block's copy are then missing, what follows is this block's
+// private write into its own stage, and a multicast fill needs both
+// producers, i.e. both blocks' phases; the slip is under the doubled count,
+// so the later phases and the parity waits stay exact. (The interpreter
+// runs each role in lockstep, so it never shows this order.)
 // (5) All bytes destined to a block have landed once its consumers waited
 // for the last k-step's full barrier, so an epilogue tile that reuses a
 // stage's memory is not overwritten by the peer; remote arrivals on the
