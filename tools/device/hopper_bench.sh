@@ -158,10 +158,7 @@ run() {
 profile() {
   local out py ncu=
   device_env || return 1
-  for d in "$(command -v ncu 2>/dev/null)" /usr/local/cuda/bin/ncu /usr/local/cuda-13*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
-    if [ -n "$d" ] && [ -x "$d" ]; then ncu=$d; break; fi
-  done
-  if [ -z "$ncu" ]; then
+  if ! find_ncu; then
     echo "profile: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
   fi
   echo "=== ncu: $ncu ==="
@@ -192,43 +189,85 @@ w4a16_wgmmasp_m128 w4a16 128 8192 8192 128 128 128 4 256 wgmma_sp 2
 LIST
 }
 
+# ncu on the device: the first of PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute (sets $ncu; "" if none).
+find_ncu() {
+  ncu=
+  local d
+  for d in "$(command -v ncu 2>/dev/null)" /usr/local/cuda/bin/ncu /usr/local/cuda-13*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    if [ -n "$d" ] && [ -x "$d" ]; then ncu=$d; return 0; fi
+  done
+  return 1
+}
+
+# ncu_spec NAME REGEX SPEC: one bench config, SPEC = '[label, cfg]' as hopper_bench.py --canary-one takes it (the
+# bench's own program, pass_configs and inputs; the config must be in that row's list), under ncu on the second
+# launch of the kernel REGEX matches; $out/ncu_NAME.txt and its key lines printed. TL_NCU_SASS=1: also the
+# SourceCounters section (stall sampling) kept as $out/ncu_NAME.ncu-rep and exported per SASS instruction
+# (`ncu -i ... --page source --csv --print-source sass`, gzipped: $out/ncu_NAME.sass.csv.gz; where that ncu
+# has no --print-source, the page's default view): WHICH instruction the warps stall at, which the default
+# sections do not say. TL_NCU_EXTRA: more ncu arguments, word-split.
+ncu_spec() {
+  local name=$1 regex=$2 spec=$3 rep=()
+  [ "${TL_NCU_SASS:-0}" = 1 ] && rep=(--section SourceCounters --import-source yes -o "$out/ncu_$name" -f)
+  echo "=== ncu $name: $spec ==="
+  # shellcheck disable=SC2086
+  (cd "$repo" && bench_env && timeout 150 "$ncu" --target-processes all -k "regex:$regex" --launch-skip 1 --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats "${rep[@]}" ${TL_NCU_EXTRA:-} \
+    "$py" tools/bench/hopper_bench.py --canary-one "$spec" --canary-reps 2) >"$out/ncu_$name.txt" 2>&1
+  echo "rc=$?" >>"$out/ncu_$name.txt"
+  if [ ${#rep[@]} -gt 0 ] && [ -e "$out/ncu_$name.ncu-rep" ]; then
+    "$ncu" -i "$out/ncu_$name.ncu-rep" --page details >>"$out/ncu_$name.txt" 2>&1
+    { "$ncu" -i "$out/ncu_$name.ncu-rep" --page source --csv --print-source sass 2>/dev/null ||
+      "$ncu" -i "$out/ncu_$name.ncu-rep" --page source --csv; } 2>&1 | gzip >"$out/ncu_$name.sass.csv.gz"
+    echo "per-instruction export: $out/ncu_$name.sass.csv.gz ($(zcat "$out/ncu_$name.sass.csv.gz" | wc -l) lines)"
+  fi
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|L2 Hit Rate|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|rc=|ERR|Error" \
+    "$out/ncu_$name.txt" | head -30
+}
+
 # `profile-best [JSON [N]]`: ncu on our best config of each GEMM / attention row of a bench JSON (default: this
 # $OUT's hopper_bench.json) that missed its peer, slowest first, at most N (default 4): hopper_bench.py
-# --profile-list picks them, and each runs as `hopper_bench.py --canary-one '[label, cfg]' --canary-reps 2` (the
-# bench's own program, pass_configs and inputs) under ncu on the second launch of `main_kernel` (of `main_k0`,
-# the split kernel, for a split-K config). The issue asks,
-# for every missed target, what the profile shows is the limiter. $OUT/ncu_<row>.txt. TL_NCU_EXTRA: more ncu
-# arguments, word-split (e.g. "--section SourceCounters --import-source yes" for the stall sampling per source
-# line, which the default sections leave out: ncu's WarpStateStats names the stall kinds, not where they are).
+# --profile-list picks them, each through ncu_spec (the second launch of `main_kernel`; of `main_k0`, the split
+# kernel, for a split-K config). The issue asks, for every missed target, what the profile shows is the
+# limiter. $OUT/ncu_<row>.txt.
 profile_best() {
-  local out py ncu= json=${1:-} n=${2:-4}
+  local out py ncu json=${1:-} n=${2:-4}
   device_env || return 1
   json=${json:-$out/hopper_bench.json}
-  for d in "$(command -v ncu 2>/dev/null)" /usr/local/cuda/bin/ncu /usr/local/cuda-13*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
-    if [ -n "$d" ] && [ -x "$d" ]; then ncu=$d; break; fi
-  done
-  if [ -z "$ncu" ]; then
+  if ! find_ncu; then
     echo "profile-best: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
   fi
   local name regex spec
   (cd "$repo" && bench_env && "$py" tools/bench/hopper_bench.py --profile-list "$json" --profile-max "$n") |
     while read -r name regex spec; do
       [ -n "$name" ] || continue
-      echo "=== ncu $name: $spec ==="
-      (cd "$repo" && bench_env && timeout 120 "$ncu" --target-processes all -k "regex:$regex" --launch-skip 1 --launch-count 1 \
-        --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
-        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats ${TL_NCU_EXTRA:-} \
-        "$py" tools/bench/hopper_bench.py --canary-one "$spec" --canary-reps 2) >"$out/ncu_$name.txt" 2>&1
-      echo "rc=$?" >>"$out/ncu_$name.txt"
-      grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|rc=|ERR|Error" \
-        "$out/ncu_$name.txt" | head -30
+      ncu_spec "$name" "$regex" "$spec"
     done
+}
+
+# `profile-one SPEC [NAME]`: ncu on any one config of a row, e.g.
+#   TL_NCU_SASS=1 bash tools/device/hopper_bench.sh profile-one \
+#     '["GEMM bfloat16 8192x8192x1024", [128, 256, 64, 256, 3, 8, 1, "persistent", "tma_store"]]' k1024
+# (the config must be in that row's list; a split-K config's kernel is main_k0, any other main_kernel).
+profile_one() {
+  local out py ncu spec=${1:-} name=${2:-one} regex=^main
+  if [ -z "$spec" ]; then echo "profile-one: expected SPEC ('[label, cfg]') [NAME]" >&2; return 2; fi
+  device_env || return 1
+  if ! find_ncu; then
+    echo "profile-one: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
+  fi
+  if (cd "$repo" && "$py" -c 'import json, sys; c = json.loads(sys.argv[1])[1]; sys.exit(0 if len(c) > 6 and isinstance(c[6], int) and c[6] > 1 else 1)' "$spec"); then
+    regex=^main_k0
+  fi
+  ncu_spec "$name" "$regex" "$spec"
 }
 
 case "${1:-}" in
   build) build ;;
   profile) profile ;;
   profile-best) shift; profile_best "$@" ;;
+  profile-one) shift; profile_one "$@" ;;
   run) shift; run "$@" ;;
   precompile) shift; precompile "$@" ;;
   *)
@@ -236,6 +275,7 @@ case "${1:-}" in
     echo "       $0 run [hopper_bench.py args, e.g. --only w4a16]   (on the device machine, with .gpu carried)" >&2
     echo "       $0 profile (on the device machine: ncu on the best GEMM / FlashAttention configs)" >&2
     echo "       $0 profile-best [JSON [N]] (on the device machine: ncu on the best config of each missed row)" >&2
+    echo "       $0 profile-one SPEC [NAME] (on the device machine: ncu on one '[label, cfg]'; TL_NCU_SASS=1: per SASS line)" >&2
     echo "       $0 precompile [args]   (on the device machine: only compile the configs into the cache)" >&2
     exit 2
     ;;
