@@ -590,3 +590,13 @@ def test_profile_list_picks_the_missed_rows_slowest_first(tmp_path):
     assert json.loads(lines[1].split(" ", 2)[2]) == ["FA fwd bfloat16 B4 H32 S4096 D128 causal", [128, 64, 256, 2, "nows"]]
     r = subprocess.run([sys.executable, BENCH, "--profile-list", str(path)], capture_output=True, text=True, timeout=120)
     assert len(r.stdout.strip().splitlines()) == 3 and "gemm_bfloat16_4096x4096x4096 ^main " in r.stdout
+
+
+def test_hopper_bench_sh_profile_one_needs_a_spec():
+    """hopper_bench.sh profile-one SPEC [NAME] (ncu on one '[label, cfg]' on the device): without a spec it says what
+    it expects and exits 2 before looking for a GPU, a torch or an ncu; the script parses."""
+    sh = os.path.join(ROOT, "tools", "device", "hopper_bench.sh")
+    assert subprocess.run(["bash", "-n", sh], capture_output=True, timeout=60).returncode == 0
+    r = subprocess.run(["bash", sh, "profile-one"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "profile-one: expected SPEC ('[label, cfg]') [NAME]" in r.stderr
