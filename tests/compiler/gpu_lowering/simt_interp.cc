@@ -364,73 +364,16 @@ struct Machine {
       error = "warp roles inside warp roles";
       return;
     }
-    std::vector<uint8_t> pm(mask.size(), 0), cm(mask.size(), 0);
-    for (size_t t = 0; t < mask.size(); ++t) {
-      (static_cast<int64_t>(t) < n.consumers ? cm : pm)[t] = mask[t];
-    }
-    Roles r;
-    roles = &r;
-    ws_consumers = n.consumers;
-    // consumer_groups 2: the consumer body run by each group as an agent of
-    // its own (threads [0, C/2) and [C/2, C)), so the two meet only at
-    // mbarriers and named barriers, as on the hardware.
-    ws_groups = n.consumer_groups == 2 && n.consumers % 2 == 0 ? 2 : 1;
-    if (n.consumer_groups != 1 && ws_groups != 2) {
-      error = "warp roles with " + std::to_string(n.consumer_groups) + " consumer groups";
-      return;
-    }
-    r.n = r.per = ws_groups == 2 ? 3 : 2;
-    live_bars.clear();
-    std::vector<std::vector<uint8_t>> gm(2, std::vector<uint8_t>(mask.size(), 0));
-    for (size_t t = 0; t < mask.size(); ++t) {
-      if (static_cast<int64_t>(t) < n.consumers) gm[static_cast<size_t>(t) < static_cast<size_t>(n.consumers / 2) ? 0 : 1][t] = mask[t];
-    }
-    auto run = [&](int me, const SBlock* b, const std::vector<uint8_t>* m) {
-      {
-        std::unique_lock<std::mutex> l(r.mu);
-        r.cv.wait(l, [&] { return r.turn == me; });
-        role = RoleOf(me);
-        agent = me;
-        my_base = BaseOf(me);
-      }
-      Exec(*b, *m);
-      std::unique_lock<std::mutex> l(r.mu);
-      r.done[me] = true;
-      // The next agent not done (blocked or not: it checks its phase again).
-      r.turn = -1;
-      for (int i = 1; i < r.n; ++i) {
-        if (!r.done[(me + i) % r.n]) {
-          r.turn = (me + i) % r.n;
-          break;
-        }
-      }
-      r.cv.notify_all();
-    };
-    std::vector<std::thread> agents;
-    agents.emplace_back(run, 0, &n.producer, &pm);
-    if (ws_groups == 2) {
-      agents.emplace_back(run, 1, &n.consumer, &gm[0]);
-      agents.emplace_back(run, 2, &n.consumer, &gm[1]);
-    } else {
-      agents.emplace_back(run, 1, &n.consumer, &cm);
-    }
-    {
-      std::lock_guard<std::mutex> l(r.mu);
-      r.turn = 0;
-    }
-    r.cv.notify_all();
-    for (std::thread& t : agents) t.join();
-    roles = nullptr;
-    role = -1;
-    ws_consumers = 0;
-    ws_groups = 1;
-    my_base = 0;
+    RunAgents(n, mask, {this});
   }
+  // The roles of both blocks of a cluster (this one rank 0, peer rank 1).
+  void RunClusterRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) { RunAgents(n, mask, {this, peer}); }
 
-  // The roles of both blocks of a cluster (this one rank 0, peer rank 1) as four agents, six with
-  // consumer groups (each block's producer, warpgroup 0, warpgroup 1: as RunRoles).
-  void RunClusterRoles(const SWarpRoles& n, const std::vector<uint8_t>& mask) {
-    Machine* ms[2] = {this, peer};
+  // The roles of the blocks `ms` (one, or a cluster's two), each as agents on OS threads sharing one
+  // baton: its producer, then its consumers -- or, with consumer_groups 2, each consumer group
+  // (threads [0, C/2) and [C/2, C)) as an agent of its own, so the two meet only at mbarriers and
+  // named barriers, as on the hardware. Agent a is agent a % per of block a / per.
+  void RunAgents(const SWarpRoles& n, const std::vector<uint8_t>& mask, const std::vector<Machine*>& ms) {
     const int64_t groups = n.consumer_groups == 2 && n.consumers % 2 == 0 ? 2 : 1;
     if (n.consumer_groups != 1 && groups != 2) {
       error = "warp roles with " + std::to_string(n.consumer_groups) + " consumer groups";
@@ -450,7 +393,7 @@ struct Machine {
     }
     Roles r;
     r.per = static_cast<int>(body.size());
-    r.n = 2 * r.per;
+    r.n = r.per * static_cast<int>(ms.size());
     for (Machine* m : ms) {
       m->roles = &r;
       m->ws_consumers = n.consumers;
@@ -458,7 +401,7 @@ struct Machine {
       m->live_bars.clear();
     }
     auto run = [&](int me) {
-      Machine& m = *ms[me / r.per];
+      Machine& m = *ms[static_cast<size_t>(me / r.per)];
       {
         std::unique_lock<std::mutex> l(r.mu);
         r.cv.wait(l, [&] { return r.turn == me; });
