@@ -600,3 +600,19 @@ def test_hopper_bench_sh_profile_one_needs_a_spec():
     r = subprocess.run(["bash", sh, "profile-one"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "profile-one: expected SPEC ('[label, cfg]') [NAME]" in r.stderr
+
+
+def test_profile_regex_names_the_kernel_ncu_profiles():
+    """--profile-regex '[label, cfg]' (hopper_bench.sh profile-one): the split kernel of a split-K GEMM config,
+    main_kernel for any other (attention configs' 7th element is a string); an unknown row or config exits 4."""
+    def regex(label, cfg):
+        return subprocess.run([sys.executable, BENCH, "--profile-regex", json.dumps([label, cfg])], capture_output=True,
+                              text=True, timeout=120)
+    r = regex("GEMM bfloat16 128x8192x8192", [128, 128, 64, 256, 5, 0, 2])
+    assert (r.returncode, r.stdout.strip()) == (0, "^main_k0"), r.stderr
+    r = regex("GEMM bfloat16 8192x8192x1024", [128, 256, 64, 256, 3, 8, 1, "persistent", "tma_store"])
+    assert (r.returncode, r.stdout.strip()) == (0, "^main"), r.stderr
+    r = regex("FA fwd bfloat16 B4 H32 S4096 D128", [128, 128, 256, 2, "overlap", "pingpong", "persistent"])
+    assert (r.returncode, r.stdout.strip()) == (0, "^main"), r.stderr
+    r = regex("GEMM bfloat16 8192x8192x1024", [128, 128, 64, 128, 4, 0, 1, "persistent", "gemm_pingpong", "cluster2"])
+    assert r.returncode == 4 and "no row 'GEMM bfloat16 8192x8192x1024' with config" in r.stderr

@@ -1406,6 +1406,25 @@ def run_canaries(cases, argv, timeout_s, jobs, log=print, command=None):
     return bad
 
 
+def kernel_regex(group, cfg):
+    """The kernel of a config's call that ncu is to profile: ^main_k0 for a split-K GEMM config (its call launches
+    the split kernel main_k0, then the cast main_k1), ^main (main_kernel) otherwise."""
+    split = group == "gemm" and len(cfg) > 6 and isinstance(cfg[6], int) and cfg[6] > 1
+    return "^main_k0" if split else "^main"
+
+
+def profile_regex(cases, spec):
+    """--profile-regex '[label, cfg]' (hopper_bench.sh profile-one): kernel_regex of that row's config, printed; exit 4
+    when the row or config is unknown (as --canary-one, which the profile then runs)."""
+    label, cfg = json.loads(spec)
+    case = next((c for c in cases if c.label == label), None)
+    if case is None or tuple(cfg) not in [tuple(c) for c in case.configs]:
+        print(f"profile: no row {label!r} with config {tuple(cfg)!r}", file=sys.stderr)
+        return 4
+    print(kernel_regex(case.group, cfg))
+    return 0
+
+
 def profile_list(rows, limit):
     """--profile-list JSON: the GEMM and attention rows of a bench JSON where ours is slower than the row's first
     peer (cuBLAS, SDPA-cuDNN), slowest ratio first, at most `limit`, as [(name, regex, '[label, cfg]')] for
@@ -1421,9 +1440,7 @@ def profile_list(rows, limit):
             continue
         name = "".join(ch if ch.isalnum() else "_" for ch in r["label"]).strip("_").lower()
         cfg = r["ours_cfg"]
-        split = r["group"] == "gemm" and len(cfg) > 6 and isinstance(cfg[6], int) and cfg[6] > 1
-        picked.append((peer["ms"] / r["ours_ms"], name, "^main_k0" if split else "^main",
-                       json.dumps([r["label"], cfg])))
+        picked.append((peer["ms"] / r["ours_ms"], name, kernel_regex(r["group"], cfg), json.dumps([r["label"], cfg])))
     return [(name, regex, spec) for _, name, regex, spec in sorted(picked)[:limit]]
 
 
@@ -1822,6 +1839,8 @@ def main():
     ap.add_argument("--profile-list", metavar="JSON", help="print the missed GEMM / attention rows of a bench JSON "
                     "(ours slower than cuBLAS / SDPA-cuDNN), slowest first, as 'name kernel-regex [label, cfg]' lines")
     ap.add_argument("--profile-max", type=int, default=4, help="--profile-list: at most this many")
+    ap.add_argument("--profile-regex", metavar="SPEC", help="print the kernel regex ncu is to profile for one "
+                    "'[label, cfg]' of the rows (hopper_bench.sh profile-one)")
     args = ap.parse_args()
     args.only = tuple(g for g in args.only.split(",") if g)
     gemm_kw = {"gemm_dtypes": tuple(d for d in args.gemm_dtypes.split(",") if d)}
@@ -1856,6 +1875,8 @@ def main():
     if args.self_test:
         return self_test(args)
     cases = select_w4(all_cases(only=args.only, **gemm_kw), args.w4_kinds, args.w4_ms)
+    if args.profile_regex:
+        return profile_regex(cases, args.profile_regex)
     if args.precompile:
         return precompile(cases, args.jobs)
     if args.canary_one:

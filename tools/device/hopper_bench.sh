@@ -249,17 +249,16 @@ profile_best() {
 # `profile-one SPEC [NAME]`: ncu on any one config of a row, e.g.
 #   TL_NCU_SASS=1 bash tools/device/hopper_bench.sh profile-one \
 #     '["GEMM bfloat16 8192x8192x1024", [128, 256, 64, 256, 3, 8, 1, "persistent", "tma_store"]]' k1024
-# (the config must be in that row's list; a split-K config's kernel is main_k0, any other main_kernel).
+# (the config must be in that row's list; the kernel profiled is hopper_bench.py --profile-regex's: a split-K GEMM
+# config's main_k0, any other main_kernel).
 profile_one() {
-  local out py ncu spec=${1:-} name=${2:-one} regex=^main
+  local out py ncu spec=${1:-} name=${2:-one} regex
   if [ -z "$spec" ]; then echo "profile-one: expected SPEC ('[label, cfg]') [NAME]" >&2; return 2; fi
   device_env || return 1
   if ! find_ncu; then
     echo "profile-one: no ncu on this machine (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"; return 0
   fi
-  if (cd "$repo" && "$py" -c 'import json, sys; c = json.loads(sys.argv[1])[1]; sys.exit(0 if len(c) > 6 and isinstance(c[6], int) and c[6] > 1 else 1)' "$spec"); then
-    regex=^main_k0
-  fi
+  regex=$(cd "$repo" && bench_env && "$py" tools/bench/hopper_bench.py --profile-regex "$spec") || return 1
   ncu_spec "$name" "$regex" "$spec"
 }
 
